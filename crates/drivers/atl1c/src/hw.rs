@@ -1,0 +1,105 @@
+//! The hardware half: an emulated atl1c-class (AR8151-like) port.
+//!
+//! Four TX queues (TPD rings), one RX queue (RFD ring), no RSS, no MAC
+//! filter table beyond the station address. One interrupt line with two
+//! moderation timers, modelled as two vectors: vector 0 carries RX causes
+//! and is throttled by the RX interrupt moderation timer (rx_imt), vector 1
+//! carries TX causes and is throttled by tx_imt. Both timers count in 2 µs
+//! units. The MAC enables its queues without errata, a few µs after the
+//! request.
+
+use std::time::Duration;
+
+use netadm_nic::emu::{Device, EmuConfig, WireMode};
+use netadm_nic::{Caps, Errata, NicClass};
+
+/// TX queues.
+pub const TX_QUEUES: u16 = 4;
+/// RX queues.
+pub const RX_QUEUES: u16 = 1;
+/// The RX-cause vector, throttled by rx_imt.
+pub const RX_VECTOR: u16 = 0;
+/// The TX-cause vector, throttled by tx_imt.
+pub const TX_VECTOR: u16 = 1;
+/// Moderation timers count in 2 µs units.
+pub const IMT_UNIT: Duration = Duration::from_micros(2);
+/// Largest moderation timer value (16 bits).
+pub const IMT_MAX: u32 = 0xFFFF;
+/// Largest MTU: the MAC takes frames up to 6 KiB.
+pub const MAX_MTU: u32 = 6 * 1024 - 22;
+
+/// How to build an atl1c-class port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Atl1cConfig {
+    /// Descriptors per ring (a power of two, 64..=4096).
+    pub ring_size: u32,
+    /// Queue enable/disable acknowledgement latency.
+    pub ack_latency: Duration,
+    /// CPU cost of a doorbell write.
+    pub doorbell_cost: Duration,
+    /// Where transmitted frames go.
+    pub wire: WireMode,
+}
+
+impl Default for Atl1cConfig {
+    fn default() -> Self {
+        Self {
+            ring_size: 1024,
+            ack_latency: Duration::from_micros(5),
+            doorbell_cost: Duration::from_nanos(300),
+            wire: WireMode::Sink,
+        }
+    }
+}
+
+/// A configuration the hardware cannot have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Ring size unusable.
+    #[error("atl1c: ring size {0}: must be a power of two in 64..=4096")]
+    RingSize(u32),
+}
+
+impl Atl1cConfig {
+    /// Checks the configuration against the hardware's limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
+            return Err(ConfigError::RingSize(self.ring_size));
+        }
+        Ok(())
+    }
+
+    /// The capabilities a port so configured has.
+    pub fn caps(&self) -> Caps {
+        Caps {
+            class: NicClass::Atl1c,
+            tx_queues: TX_QUEUES,
+            rx_queues: RX_QUEUES,
+            max_queue_pairs: TX_QUEUES,
+            vectors: 2,
+            ring_size: self.ring_size,
+            rss_table_size: 0,
+            mac_filters: 1,
+            min_mtu: 68,
+            max_mtu: MAX_MTU,
+            throttle_unit: IMT_UNIT,
+            throttle_max: IMT_MAX,
+            errata: Errata::default(),
+            queue_ack_deadline: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Powers on an emulated atl1c-class port.
+pub fn power_on(name: &str, cfg: &Atl1cConfig) -> Result<Device, ConfigError> {
+    cfg.validate()?;
+    Ok(Device::new(
+        EmuConfig {
+            caps: cfg.caps(),
+            ack_latency: cfg.ack_latency,
+            doorbell_cost: cfg.doorbell_cost,
+            wire: cfg.wire,
+        },
+        name,
+    ))
+}

@@ -1,0 +1,135 @@
+//! The hardware half: an emulated i40e-class (XL710-like) port.
+//!
+//! What it models, from the XL710 datasheet and the illumos and Linux
+//! drivers: up to 384 queue pairs per port; QENA_REQ/QENA_STAT queue
+//! enables acknowledged after ~10 µs; the TX pre-disable notice
+//! (GLLAN_TXPRE_QDIS) at least 400 µs (the drivers use 500 µs) before a TX
+//! queue is disabled; no re-enable within 50 ms of a disable; receive buffer
+//! size in 128-byte units, changeable only while the queue is disabled;
+//! MSI-X vectors shared by queue pairs with ITR throttling in 2 µs units;
+//! a 512-entry RSS indirection table.
+
+use std::time::Duration;
+
+use netadm_nic::emu::{Device, EmuConfig, WireMode};
+use netadm_nic::{Caps, Errata, NicClass};
+
+/// Most queue pairs a port has.
+pub const MAX_QUEUE_PAIRS: u16 = 384;
+/// Most MSI-X vectors a port's function uses.
+pub const MAX_VECTORS: u16 = 64;
+/// Entries in the RSS indirection table.
+pub const RSS_TABLE_SIZE: u16 = 512;
+/// Largest receive buffer the queue context can describe.
+pub const MAX_RX_BUF: u32 = 16 * 1024 - 128;
+/// The TX pre-disable notice the drivers give.
+pub const TX_PRE_DISABLE: Duration = Duration::from_micros(500);
+/// Minimum time between a queue's disable and its re-enable.
+pub const REENABLE_GAP: Duration = Duration::from_millis(50);
+/// ITR registers count in 2 µs units.
+pub const ITR_UNIT: Duration = Duration::from_micros(2);
+/// Largest ITR interval field value (12 bits).
+pub const ITR_MAX: u32 = 0xFFF;
+
+/// How to build an i40e-class port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct I40eConfig {
+    /// Queue pairs in use (1..=384).
+    pub queue_pairs: u16,
+    /// MSI-X vectors in use (1..=64).
+    pub vectors: u16,
+    /// Descriptors per ring (a power of two, 64..=4096).
+    pub ring_size: u32,
+    /// Queue enable/disable acknowledgement latency.
+    pub ack_latency: Duration,
+    /// CPU cost of a doorbell write.
+    pub doorbell_cost: Duration,
+    /// Where transmitted frames go.
+    pub wire: WireMode,
+    /// The errata the silicon has. Real parts: [`TX_PRE_DISABLE`] and
+    /// [`REENABLE_GAP`]; tests may shorten them to churn rings faster.
+    pub errata: Errata,
+}
+
+impl Default for I40eConfig {
+    fn default() -> Self {
+        Self {
+            queue_pairs: 256,
+            vectors: 8,
+            ring_size: 512,
+            ack_latency: Duration::from_micros(10),
+            doorbell_cost: Duration::from_nanos(300),
+            wire: WireMode::Sink,
+            errata: Errata {
+                tx_pre_disable: Some(TX_PRE_DISABLE),
+                reenable_gap: Some(REENABLE_GAP),
+            },
+        }
+    }
+}
+
+/// A configuration the hardware cannot have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Queue pairs out of range.
+    #[error("i40e: {0} queue pairs requested; the port has 1..={MAX_QUEUE_PAIRS}")]
+    QueuePairs(u16),
+    /// Vectors out of range.
+    #[error("i40e: {0} MSI-X vectors requested; the port has 1..={MAX_VECTORS}")]
+    Vectors(u16),
+    /// Ring size unusable.
+    #[error("i40e: ring size {0}: must be a power of two in 64..=4096")]
+    RingSize(u32),
+}
+
+impl I40eConfig {
+    /// Checks the configuration against the hardware's limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_QUEUE_PAIRS).contains(&self.queue_pairs) {
+            return Err(ConfigError::QueuePairs(self.queue_pairs));
+        }
+        if !(1..=MAX_VECTORS).contains(&self.vectors) {
+            return Err(ConfigError::Vectors(self.vectors));
+        }
+        if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
+            return Err(ConfigError::RingSize(self.ring_size));
+        }
+        Ok(())
+    }
+
+    /// The capabilities a port so configured has.
+    pub fn caps(&self) -> Caps {
+        Caps {
+            class: NicClass::I40e,
+            tx_queues: self.queue_pairs,
+            rx_queues: self.queue_pairs,
+            max_queue_pairs: MAX_QUEUE_PAIRS,
+            vectors: self.vectors,
+            ring_size: self.ring_size,
+            rss_table_size: RSS_TABLE_SIZE,
+            mac_filters: 1536,
+            min_mtu: 68,
+            max_mtu: 9710,
+            throttle_unit: ITR_UNIT,
+            throttle_max: ITR_MAX,
+            errata: self.errata,
+            // The datasheet allows well under 100 µs; leave room for a
+            // loaded host scheduling the device thread late.
+            queue_ack_deadline: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Powers on an emulated i40e-class port.
+pub fn power_on(name: &str, cfg: &I40eConfig) -> Result<Device, ConfigError> {
+    cfg.validate()?;
+    Ok(Device::new(
+        EmuConfig {
+            caps: cfg.caps(),
+            ack_latency: cfg.ack_latency,
+            doorbell_cost: cfg.doorbell_cost,
+            wire: cfg.wire,
+        },
+        name,
+    ))
+}

@@ -1,0 +1,39 @@
+//! `netadm-bench`: netadm's benchmarks, each measured side by side in one
+//! run, printed as a table (or one JSON object with `--json`).
+//!
+//! ```text
+//! netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
+//! ```
+
+mod rings;
+
+use std::process::ExitCode;
+
+const USAGE: &str =
+    "usage: netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("rings") => rings::Opts::parse(&args[1..]).and_then(rings::run),
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => Err(format!("expected a benchmark name\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netadm-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Parses the value following flag `name`.
+fn value<T: std::str::FromStr>(name: &str, v: Option<&String>) -> Result<T, String> {
+    v.ok_or_else(|| format!("{name} needs a value"))?
+        .parse()
+        .map_err(|_| format!("{name}: invalid value {:?}", v.unwrap()))
+}

@@ -1,0 +1,198 @@
+//! `rings`: start, stop and stop+start of every ring of an i40e-class port
+//! under each lifecycle strategy, and the DMA the rings hold.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use netadm_i40e::{I40e, I40eConfig};
+use netadm_nic::{Nic, buf_size_for_mtu};
+use netadm_rings::{OpReport, RingEngine, Strategy};
+use serde_json::{Value, json};
+
+/// Options of the `rings` benchmark.
+pub struct Opts {
+    json: bool,
+    rings: u16,
+    legacy_rings: u16,
+    tick_hz: u32,
+}
+
+impl Opts {
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut o = Opts { json: false, rings: 256, legacy_rings: 4, tick_hz: 100 };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--json" => o.json = true,
+                "--rings" => o.rings = crate::value(a, it.next())?,
+                "--legacy-rings" => o.legacy_rings = crate::value(a, it.next())?,
+                "--tick-hz" => o.tick_hz = crate::value(a, it.next())?,
+                _ => return Err(format!("rings: unknown option {a:?}")),
+            }
+        }
+        if !(1..=384).contains(&o.rings) || o.legacy_rings == 0 || o.legacy_rings > o.rings {
+            return Err("rings: need 1 <= --legacy-rings <= --rings <= 384".into());
+        }
+        if o.tick_hz == 0 {
+            return Err("rings: --tick-hz must be positive".into());
+        }
+        Ok(o)
+    }
+}
+
+struct Row {
+    strategy: Strategy,
+    op: &'static str,
+    rings: u16,
+    total: Duration,
+}
+
+impl Row {
+    fn per_ring(&self) -> Duration {
+        self.total / u32::from(self.rings)
+    }
+}
+
+fn port(rings: u16) -> Result<Arc<I40e>, String> {
+    let cfg = I40eConfig { queue_pairs: rings, ..I40eConfig::default() };
+    I40e::attach("bench0", &cfg).map(Arc::new).map_err(|e| e.to_string())
+}
+
+fn measure(strategy: Strategy, rings: u16, buf: u32) -> Result<Vec<Row>, String> {
+    let nic = port(rings)?;
+    let engine = RingEngine::new(nic.clone(), strategy).map_err(|e| e.to_string())?;
+    let set = engine.all_rings();
+    let e = |r: Result<OpReport, netadm_rings::RingError>| r.map_err(|e| e.to_string());
+    let row = |op, rep: OpReport| Row { strategy, op, rings, total: rep.total };
+    let start = e(engine.start(&set, buf))?;
+    let stop = e(engine.stop(&set))?;
+    e(engine.start(&set, buf))?;
+    let restart = e(engine.restart(&set, buf))?;
+    e(engine.stop(&set))?;
+    let faults = nic.hw_stats().faults();
+    if faults != 0 {
+        return Err(format!("{strategy}: the device saw {faults} errata violation(s)"));
+    }
+    Ok(vec![row("start", start), row("stop", stop), row("stop+start", restart)])
+}
+
+fn dma(buf: u32) -> Result<(u64, u64), String> {
+    let nic = port(256)?;
+    let engine = RingEngine::new(nic, Strategy::Batched).map_err(|e| e.to_string())?;
+    engine.start(&[0], buf).map_err(|e| e.to_string())?;
+    let one = engine.dma_bytes();
+    engine.start(&engine.all_rings(), buf).map_err(|e| e.to_string())?;
+    let all = engine.dma_bytes();
+    engine.stop(&engine.all_rings()).map_err(|e| e.to_string())?;
+    if engine.dma_bytes() != 0 {
+        return Err(format!("{} DMA bytes left after stopping every ring", engine.dma_bytes()));
+    }
+    Ok((one, all))
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+pub fn run(o: Opts) -> Result<(), String> {
+    let buf = buf_size_for_mtu(1500);
+    let legacy = Strategy::Legacy { tick_hz: o.tick_hz };
+    let mut rows = Vec::new();
+    for (s, n) in
+        [(Strategy::Batched, o.rings), (Strategy::Sequential, o.rings), (legacy, o.legacy_rings)]
+    {
+        if !o.json {
+            eprintln!("measuring {s} on {n} rings ...");
+        }
+        rows.extend(measure(s, n, buf)?);
+    }
+    let (one, all) = dma(buf)?;
+    let find = |s: &str, op: &str| rows.iter().find(|r| r.strategy.name() == s && r.op == op);
+    let ratio = |op: &str, other: &str| -> Option<f64> {
+        let b = find("batched", op)?;
+        let x = find(other, op)?;
+        Some(us(x.per_ring()) / us(b.per_ring()))
+    };
+    if o.json {
+        let results: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "strategy": r.strategy.name(),
+                    "tick_hz": match r.strategy { Strategy::Legacy { tick_hz } => Some(tick_hz), _ => None },
+                    "op": r.op,
+                    "rings": r.rings,
+                    "total_us": us(r.total).round(),
+                    "per_ring_us": (us(r.per_ring()) * 10.0).round() / 10.0,
+                })
+            })
+            .collect();
+        let ratios: Vec<Value> = ["start", "stop", "stop+start"]
+            .iter()
+            .map(|op| {
+                json!({
+                    "op": op,
+                    "sequential_over_batched_per_ring": ratio(op, "sequential"),
+                    "legacy_over_batched_per_ring": ratio(op, "legacy"),
+                })
+            })
+            .collect();
+        let out = json!({
+            "benchmark": "rings",
+            "nic": "i40e",
+            "mtu": 1500,
+            "buf_size": buf,
+            "results": results,
+            "ratios": ratios,
+            "dma": { "one_ring_bytes": one, "all_rings_bytes": all, "rings": 256 },
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!("ring lifecycle on an emulated i40e-class port, MTU 1500 ({buf}-byte buffers)");
+    println!(
+        "legacy runs on {} rings at {} Hz and is compared per ring\n",
+        o.legacy_rings, o.tick_hz
+    );
+    println!("{:<16} {:<11} {:>6} {:>14} {:>13}", "STRATEGY", "OP", "RINGS", "TOTAL", "PER-RING");
+    for r in &rows {
+        println!(
+            "{:<16} {:<11} {:>6} {:>14} {:>13}",
+            r.strategy.to_string(),
+            r.op,
+            r.rings,
+            fmt_d(r.total),
+            fmt_d(r.per_ring())
+        );
+    }
+    println!();
+    for op in ["start", "stop", "stop+start"] {
+        let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.0}x"));
+        println!(
+            "{op:<11} per ring: sequential/batched {:>7}   legacy/batched {:>8}",
+            f(ratio(op, "sequential")),
+            f(ratio(op, "legacy"))
+        );
+    }
+    println!("\nDMA held: 1 ring started {}, 256 rings started {}", fmt_b(one), fmt_b(all));
+    Ok(())
+}
+
+fn fmt_d(d: Duration) -> String {
+    let u = us(d);
+    if u >= 1e6 {
+        format!("{:.2} s", u / 1e6)
+    } else if u >= 1e3 {
+        format!("{:.2} ms", u / 1e3)
+    } else {
+        format!("{u:.1} us")
+    }
+}
+
+fn fmt_b(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
+    } else {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    }
+}

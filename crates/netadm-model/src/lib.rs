@@ -1,0 +1,30 @@
+//! netadm's pure domain model: validated names, addresses and link properties.
+//!
+//! "Parse, don't validate": every untrusted string (CLI argument, D-Bus
+//! argument, config file field) becomes one of these types through `FromStr`
+//! or `TryFrom`, and holding a value of the type is proof it is valid. Each
+//! failure is a variant of a `thiserror` enum carrying the offending input, so
+//! the message tells an operator exactly what is wrong, e.g.
+//! `link name "0abc": must start with a letter`.
+//!
+//! This crate has no I/O, no async runtime and no D-Bus/serde dependencies;
+//! every other netadm crate may depend on it.
+
+mod addrobj;
+mod aggr;
+mod keyword;
+mod link;
+mod mac;
+mod prop;
+mod vlan;
+
+pub use addrobj::{AddrObj, AddrObjError};
+pub use aggr::{AggrLayer, AggrPolicy, AggrPolicyError, LacpMode, LacpTimer};
+pub use keyword::KeywordError;
+pub use link::{LinkClass, LinkName, LinkNameError};
+pub use mac::{MacAddr, MacAddrError};
+pub use prop::{
+    Perm, PropError, PropName, PropSpec, PropType, PropValue, parse_assignments, parse_prop_names,
+    spec,
+};
+pub use vlan::{VlanId, VlanIdError};

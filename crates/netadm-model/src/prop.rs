@@ -1,0 +1,855 @@
+//! Link properties (`dladm show-linkprop` / `set-linkprop`): names, the
+//! static table of their types, defaults and permissions, and value parsing.
+//!
+//! Applicability is checked per [`LinkClass`] here. Some phys properties only
+//! exist on one NIC family (`rx-imt`/`tx-imt` on atl1c-class, `itr` on
+//! i40e-class); rejecting those per driver is the daemon's job, since the
+//! model does not know which driver owns a link.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::link::LinkClass;
+
+/// A link property name. The string forms are exactly dladm-style:
+/// `mtu`, `rxrings`, `txrings-effective`, `xmit-batch`, `rx-imt`, ...
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PropName {
+    /// `mtu`: maximum transmission unit.
+    Mtu,
+    /// `rxrings`: requested dedicated RX rings.
+    RxRings,
+    /// `txrings`: requested dedicated TX rings.
+    TxRings,
+    /// `rxrings-effective`: RX rings in use.
+    RxRingsEffective,
+    /// `txrings-effective`: TX rings in use.
+    TxRingsEffective,
+    /// `rxrings-available`: RX rings still available.
+    RxRingsAvailable,
+    /// `txrings-available`: TX rings still available.
+    TxRingsAvailable,
+    /// `xmit-batch`: batched TX doorbells.
+    XmitBatch,
+    /// `rx-imt`: RX interrupt moderation timer (atl1c-class).
+    RxImt,
+    /// `tx-imt`: TX interrupt moderation timer (atl1c-class).
+    TxImt,
+    /// `itr`: interrupt throttle rate per vector (i40e-class).
+    Itr,
+    /// `state`: operational link state.
+    State,
+    /// `speed`: link speed.
+    Speed,
+    /// `duplex`: link duplex.
+    Duplex,
+}
+
+const NAMES: [&str; 14] = [
+    "mtu",
+    "rxrings",
+    "txrings",
+    "rxrings-effective",
+    "txrings-effective",
+    "rxrings-available",
+    "txrings-available",
+    "xmit-batch",
+    "rx-imt",
+    "tx-imt",
+    "itr",
+    "state",
+    "speed",
+    "duplex",
+];
+
+impl PropName {
+    /// Every property, in the order `show-linkprop` lists them.
+    pub const ALL: [PropName; 14] = [
+        PropName::Mtu,
+        PropName::RxRings,
+        PropName::TxRings,
+        PropName::RxRingsEffective,
+        PropName::TxRingsEffective,
+        PropName::RxRingsAvailable,
+        PropName::TxRingsAvailable,
+        PropName::XmitBatch,
+        PropName::RxImt,
+        PropName::TxImt,
+        PropName::Itr,
+        PropName::State,
+        PropName::Speed,
+        PropName::Duplex,
+    ];
+
+    /// The property's name as typed on the command line.
+    pub fn as_str(self) -> &'static str {
+        NAMES[self as usize]
+    }
+
+    /// The property's static specification.
+    pub fn spec(self) -> &'static PropSpec {
+        &SPECS[self as usize]
+    }
+}
+
+impl fmt::Display for PropName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for PropName {
+    type Err = PropError;
+    /// Exact, case-sensitive match on the property name.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        NAMES
+            .iter()
+            .position(|n| *n == s)
+            .map(|i| Self::ALL[i])
+            .ok_or_else(|| PropError::UnknownProp { name: s.to_owned() })
+    }
+}
+
+/// The static specification of `name` (same as [`PropName::spec`]).
+pub fn spec(name: PropName) -> &'static PropSpec {
+    name.spec()
+}
+
+/// The type of a property's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropType {
+    /// An unsigned integer in `min..=max`, in `unit` (may be "").
+    Uint {
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+        /// Unit for display, e.g. "bytes", "us", "2us", "Mb/s".
+        unit: &'static str,
+    },
+    /// A boolean, written and shown "on" / "off".
+    Bool,
+    /// One of a fixed set of words (stored as [`PropValue::Text`]).
+    Enum(&'static [&'static str]),
+    /// Free text.
+    Text,
+}
+
+const BOOL_CHOICES: &[&str] = &["on", "off"];
+
+impl PropType {
+    /// The accepted values in dladm's POSSIBLE-column style:
+    /// "68-9710", "on,off", "up,down,unknown", or "--" for free text.
+    pub fn possible(&self) -> String {
+        match self {
+            PropType::Uint { min, max, .. } => format!("{min}-{max}"),
+            PropType::Bool => BOOL_CHOICES.join(","),
+            PropType::Enum(choices) => choices.join(","),
+            PropType::Text => "--".to_owned(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            PropType::Uint { .. } => "an unsigned integer",
+            PropType::Bool => "on/off",
+            PropType::Enum(_) | PropType::Text => "text",
+        }
+    }
+}
+
+/// A property value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PropValue {
+    /// An unsigned integer (for [`PropType::Uint`]).
+    Uint(u64),
+    /// A boolean (for [`PropType::Bool`]), shown "on" / "off".
+    Bool(bool),
+    /// Text (for [`PropType::Enum`] and [`PropType::Text`]).
+    Text(String),
+}
+
+impl PropValue {
+    /// The integer, if this is a `Uint`.
+    pub fn as_uint(&self) -> Option<u64> {
+        match self {
+            PropValue::Uint(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The boolean, if this is a `Bool`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            PropValue::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The text, if this is a `Text`.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            PropValue::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for PropValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PropValue::Uint(v) => fmt::Display::fmt(v, f),
+            PropValue::Bool(true) => f.pad("on"),
+            PropValue::Bool(false) => f.pad("off"),
+            PropValue::Text(s) => f.pad(s),
+        }
+    }
+}
+
+/// Whether a property can be set, shown as dladm's PERM column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Perm {
+    /// Settable: shown "rw".
+    ReadWrite,
+    /// Reported only: shown "r-".
+    ReadOnly,
+}
+
+impl Perm {
+    /// "rw" or "r-".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Perm::ReadWrite => "rw",
+            Perm::ReadOnly => "r-",
+        }
+    }
+}
+
+impl fmt::Display for Perm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Why a property name, value or assignment list was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PropError {
+    /// No property has this name.
+    #[error("unknown link property {name:?}")]
+    UnknownProp {
+        /// The rejected name.
+        name: String,
+    },
+    /// The property is read-only and cannot be set.
+    #[error("link property \"{prop}\" is read-only")]
+    ReadOnly {
+        /// The property.
+        prop: PropName,
+    },
+    /// A numeric value is outside the property's range.
+    #[error("link property \"{prop}\": value {value:?} is out of range {min}-{max}")]
+    OutOfRange {
+        /// The property.
+        prop: PropName,
+        /// The rejected value, as given.
+        value: String,
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+    },
+    /// A numeric property was given something that is not a decimal number.
+    #[error("link property \"{prop}\": value {value:?} is not a decimal number")]
+    NotANumber {
+        /// The property.
+        prop: PropName,
+        /// The rejected value.
+        value: String,
+    },
+    /// A boolean or enumerated property was given a word it does not accept.
+    #[error("link property \"{prop}\": value {value:?} is not one of {}", choices.join(", "))]
+    BadChoice {
+        /// The property.
+        prop: PropName,
+        /// The rejected value.
+        value: String,
+        /// The accepted values.
+        choices: &'static [&'static str],
+    },
+    /// The property does not exist on links of this class.
+    #[error("link property \"{prop}\" does not apply to {class} links")]
+    NotApplicable {
+        /// The property.
+        prop: PropName,
+        /// The class of the link it was used on.
+        class: LinkClass,
+    },
+    /// A typed value has the wrong type for the property.
+    #[error("link property \"{prop}\": value {value:?} has the wrong type, expected {expected}")]
+    WrongType {
+        /// The property.
+        prop: PropName,
+        /// The rejected value.
+        value: PropValue,
+        /// What the property takes, e.g. "an unsigned integer".
+        expected: &'static str,
+    },
+    /// An item of a `-p` assignment list has no `=`.
+    #[error("property assignment {item:?}: expected NAME=VALUE")]
+    MissingEquals {
+        /// The rejected item.
+        item: String,
+    },
+    /// A property appears twice in one `-p` list.
+    #[error("link property \"{prop}\" given more than once")]
+    Duplicate {
+        /// The repeated property.
+        prop: PropName,
+    },
+    /// The `-p` list is empty.
+    #[error("empty property list")]
+    Empty,
+}
+
+/// The static specification of one link property: one row of the table
+/// returned by [`PropSpec::all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PropSpec {
+    /// The property.
+    pub name: PropName,
+    /// Its value type, with range or choices.
+    pub ty: PropType,
+    /// Its default; `None` when it has no static default (read-only values,
+    /// and `rxrings`/`txrings`, which the driver chooses at runtime).
+    pub default: Option<PropValue>,
+    /// Whether it can be set.
+    pub perm: Perm,
+    /// The link classes it applies to.
+    pub classes: &'static [LinkClass],
+    /// One-line description for help output.
+    pub description: &'static str,
+}
+
+const ALL_CLASSES: &[LinkClass] = &LinkClass::ALL;
+const PHYS: &[LinkClass] = &[LinkClass::Phys];
+const PHYS_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Vnic];
+const PHYS_AGGR: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr];
+const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
+
+/// The property table, indexed by `PropName as usize`.
+static SPECS: [PropSpec; 14] = [
+    PropSpec {
+        name: PropName::Mtu,
+        ty: PropType::Uint { min: 68, max: 9710, unit: "bytes" },
+        default: Some(PropValue::Uint(1500)),
+        perm: Perm::ReadWrite,
+        classes: ALL_CLASSES,
+        description: "maximum transmission unit (IP payload bytes per frame)",
+    },
+    PropSpec {
+        name: PropName::RxRings,
+        ty: RINGS,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: PHYS_VNIC,
+        description: "dedicated RX rings; 0 = none, share the default group (dladm \"sw\")",
+    },
+    PropSpec {
+        name: PropName::TxRings,
+        ty: RINGS,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: PHYS_VNIC,
+        description: "dedicated TX rings; 0 = none, share the default group (dladm \"sw\")",
+    },
+    PropSpec {
+        name: PropName::RxRingsEffective,
+        ty: RINGS,
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: PHYS_VNIC,
+        description: "RX rings the link is using now",
+    },
+    PropSpec {
+        name: PropName::TxRingsEffective,
+        ty: RINGS,
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: PHYS_VNIC,
+        description: "TX rings the link is using now",
+    },
+    PropSpec {
+        name: PropName::RxRingsAvailable,
+        ty: RINGS,
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: PHYS_VNIC,
+        description: "RX rings that can still be given to links",
+    },
+    PropSpec {
+        name: PropName::TxRingsAvailable,
+        ty: RINGS,
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: PHYS_VNIC,
+        description: "TX rings that can still be given to links",
+    },
+    PropSpec {
+        name: PropName::XmitBatch,
+        ty: PropType::Bool,
+        default: Some(PropValue::Bool(true)),
+        perm: Perm::ReadWrite,
+        classes: PHYS_AGGR,
+        description: "batch TX doorbell writes (one MMIO write per burst, not per frame)",
+    },
+    PropSpec {
+        name: PropName::RxImt,
+        ty: PropType::Uint { min: 0, max: 65535, unit: "2us" },
+        // Linux atl1c's default (hw->rx_imt = 200), the seed's "before".
+        default: Some(PropValue::Uint(200)),
+        perm: Perm::ReadWrite,
+        classes: PHYS,
+        description: "RX interrupt moderation timer in 2 us units (atl1c-class NICs only)",
+    },
+    PropSpec {
+        name: PropName::TxImt,
+        ty: PropType::Uint { min: 0, max: 65535, unit: "2us" },
+        default: Some(PropValue::Uint(1000)),
+        perm: Perm::ReadWrite,
+        classes: PHYS,
+        description: "TX interrupt moderation timer in 2 us units (atl1c-class NICs only)",
+    },
+    PropSpec {
+        name: PropName::Itr,
+        ty: PropType::Uint { min: 0, max: 8160, unit: "us" },
+        default: Some(PropValue::Uint(50)),
+        perm: Perm::ReadWrite,
+        classes: PHYS,
+        description: "interrupt throttle interval per vector in us (i40e-class NICs only)",
+    },
+    PropSpec {
+        name: PropName::State,
+        ty: PropType::Enum(&["up", "down", "unknown"]),
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: ALL_CLASSES,
+        description: "operational link state",
+    },
+    PropSpec {
+        name: PropName::Speed,
+        ty: PropType::Uint { min: 0, max: u64::MAX, unit: "Mb/s" },
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: ALL_CLASSES,
+        description: "link speed in Mb/s",
+    },
+    PropSpec {
+        name: PropName::Duplex,
+        ty: PropType::Enum(&["full", "half", "unknown"]),
+        default: None,
+        perm: Perm::ReadOnly,
+        classes: ALL_CLASSES,
+        description: "link duplex",
+    },
+];
+
+impl PropSpec {
+    /// Every property's specification, in [`PropName::ALL`] order.
+    pub fn all() -> &'static [PropSpec] {
+        &SPECS
+    }
+
+    /// Whether the property exists on links of `class`.
+    pub fn applies_to(&self, class: LinkClass) -> bool {
+        self.classes.contains(&class)
+    }
+
+    /// `Err(NotApplicable)` unless the property exists on links of `class`.
+    pub fn check_class(&self, class: LinkClass) -> Result<(), PropError> {
+        if self.applies_to(class) {
+            Ok(())
+        } else {
+            Err(PropError::NotApplicable { prop: self.name, class })
+        }
+    }
+
+    /// The POSSIBLE column: "--" for read-only properties, else
+    /// [`PropType::possible`].
+    pub fn possible(&self) -> String {
+        match self.perm {
+            Perm::ReadOnly => "--".to_owned(),
+            Perm::ReadWrite => self.ty.possible(),
+        }
+    }
+
+    /// Parses a value an operator wants to set. Rejects read-only properties;
+    /// integers are plain decimal (no sign, unit or whitespace); booleans are
+    /// "on"/"off"; enumerated words must match exactly.
+    pub fn parse_value(&self, s: &str) -> Result<PropValue, PropError> {
+        if self.perm == Perm::ReadOnly {
+            return Err(PropError::ReadOnly { prop: self.name });
+        }
+        let prop = self.name;
+        match self.ty {
+            PropType::Uint { min, max, .. } => {
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(PropError::NotANumber { prop, value: s.to_owned() });
+                }
+                match s.parse::<u64>() {
+                    Ok(v) if (min..=max).contains(&v) => Ok(PropValue::Uint(v)),
+                    _ => Err(PropError::OutOfRange { prop, value: s.to_owned(), min, max }),
+                }
+            }
+            PropType::Bool => match s {
+                "on" => Ok(PropValue::Bool(true)),
+                "off" => Ok(PropValue::Bool(false)),
+                _ => Err(PropError::BadChoice { prop, value: s.to_owned(), choices: BOOL_CHOICES }),
+            },
+            PropType::Enum(choices) => {
+                if choices.contains(&s) {
+                    Ok(PropValue::Text(s.to_owned()))
+                } else {
+                    Err(PropError::BadChoice { prop, value: s.to_owned(), choices })
+                }
+            }
+            PropType::Text => Ok(PropValue::Text(s.to_owned())),
+        }
+    }
+
+    /// Parses a value to set on a link of `class`: [`Self::check_class`]
+    /// then [`Self::parse_value`].
+    pub fn parse_value_for(&self, class: LinkClass, s: &str) -> Result<PropValue, PropError> {
+        self.check_class(class)?;
+        self.parse_value(s)
+    }
+
+    /// Checks an already typed value (e.g. from D-Bus, or reported by a
+    /// driver) against the type, range and choices. Ignores the permission.
+    pub fn check_value(&self, v: &PropValue) -> Result<(), PropError> {
+        let prop = self.name;
+        match (&self.ty, v) {
+            (PropType::Uint { min, max, .. }, PropValue::Uint(n)) => {
+                if (*min..=*max).contains(n) {
+                    Ok(())
+                } else {
+                    Err(PropError::OutOfRange { prop, value: n.to_string(), min: *min, max: *max })
+                }
+            }
+            (PropType::Bool, PropValue::Bool(_)) | (PropType::Text, PropValue::Text(_)) => Ok(()),
+            (PropType::Enum(choices), PropValue::Text(s)) => {
+                if choices.contains(&s.as_str()) {
+                    Ok(())
+                } else {
+                    Err(PropError::BadChoice { prop, value: s.clone(), choices })
+                }
+            }
+            (ty, _) => Err(PropError::WrongType { prop, value: v.clone(), expected: ty.kind() }),
+        }
+    }
+}
+
+/// Parses a `-p` assignment list such as `mtu=9000,xmit-batch=off`.
+///
+/// Items are separated by `,` and split at the first `=`; no whitespace is
+/// trimmed. Rejects an empty list, items without `=`, unknown or repeated
+/// properties, read-only properties and invalid values. Does not check link
+/// class (see [`PropSpec::check_class`]). Order is preserved.
+pub fn parse_assignments(s: &str) -> Result<Vec<(PropName, PropValue)>, PropError> {
+    if s.is_empty() {
+        return Err(PropError::Empty);
+    }
+    let mut seen = HashSet::new();
+    s.split(',')
+        .map(|item| {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| PropError::MissingEquals { item: item.to_owned() })?;
+            let prop: PropName = name.parse()?;
+            if !seen.insert(prop) {
+                return Err(PropError::Duplicate { prop });
+            }
+            Ok((prop, prop.spec().parse_value(value)?))
+        })
+        .collect()
+}
+
+/// Parses a `-p` name list such as `mtu,itr` (for `show-linkprop` and
+/// `reset-linkprop`). Rejects an empty list, unknown and repeated names.
+pub fn parse_prop_names(s: &str) -> Result<Vec<PropName>, PropError> {
+    if s.is_empty() {
+        return Err(PropError::Empty);
+    }
+    let mut seen = HashSet::new();
+    s.split(',')
+        .map(|name| {
+            let prop: PropName = name.parse()?;
+            if !seen.insert(prop) {
+                return Err(PropError::Duplicate { prop });
+            }
+            Ok(prop)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PropName::*;
+
+    fn s(x: &str) -> String {
+        x.to_owned()
+    }
+
+    #[test]
+    fn names_round_trip_and_table_is_indexed_by_name() {
+        assert_eq!(PropSpec::all().len(), PropName::ALL.len());
+        for (i, p) in PropName::ALL.into_iter().enumerate() {
+            assert_eq!(p as usize, i);
+            assert_eq!(p.spec().name, p, "SPECS out of order at {p}");
+            assert_eq!(spec(p), p.spec());
+            assert_eq!(p.to_string().parse::<PropName>(), Ok(p));
+        }
+        let shown: Vec<String> = PropName::ALL.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "mtu",
+                "rxrings",
+                "txrings",
+                "rxrings-effective",
+                "txrings-effective",
+                "rxrings-available",
+                "txrings-available",
+                "xmit-batch",
+                "rx-imt",
+                "tx-imt",
+                "itr",
+                "state",
+                "speed",
+                "duplex"
+            ]
+        );
+        for bad in ["", "MTU", "mtu ", "xmit_batch", "rings"] {
+            assert_eq!(bad.parse::<PropName>(), Err(PropError::UnknownProp { name: s(bad) }));
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_only_on_writable_props() {
+        for sp in PropSpec::all() {
+            if let Some(d) = &sp.default {
+                assert_eq!(sp.perm, Perm::ReadWrite, "{}", sp.name);
+                sp.check_value(d).unwrap();
+                assert_eq!(sp.parse_value(&d.to_string()).as_ref(), Ok(d));
+            }
+            assert!(!sp.classes.is_empty());
+            assert!(!sp.description.is_empty());
+        }
+    }
+
+    #[test]
+    fn table_contents() {
+        let t = |p: PropName| p.spec();
+        assert_eq!(t(Mtu).default, Some(PropValue::Uint(1500)));
+        assert_eq!(t(Mtu).possible(), "68-9710");
+        assert_eq!(t(XmitBatch).default, Some(PropValue::Bool(true)));
+        assert_eq!(t(XmitBatch).possible(), "on,off");
+        assert_eq!(t(RxImt).default, Some(PropValue::Uint(200)));
+        assert_eq!(t(TxImt).default, Some(PropValue::Uint(1000)));
+        assert_eq!(t(Itr).default, Some(PropValue::Uint(50)));
+        assert_eq!(t(RxRings).default, None);
+        assert_eq!(t(Speed).possible(), "--");
+        assert_eq!(t(State).ty.possible(), "up,down,unknown");
+        for p in [
+            RxRingsEffective,
+            TxRingsEffective,
+            RxRingsAvailable,
+            TxRingsAvailable,
+            State,
+            Speed,
+            Duplex,
+        ] {
+            assert_eq!(t(p).perm, Perm::ReadOnly, "{p}");
+            assert_eq!(t(p).perm.to_string(), "r-");
+        }
+        assert_eq!(t(Mtu).perm.to_string(), "rw");
+        use LinkClass::*;
+        let applies = |p: PropName| -> Vec<LinkClass> {
+            LinkClass::ALL.into_iter().filter(|&c| t(p).applies_to(c)).collect()
+        };
+        assert_eq!(applies(Mtu), [Phys, Aggr, Vnic]);
+        assert_eq!(applies(RxRings), [Phys, Vnic]);
+        assert_eq!(applies(XmitBatch), [Phys, Aggr]);
+        assert_eq!(applies(Itr), [Phys]);
+        assert_eq!(applies(RxImt), [Phys]);
+        assert_eq!(applies(Speed), [Phys, Aggr, Vnic]);
+    }
+
+    #[test]
+    fn parse_value_accepts() {
+        let cases: &[(PropName, &str, PropValue)] = &[
+            (Mtu, "68", PropValue::Uint(68)),
+            (Mtu, "9710", PropValue::Uint(9710)),
+            (Mtu, "09000", PropValue::Uint(9000)),
+            (RxRings, "0", PropValue::Uint(0)),
+            (TxRings, "384", PropValue::Uint(384)),
+            (XmitBatch, "on", PropValue::Bool(true)),
+            (XmitBatch, "off", PropValue::Bool(false)),
+            (RxImt, "0", PropValue::Uint(0)),
+            (TxImt, "65535", PropValue::Uint(65535)),
+            (Itr, "8160", PropValue::Uint(8160)),
+        ];
+        for (p, input, want) in cases {
+            assert_eq!(p.spec().parse_value(input).as_ref(), Ok(want), "{p}={input}");
+        }
+    }
+
+    #[test]
+    fn parse_value_rejects() {
+        let range =
+            |prop, value: &str, min, max| PropError::OutOfRange { prop, value: s(value), min, max };
+        let nan = |prop, value: &str| PropError::NotANumber { prop, value: s(value) };
+        let cases: Vec<(PropName, &str, PropError)> = vec![
+            (Mtu, "67", range(Mtu, "67", 68, 9710)),
+            (Mtu, "9711", range(Mtu, "9711", 68, 9710)),
+            (Mtu, "0", range(Mtu, "0", 68, 9710)),
+            (Mtu, "99999999999999999999999", range(Mtu, "99999999999999999999999", 68, 9710)),
+            (RxRings, "385", range(RxRings, "385", 0, 384)),
+            (TxImt, "65536", range(TxImt, "65536", 0, 65535)),
+            (Itr, "8161", range(Itr, "8161", 0, 8160)),
+            (Mtu, "", nan(Mtu, "")),
+            (Mtu, "9k", nan(Mtu, "9k")),
+            (Mtu, "-1", nan(Mtu, "-1")),
+            (Mtu, "+1500", nan(Mtu, "+1500")),
+            (Mtu, " 1500", nan(Mtu, " 1500")),
+            (RxRings, "sw", nan(RxRings, "sw")),
+            (
+                XmitBatch,
+                "true",
+                PropError::BadChoice { prop: XmitBatch, value: s("true"), choices: &["on", "off"] },
+            ),
+            (
+                XmitBatch,
+                "ON",
+                PropError::BadChoice { prop: XmitBatch, value: s("ON"), choices: &["on", "off"] },
+            ),
+            (Speed, "1000", PropError::ReadOnly { prop: Speed }),
+            (State, "up", PropError::ReadOnly { prop: State }),
+            (RxRingsEffective, "1", PropError::ReadOnly { prop: RxRingsEffective }),
+        ];
+        for (p, input, want) in cases {
+            assert_eq!(p.spec().parse_value(input), Err(want), "{p}={input:?}");
+        }
+    }
+
+    #[test]
+    fn class_checks() {
+        assert_eq!(
+            Itr.spec().parse_value_for(LinkClass::Aggr, "50"),
+            Err(PropError::NotApplicable { prop: Itr, class: LinkClass::Aggr })
+        );
+        assert_eq!(
+            XmitBatch.spec().check_class(LinkClass::Vnic),
+            Err(PropError::NotApplicable { prop: XmitBatch, class: LinkClass::Vnic })
+        );
+        assert_eq!(Mtu.spec().parse_value_for(LinkClass::Vnic, "9000"), Ok(PropValue::Uint(9000)));
+    }
+
+    #[test]
+    fn check_value_typed() {
+        assert_eq!(Speed.spec().check_value(&PropValue::Uint(10_000)), Ok(()));
+        assert_eq!(State.spec().check_value(&PropValue::Text(s("up"))), Ok(()));
+        assert_eq!(
+            Duplex.spec().check_value(&PropValue::Text(s("quarter"))),
+            Err(PropError::BadChoice {
+                prop: Duplex,
+                value: s("quarter"),
+                choices: &["full", "half", "unknown"],
+            })
+        );
+        assert_eq!(
+            Mtu.spec().check_value(&PropValue::Uint(10_000)),
+            Err(PropError::OutOfRange { prop: Mtu, value: s("10000"), min: 68, max: 9710 })
+        );
+        assert_eq!(
+            Mtu.spec().check_value(&PropValue::Bool(true)),
+            Err(PropError::WrongType {
+                prop: Mtu,
+                value: PropValue::Bool(true),
+                expected: "an unsigned integer"
+            })
+        );
+    }
+
+    #[test]
+    fn value_display() {
+        assert_eq!(PropValue::Uint(9000).to_string(), "9000");
+        assert_eq!(PropValue::Bool(true).to_string(), "on");
+        assert_eq!(PropValue::Bool(false).to_string(), "off");
+        assert_eq!(PropValue::Text(s("up")).to_string(), "up");
+        assert_eq!(PropValue::Uint(7).as_uint(), Some(7));
+        assert_eq!(PropValue::Bool(true).as_bool(), Some(true));
+        assert_eq!(PropValue::Text(s("x")).as_text(), Some("x"));
+        assert_eq!(PropValue::Uint(7).as_text(), None);
+    }
+
+    #[test]
+    fn assignments() {
+        assert_eq!(
+            parse_assignments("mtu=9000,xmit-batch=off"),
+            Ok(vec![(Mtu, PropValue::Uint(9000)), (XmitBatch, PropValue::Bool(false))])
+        );
+        assert_eq!(parse_assignments("itr=0"), Ok(vec![(Itr, PropValue::Uint(0))]));
+        let cases = [
+            ("", PropError::Empty),
+            ("mtu", PropError::MissingEquals { item: s("mtu") }),
+            ("mtu=9000,", PropError::MissingEquals { item: s("") }),
+            ("mtu=9000,mtu=1500", PropError::Duplicate { prop: Mtu }),
+            ("speed=1000", PropError::ReadOnly { prop: Speed }),
+            ("foo=1", PropError::UnknownProp { name: s("foo") }),
+            ("=1", PropError::UnknownProp { name: s("") }),
+            ("mtu=1=2", PropError::NotANumber { prop: Mtu, value: s("1=2") }),
+            ("mtu =9000", PropError::UnknownProp { name: s("mtu ") }),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_assignments(input), Err(want), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn name_lists() {
+        assert_eq!(parse_prop_names("mtu,itr"), Ok(vec![Mtu, Itr]));
+        assert_eq!(parse_prop_names("speed"), Ok(vec![Speed]));
+        assert_eq!(parse_prop_names(""), Err(PropError::Empty));
+        assert_eq!(parse_prop_names("mtu,mtu"), Err(PropError::Duplicate { prop: Mtu }));
+        assert_eq!(parse_prop_names("mtu,"), Err(PropError::UnknownProp { name: s("") }));
+    }
+
+    #[test]
+    fn messages() {
+        let m = |e: PropError| e.to_string();
+        assert_eq!(
+            m(Mtu.spec().parse_value("20").unwrap_err()),
+            r#"link property "mtu": value "20" is out of range 68-9710"#
+        );
+        assert_eq!(
+            m(XmitBatch.spec().parse_value("yes").unwrap_err()),
+            r#"link property "xmit-batch": value "yes" is not one of on, off"#
+        );
+        assert_eq!(
+            m(Speed.spec().parse_value("1").unwrap_err()),
+            r#"link property "speed" is read-only"#
+        );
+        assert_eq!(
+            m(Itr.spec().check_class(LinkClass::Vnic).unwrap_err()),
+            r#"link property "itr" does not apply to vnic links"#
+        );
+        assert_eq!(m("bogus".parse::<PropName>().unwrap_err()), r#"unknown link property "bogus""#);
+        assert_eq!(
+            m(parse_assignments("mtu").unwrap_err()),
+            r#"property assignment "mtu": expected NAME=VALUE"#
+        );
+    }
+}

@@ -1,0 +1,705 @@
+//! The emulated-hardware core both device classes are built on.
+//!
+//! A [`Device`] is the hardware half of a driver crate: registers the driver
+//! writes and reads, and an engine thread that does what silicon would. It
+//! is honest about what real hardware costs and forbids:
+//!
+//! - Queue enable/disable requests are acknowledged asynchronously after
+//!   [`EmuConfig::ack_latency`], many queues in parallel.
+//! - Errata are enforced ([`crate::Errata`]): a TX disable without the
+//!   pre-disable notice, or an enable inside the re-enable gap, hangs the
+//!   queue and counts a fault, as the real device would misbehave.
+//! - A ring can only be (re)programmed while its queue is disabled.
+//! - A doorbell write costs the writing CPU [`EmuConfig::doorbell_cost`]
+//!   (an uncached MMIO write) and wakes the engine if it is parked.
+//! - Interrupts are raised per MSI-X vector, throttled per vector, and
+//!   delivered on a separate interrupt thread, concurrently with the engine.
+//!
+//! The engine thread parks when idle; doorbells and control writes wake it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crate::dma::DmaRing;
+use crate::types::{Caps, Dir, HwStats, InterruptHandler, NicError, QueueId};
+
+/// Where frames the device transmits go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WireMode {
+    /// Frames leave and are counted; nothing comes back.
+    #[default]
+    Sink,
+    /// MAC loopback: every transmitted frame is received again by this
+    /// device, steered by RSS where the device has it.
+    Loopback,
+}
+
+/// How to build an emulated device.
+#[derive(Debug, Clone)]
+pub struct EmuConfig {
+    /// What the device is and can do.
+    pub caps: Caps,
+    /// Time from a queue enable/disable request to its acknowledgement.
+    pub ack_latency: Duration,
+    /// CPU cost of one doorbell (uncached MMIO) write.
+    pub doorbell_cost: Duration,
+    /// Where transmitted frames go.
+    pub wire: WireMode,
+}
+
+/// Most frames the engine moves per queue before looking at other work.
+const ENGINE_BUDGET: u32 = 256;
+
+struct QueueRegs {
+    /// QENA_REQ: what the driver asked for.
+    req: AtomicBool,
+    /// QENA_STAT: what the device has acknowledged.
+    stat: AtomicBool,
+    /// Nanoseconds since epoch of the TX pre-disable notice; 0 = none.
+    pre_disable_ns: AtomicU64,
+    /// Nanoseconds since epoch of the last acknowledged disable; 0 = never.
+    disabled_ns: AtomicU64,
+    /// MSI-X vector the queue's interrupt causes go to.
+    vector: AtomicU16,
+    /// Queue context: the programmed ring.
+    ring: Mutex<Option<Arc<DmaRing>>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    tx_frames: AtomicU64,
+    rx_frames: AtomicU64,
+    rx_dropped: AtomicU64,
+    doorbells: AtomicU64,
+    interrupts: AtomicU64,
+    fault_no_pre_disable: AtomicU64,
+    fault_reenable_too_soon: AtomicU64,
+    fault_no_ring: AtomicU64,
+}
+
+/// A generation counter with a condition variable: the device bumps it on
+/// every acknowledgement; waiters re-check their predicate under its lock,
+/// so no wake-up is lost.
+#[derive(Default)]
+struct Events {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Events {
+    fn notify(&self) {
+        *self.generation.lock().unwrap() += 1;
+        self.cv.notify_all();
+    }
+
+    fn wait_until(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
+        let mut g = self.generation.lock().unwrap();
+        loop {
+            if done() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = self.cv.wait_timeout(g, deadline - now).unwrap().0;
+        }
+    }
+}
+
+enum Ctl {
+    Enable(usize),
+    Disable(usize),
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Ack { q: usize, on: bool },
+    Fire { vector: u16 },
+}
+
+struct Shared {
+    cfg: EmuConfig,
+    epoch: Instant,
+    regs: Box<[QueueRegs]>,
+    ctl: Mutex<Vec<Ctl>>,
+    doorbell_pending: Box<[AtomicU64]>,
+    throttle: Box<[AtomicU32]>,
+    rss_lut: Box<[AtomicU16]>,
+    events: Events,
+    drain_waiters: AtomicUsize,
+    irq_pending: AtomicU64,
+    irq_handler: RwLock<Option<InterruptHandler>>,
+    engine_thread: OnceLock<Thread>,
+    irq_thread: OnceLock<Thread>,
+    shutdown: AtomicBool,
+    counters: Counters,
+}
+
+impl Shared {
+    fn now_ns(&self) -> u64 {
+        // +1 so that 0 can mean "never".
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
+    fn wake_engine(&self) {
+        if let Some(t) = self.engine_thread.get() {
+            t.unpark();
+        }
+    }
+
+    fn tx_queues(&self) -> usize {
+        self.cfg.caps.tx_queues as usize
+    }
+}
+
+/// An emulated NIC: registers plus an engine thread and an interrupt thread.
+pub struct Device {
+    sh: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device").field("class", &self.sh.cfg.caps.class).finish_non_exhaustive()
+    }
+}
+
+impl Device {
+    /// Powers on a device: starts its engine and interrupt threads.
+    pub fn new(cfg: EmuConfig, name: &str) -> Self {
+        let caps = &cfg.caps;
+        let nq = caps.tx_queues as usize + caps.rx_queues as usize;
+        let sh = Arc::new(Shared {
+            epoch: Instant::now(),
+            regs: (0..nq)
+                .map(|_| QueueRegs {
+                    req: AtomicBool::new(false),
+                    stat: AtomicBool::new(false),
+                    pre_disable_ns: AtomicU64::new(0),
+                    disabled_ns: AtomicU64::new(0),
+                    vector: AtomicU16::new(0),
+                    ring: Mutex::new(None),
+                })
+                .collect(),
+            ctl: Mutex::new(Vec::new()),
+            doorbell_pending: (0..caps.tx_queues.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            throttle: (0..caps.vectors).map(|_| AtomicU32::new(0)).collect(),
+            rss_lut: (0..caps.rss_table_size)
+                .map(|i| AtomicU16::new(i % caps.rx_queues.max(1)))
+                .collect(),
+            events: Events::default(),
+            drain_waiters: AtomicUsize::new(0),
+            irq_pending: AtomicU64::new(0),
+            irq_handler: RwLock::new(None),
+            engine_thread: OnceLock::new(),
+            irq_thread: OnceLock::new(),
+            shutdown: AtomicBool::new(false),
+            counters: Counters::default(),
+            cfg,
+        });
+        let engine = {
+            let sh = Arc::clone(&sh);
+            thread::Builder::new()
+                .name(format!("{name}-hw"))
+                .spawn(move || Engine::new(sh).run())
+                .expect("spawn device engine thread")
+        };
+        let irq = {
+            let sh = Arc::clone(&sh);
+            thread::Builder::new()
+                .name(format!("{name}-irq"))
+                .spawn(move || irq_thread(&sh))
+                .expect("spawn device interrupt thread")
+        };
+        let _ = sh.engine_thread.set(engine.thread().clone());
+        let _ = sh.irq_thread.set(irq.thread().clone());
+        Self { sh, threads: vec![engine, irq] }
+    }
+
+    /// The device's capabilities.
+    pub fn caps(&self) -> &Caps {
+        &self.sh.cfg.caps
+    }
+
+    fn slot(&self, q: QueueId) -> Result<usize, NicError> {
+        let caps = &self.sh.cfg.caps;
+        let count = match q.dir {
+            Dir::Tx => caps.tx_queues,
+            Dir::Rx => caps.rx_queues,
+        };
+        if q.index >= count {
+            return Err(NicError::NoSuchQueue { queue: q, count });
+        }
+        Ok(match q.dir {
+            Dir::Tx => q.index as usize,
+            Dir::Rx => caps.tx_queues as usize + q.index as usize,
+        })
+    }
+
+    fn push_ctl(&self, c: Ctl) {
+        self.sh.ctl.lock().unwrap().push(c);
+        self.sh.wake_engine();
+    }
+
+    /// Writes the queue context (its ring). Refused while the queue is
+    /// requested or reported enabled.
+    pub fn write_ring(&self, q: QueueId, ring: Option<Arc<DmaRing>>) -> Result<(), NicError> {
+        let s = self.slot(q)?;
+        let r = &self.sh.regs[s];
+        if r.req.load(Ordering::Acquire) || r.stat.load(Ordering::Acquire) {
+            return Err(NicError::QueueEnabled { queue: q });
+        }
+        // The device reads the context from here; it holds no copy of its
+        // own while the queue is disabled, so clearing it releases the ring.
+        *r.ring.lock().unwrap() = ring;
+        Ok(())
+    }
+
+    /// Writes QENA_REQ.
+    pub fn write_enable_request(&self, q: QueueId, on: bool) -> Result<(), NicError> {
+        let s = self.slot(q)?;
+        self.sh.regs[s].req.store(on, Ordering::Release);
+        self.push_ctl(if on { Ctl::Enable(s) } else { Ctl::Disable(s) });
+        Ok(())
+    }
+
+    /// Reads QENA_STAT.
+    pub fn read_enable_status(&self, q: QueueId) -> bool {
+        self.slot(q).is_ok_and(|s| self.sh.regs[s].stat.load(Ordering::Acquire))
+    }
+
+    /// Writes the TX pre-disable notice register for TX queue `q`.
+    pub fn write_tx_pre_disable(&self, q: u16) -> Result<(), NicError> {
+        let s = self.slot(QueueId::tx(q))?;
+        self.sh.regs[s].pre_disable_ns.store(self.sh.now_ns(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes the queue's interrupt vector map entry.
+    pub fn write_vector_map(&self, q: QueueId, vector: u16) -> Result<(), NicError> {
+        let s = self.slot(q)?;
+        let count = self.sh.cfg.caps.vectors;
+        if vector >= count {
+            return Err(NicError::NoSuchVector { vector, count });
+        }
+        self.sh.regs[s].vector.store(vector, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes a vector's interrupt throttle register, in device units.
+    pub fn write_throttle(&self, vector: u16, units: u32) -> Result<(), NicError> {
+        let caps = &self.sh.cfg.caps;
+        let t = self
+            .sh
+            .throttle
+            .get(vector as usize)
+            .ok_or(NicError::NoSuchVector { vector, count: caps.vectors })?;
+        if units > caps.throttle_max {
+            return Err(NicError::OutOfRange {
+                register: "interrupt throttle",
+                value: units.into(),
+                max: caps.throttle_max.into(),
+            });
+        }
+        t.store(units, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes RSS indirection table entry `index` to steer to RX queue `rxq`.
+    pub fn write_rss_lut(&self, index: u16, rxq: u16) -> Result<(), NicError> {
+        let caps = &self.sh.cfg.caps;
+        if caps.rss_table_size == 0 {
+            return Err(NicError::Unsupported { class: caps.class, feature: "RSS" });
+        }
+        self.slot(QueueId::rx(rxq))?;
+        let e = self.sh.rss_lut.get(index as usize).ok_or(NicError::OutOfRange {
+            register: "RSS table index",
+            value: index.into(),
+            max: u64::from(caps.rss_table_size) - 1,
+        })?;
+        e.store(rxq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes the tail doorbell of queue `q`. TX: the device may send up to
+    /// the ring's tail; RX: buffers up to the tail are posted.
+    pub fn write_tail(&self, q: QueueId) {
+        spin_for(self.sh.cfg.doorbell_cost);
+        self.sh.counters.doorbells.fetch_add(1, Ordering::Relaxed);
+        if q.dir == Dir::Tx && q.index < self.sh.cfg.caps.tx_queues {
+            let i = q.index as usize;
+            self.sh.doorbell_pending[i / 64].fetch_or(1 << (i % 64), Ordering::AcqRel);
+            self.sh.wake_engine();
+        }
+    }
+
+    /// Installs the interrupt handler.
+    pub fn set_interrupt_handler(&self, h: Option<InterruptHandler>) {
+        *self.sh.irq_handler.write().unwrap() = h;
+    }
+
+    /// Waits, event-driven, until every queue in `qs` reports `enabled`.
+    pub fn wait_queues(
+        &self,
+        qs: &[QueueId],
+        enabled: bool,
+        deadline: Instant,
+    ) -> Result<(), NicError> {
+        let slots: Vec<usize> = qs.iter().map(|&q| self.slot(q)).collect::<Result<_, _>>()?;
+        let regs = &self.sh.regs;
+        let done = || slots.iter().all(|&s| regs[s].stat.load(Ordering::Acquire) == enabled);
+        if self.sh.events.wait_until(deadline, done) {
+            return Ok(());
+        }
+        let pending = qs
+            .iter()
+            .zip(&slots)
+            .filter(|(_, s)| regs[**s].stat.load(Ordering::Acquire) != enabled)
+            .map(|(q, _)| *q)
+            .collect();
+        Err(NicError::Timeout { enable: enabled, pending })
+    }
+
+    /// Waits, event-driven, until the device has consumed every frame
+    /// handed to TX queues `qs`.
+    pub fn wait_tx_drained(&self, qs: &[u16], deadline: Instant) -> Result<(), Vec<u16>> {
+        let regs = &self.sh.regs;
+        let tx = self.sh.tx_queues();
+        let busy = |q: u16| {
+            let i = q as usize;
+            i < tx && regs[i].ring.lock().unwrap().as_ref().is_some_and(|r| r.device_owned() > 0)
+        };
+        self.sh.drain_waiters.fetch_add(1, Ordering::AcqRel);
+        // Make sure the engine looks at every queue at least once more.
+        self.sh.wake_engine();
+        let ok = self.sh.events.wait_until(deadline, || !qs.iter().any(|&q| busy(q)));
+        self.sh.drain_waiters.fetch_sub(1, Ordering::AcqRel);
+        if ok { Ok(()) } else { Err(qs.iter().copied().filter(|&q| busy(q)).collect()) }
+    }
+
+    /// A snapshot of the device's counters.
+    pub fn stats(&self) -> HwStats {
+        let c = &self.sh.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        HwStats {
+            tx_frames: l(&c.tx_frames),
+            rx_frames: l(&c.rx_frames),
+            rx_dropped: l(&c.rx_dropped),
+            doorbells: l(&c.doorbells),
+            interrupts: l(&c.interrupts),
+            fault_no_pre_disable: l(&c.fault_no_pre_disable),
+            fault_reenable_too_soon: l(&c.fault_reenable_too_soon),
+            fault_no_ring: l(&c.fault_no_ring),
+        }
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.sh.shutdown.store(true, Ordering::Release);
+        self.sh.wake_engine();
+        if let Some(t) = self.sh.irq_thread.get() {
+            t.unpark();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Busy-waits for `d`: the CPU time an uncached MMIO write stalls a core.
+/// This is a cost model, not a delay: it is what the write costs.
+fn spin_for(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+fn irq_thread(sh: &Shared) {
+    loop {
+        let bits = sh.irq_pending.swap(0, Ordering::AcqRel);
+        if bits == 0 {
+            if sh.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            thread::park();
+            continue;
+        }
+        let handler = sh.irq_handler.read().unwrap().clone();
+        if let Some(h) = handler {
+            let mut b = bits;
+            while b != 0 {
+                let v = b.trailing_zeros() as u16;
+                b &= b - 1;
+                h(v);
+            }
+        }
+    }
+}
+
+struct Engine {
+    sh: Arc<Shared>,
+    timers: BinaryHeap<Reverse<(Instant, Timer)>>,
+    cause: Vec<bool>,
+    last_fire: Vec<Option<Instant>>,
+    fire_scheduled: Vec<bool>,
+    scratch: Vec<u8>,
+    scratch_lens: Vec<u32>,
+}
+
+impl Engine {
+    fn new(sh: Arc<Shared>) -> Self {
+        let nv = sh.cfg.caps.vectors as usize;
+        Self {
+            timers: BinaryHeap::new(),
+            cause: vec![false; nv],
+            last_fire: vec![None; nv],
+            fire_scheduled: vec![false; nv],
+            scratch: Vec::new(),
+            scratch_lens: Vec::new(),
+            sh,
+        }
+    }
+
+    fn run(mut self) {
+        // Timers of a few µs must not be rounded up by the default 50 µs
+        // timer slack: the ack latency is part of the hardware model.
+        // SAFETY: PR_SET_TIMERSLACK only affects the calling thread.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+        }
+        while !self.sh.shutdown.load(Ordering::Acquire) {
+            let mut busy = self.control();
+            busy |= self.timers_due();
+            busy |= self.transmit();
+            self.raise_interrupts();
+            if busy {
+                continue;
+            }
+            match self.timers.peek() {
+                Some(Reverse((t, _))) => {
+                    let now = Instant::now();
+                    if *t > now {
+                        thread::park_timeout(*t - now);
+                    }
+                }
+                None => thread::park(),
+            }
+        }
+    }
+
+    fn control(&mut self) -> bool {
+        let ctl = std::mem::take(&mut *self.sh.ctl.lock().unwrap());
+        if ctl.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        let now_ns = self.sh.now_ns();
+        let errata = self.sh.cfg.caps.errata;
+        let due = now + self.sh.cfg.ack_latency;
+        for c in ctl {
+            match c {
+                Ctl::Enable(q) => {
+                    let r = &self.sh.regs[q];
+                    if !r.req.load(Ordering::Acquire) {
+                        continue; // superseded by a disable
+                    }
+                    let disabled = r.disabled_ns.load(Ordering::Acquire);
+                    if let Some(gap) = errata.reenable_gap
+                        && disabled != 0
+                        && now_ns.saturating_sub(disabled) < gap.as_nanos() as u64
+                    {
+                        // The queue hangs in "requested, never enabled".
+                        self.sh.counters.fault_reenable_too_soon.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if r.ring.lock().unwrap().is_none() {
+                        self.sh.counters.fault_no_ring.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    self.timers.push(Reverse((due, Timer::Ack { q, on: true })));
+                }
+                Ctl::Disable(q) => {
+                    let r = &self.sh.regs[q];
+                    if r.req.load(Ordering::Acquire) {
+                        continue; // superseded by an enable
+                    }
+                    if let Some(notice) = errata.tx_pre_disable
+                        && q < self.sh.tx_queues()
+                        && r.stat.load(Ordering::Acquire)
+                    {
+                        let pre = r.pre_disable_ns.load(Ordering::Acquire);
+                        if pre == 0 || now_ns.saturating_sub(pre) < notice.as_nanos() as u64 {
+                            // The TX queue hangs enabled.
+                            self.sh.counters.fault_no_pre_disable.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    }
+                    self.timers.push(Reverse((due, Timer::Ack { q, on: false })));
+                }
+            }
+        }
+        true
+    }
+
+    fn timers_due(&mut self) -> bool {
+        let now = Instant::now();
+        let mut acked = false;
+        let mut any = false;
+        while let Some(Reverse((t, _))) = self.timers.peek() {
+            if *t > now {
+                break;
+            }
+            let Reverse((_, timer)) = self.timers.pop().expect("peeked");
+            any = true;
+            match timer {
+                Timer::Ack { q, on } => {
+                    let r = &self.sh.regs[q];
+                    if r.req.load(Ordering::Acquire) != on {
+                        continue;
+                    }
+                    if !on {
+                        r.disabled_ns.store(self.sh.now_ns(), Ordering::Release);
+                        r.pre_disable_ns.store(0, Ordering::Release);
+                    }
+                    r.stat.store(on, Ordering::Release);
+                    acked = true;
+                }
+                Timer::Fire { vector } => {
+                    self.fire_scheduled[vector as usize] = false;
+                }
+            }
+        }
+        if acked {
+            self.sh.events.notify();
+        }
+        any
+    }
+
+    /// The ring of an enabled queue. Queue state only changes on this
+    /// thread (acks) and contexts only while disabled, so the clone is
+    /// dropped before the driver can free the ring.
+    fn live(&self, q: usize) -> Option<Arc<DmaRing>> {
+        let r = &self.sh.regs[q];
+        if r.stat.load(Ordering::Acquire) && r.req.load(Ordering::Acquire) {
+            r.ring.lock().unwrap().clone()
+        } else {
+            None
+        }
+    }
+
+    fn transmit(&mut self) -> bool {
+        let mut moved = false;
+        for w in 0..self.sh.doorbell_pending.len() {
+            let mut bits = self.sh.doorbell_pending[w].swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let q = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let Some(ring) = self.live(q) else { continue };
+                self.scratch.clear();
+                self.scratch_lens.clear();
+                let (data, lens) = (&mut self.scratch, &mut self.scratch_lens);
+                let n = ring.device_process(ENGINE_BUDGET, |buf, len| {
+                    data.extend_from_slice(&buf[..*len as usize]);
+                    lens.push(*len);
+                });
+                if ring.device_owned() > 0 {
+                    // More than one budget's worth: come back to it.
+                    self.sh.doorbell_pending[w].fetch_or(1 << (q % 64), Ordering::AcqRel);
+                }
+                if n == 0 {
+                    continue;
+                }
+                moved = true;
+                self.sh.counters.tx_frames.fetch_add(n.into(), Ordering::Relaxed);
+                self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
+                if self.sh.cfg.wire == WireMode::Loopback {
+                    self.loop_back();
+                }
+            }
+        }
+        if moved && self.sh.drain_waiters.load(Ordering::Acquire) > 0 {
+            self.sh.events.notify();
+        }
+        moved
+    }
+
+    /// Receives what is in the scratch buffer as if it came off the wire.
+    fn loop_back(&mut self) {
+        let tx = self.sh.tx_queues();
+        let lut = &self.sh.rss_lut;
+        let mut off = 0usize;
+        let lens = std::mem::take(&mut self.scratch_lens);
+        for &len in &lens {
+            let frame = &self.scratch[off..off + len as usize];
+            off += len as usize;
+            let rxq = if lut.is_empty() {
+                0
+            } else {
+                lut[(flow_hash(frame) % lut.len() as u32) as usize].load(Ordering::Acquire)
+            };
+            let q = tx + rxq as usize;
+            let delivered = self.live(q).is_some_and(|ring| {
+                ring.device_process(1, |buf, l| {
+                    buf[..frame.len()].copy_from_slice(frame);
+                    *l = frame.len() as u32;
+                }) == 1
+            });
+            if delivered {
+                self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+                self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
+            } else {
+                self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.scratch_lens = lens;
+    }
+
+    fn raise_interrupts(&mut self) {
+        let now = Instant::now();
+        let unit = self.sh.cfg.caps.throttle_unit;
+        for v in 0..self.cause.len() {
+            if !self.cause[v] {
+                continue;
+            }
+            let interval = unit * self.sh.throttle[v].load(Ordering::Acquire);
+            match self.last_fire[v] {
+                Some(last) if now < last + interval => {
+                    if !self.fire_scheduled[v] {
+                        self.fire_scheduled[v] = true;
+                        self.timers
+                            .push(Reverse((last + interval, Timer::Fire { vector: v as u16 })));
+                    }
+                }
+                _ => {
+                    self.cause[v] = false;
+                    self.last_fire[v] = Some(now);
+                    self.sh.counters.interrupts.fetch_add(1, Ordering::Relaxed);
+                    self.sh.irq_pending.fetch_or(1 << v, Ordering::AcqRel);
+                    if let Some(t) = self.sh.irq_thread.get() {
+                        t.unpark();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The flow hash the emulated RSS uses: FNV-1a over the frame's first
+/// 64 bytes (addresses and, for IP, the 5-tuple).
+pub fn flow_hash(frame: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in &frame[..frame.len().min(64)] {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h
+}

@@ -1,0 +1,18 @@
+//! The driver API shared by netadm's NIC drivers, the DMA memory they
+//! allocate rings in, and the emulated-hardware core their hardware halves
+//! are built on.
+//!
+//! Layering: the ring engine (`netadm-rings`) talks to any driver through
+//! [`Nic`]; each driver crate (`netadm-i40e`, `netadm-atl1c`) implements
+//! [`Nic`] by programming its device's registers; the device itself is an
+//! [`emu::Device`] configured for that class. A vfio-backed device could
+//! later implement the same register operations.
+
+pub mod dma;
+pub mod emu;
+mod nic;
+mod types;
+
+pub use dma::{DmaAccount, DmaError, DmaRing, buf_size_for_mtu};
+pub use nic::Nic;
+pub use types::{Caps, Dir, Errata, HwStats, InterruptHandler, NicClass, NicError, QueueId};
