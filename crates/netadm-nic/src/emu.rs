@@ -338,6 +338,16 @@ impl Device {
         }
     }
 
+    /// Software interrupt trigger: raises `vector` now, unthrottled.
+    pub fn write_sw_interrupt(&self, vector: u16) {
+        if vector < self.sh.cfg.caps.vectors {
+            self.sh.irq_pending.fetch_or(1 << vector, Ordering::AcqRel);
+            if let Some(t) = self.sh.irq_thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
     /// Installs the interrupt handler.
     pub fn set_interrupt_handler(&self, h: Option<InterruptHandler>) {
         *self.sh.irq_handler.write().unwrap() = h;

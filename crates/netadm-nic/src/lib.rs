@@ -11,6 +11,8 @@
 pub mod dma;
 pub mod emu;
 mod nic;
+#[cfg(feature = "test-utils")]
+pub mod testing;
 mod types;
 
 pub use dma::{DmaAccount, DmaError, DmaRing, buf_size_for_mtu};

@@ -36,6 +36,11 @@ pub trait Nic: Send + Sync {
     /// ([`Caps::throttle_unit`]); 0 disables throttling.
     fn set_throttle(&self, vector: u16, units: u32) -> Result<(), NicError>;
 
+    /// Raises `vector` from software (i40e: PFINT_DYN_CTLN.SWINT_TRIG), so a
+    /// handler that stopped at its budget is called again after the other
+    /// pending vectors: how polling stays bounded and fair.
+    fn trigger_interrupt(&self, vector: u16);
+
     /// Installs the interrupt handler (one per device; called per vector).
     fn set_interrupt_handler(&self, handler: Option<InterruptHandler>);
 

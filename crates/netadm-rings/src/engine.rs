@@ -248,17 +248,25 @@ impl Shared {
     fn interrupt(&self, vector: u16) {
         let Some(rings) = self.by_vector.get(vector as usize) else { return };
         let client = self.client.read().unwrap().clone();
+        let mut more = false;
         for &r in rings {
             let ring = &self.rings[r as usize];
             if !ring.gate.enter() {
                 continue; // stopping or stopped: nothing is delivered
             }
-            self.poll(ring, client.as_deref());
+            more |= self.poll(ring, client.as_deref());
             ring.gate.exit(&self.gate_events);
+        }
+        if more {
+            // Budget spent with frames left: come back after the other
+            // vectors, and let a quiesce in between see the gate empty.
+            self.nic.trigger_interrupt(vector);
         }
     }
 
-    fn poll(&self, ring: &Ring, client: Option<&dyn RingClient>) {
+    /// Reclaims TX completions and delivers up to one budget of RX frames.
+    /// Returns whether RX frames remain.
+    fn poll(&self, ring: &Ring, client: Option<&dyn RingClient>) -> bool {
         let done = {
             let tx = ring.tx.lock().unwrap();
             tx.ring.as_ref().map_or(0, |r| r.driver_reap(u32::MAX, |_| {}))
@@ -270,22 +278,20 @@ impl Shared {
             }
         }
         let rx = ring.rx.lock().unwrap();
-        let Some(r) = rx.as_ref() else { return };
-        loop {
-            let n = r.driver_reap(RX_BUDGET, |f| {
-                if let Some(c) = client {
-                    c.rx(ring.id, f);
-                }
-            });
-            if n == 0 {
-                break;
+        let Some(r) = rx.as_ref() else { return false };
+        let n = r.driver_reap(RX_BUDGET, |f| {
+            if let Some(c) = client {
+                c.rx(ring.id, f);
             }
+        });
+        if n > 0 {
             ring.counters.rx_frames.fetch_add(n.into(), Ordering::Relaxed);
             r.driver_post_all();
             if let Some(q) = ring.rxq {
                 self.nic.doorbell(QueueId::rx(q));
             }
         }
+        r.completed() > 0
     }
 }
 
@@ -328,7 +334,8 @@ impl RingEngine {
             let txq = (i < caps.tx_queues).then_some(i);
             let rxq = (i < caps.rx_queues).then_some(i);
             let mut vector = None;
-            for q in txq.map(QueueId::tx).into_iter().chain(rxq.map(QueueId::rx)) {
+            // The ring's vector is its RX queue's where it has one.
+            for q in rxq.map(QueueId::rx).into_iter().chain(txq.map(QueueId::tx)) {
                 let v = nic.default_vector(q);
                 nic.map_vector(q, v)?;
                 if !by_vector[v as usize].contains(&i) {

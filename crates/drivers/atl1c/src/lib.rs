@@ -104,6 +104,10 @@ impl Nic for Atl1c {
         self.hw.write_throttle(vector, units)
     }
 
+    fn trigger_interrupt(&self, vector: u16) {
+        self.hw.write_sw_interrupt(vector);
+    }
+
     fn set_interrupt_handler(&self, handler: Option<InterruptHandler>) {
         self.hw.set_interrupt_handler(handler);
     }

@@ -1,0 +1,110 @@
+//! The emulated i40e-class device enforces what the real one demands, so
+//! a ring engine that passes against it respects the errata.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use netadm_i40e::{I40e, I40eConfig};
+use netadm_nic::{DmaAccount, DmaRing, Nic, NicError, QueueId};
+
+fn port(ack: Duration) -> I40e {
+    I40e::attach(
+        "t0",
+        &I40eConfig { queue_pairs: 4, ring_size: 64, ack_latency: ack, ..Default::default() },
+    )
+    .unwrap()
+}
+
+fn ring(nic: &I40e) -> Arc<DmaRing> {
+    Arc::new(DmaRing::new(64, 1536, nic.dma_account()).unwrap())
+}
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(2)
+}
+
+fn enable(nic: &I40e, q: QueueId) {
+    nic.set_ring(q, Some(ring(nic))).unwrap();
+    nic.request_enable(q).unwrap();
+    nic.wait_queues(&[q], true, soon()).unwrap();
+}
+
+#[test]
+fn enables_are_acknowledged_asynchronously() {
+    let nic = port(Duration::from_millis(20));
+    let q = QueueId::rx(1);
+    nic.set_ring(q, Some(ring(&nic))).unwrap();
+    nic.request_enable(q).unwrap();
+    assert!(!nic.queue_enabled(q), "not before the hardware latency");
+    nic.wait_queues(&[q], true, soon()).unwrap();
+    assert!(nic.queue_enabled(q));
+}
+
+#[test]
+fn a_tx_disable_without_the_pre_disable_notice_hangs_the_queue() {
+    let nic = port(Duration::from_micros(10));
+    let q = QueueId::tx(0);
+    enable(&nic, q);
+    nic.request_disable(q).unwrap();
+    let err = nic.wait_queues(&[q], false, Instant::now() + Duration::from_millis(30)).unwrap_err();
+    assert_eq!(err, NicError::Timeout { enable: false, pending: vec![q] });
+    assert_eq!(nic.hw_stats().fault_no_pre_disable, 1);
+}
+
+#[test]
+fn a_tx_disable_after_the_notice_is_acknowledged() {
+    let nic = port(Duration::from_micros(10));
+    let q = QueueId::tx(2);
+    enable(&nic, q);
+    nic.tx_pre_disable(2).unwrap();
+    let notice_end = Instant::now() + netadm_i40e::hw::TX_PRE_DISABLE;
+    // The notice is a mandated interval: wait until it has run.
+    while Instant::now() < notice_end {
+        std::thread::yield_now();
+    }
+    nic.request_disable(q).unwrap();
+    nic.wait_queues(&[q], false, soon()).unwrap();
+    assert_eq!(nic.hw_stats().faults(), 0);
+}
+
+#[test]
+fn re_enabling_inside_the_50ms_gap_hangs_the_queue() {
+    let nic = port(Duration::from_micros(10));
+    let q = QueueId::rx(3);
+    enable(&nic, q);
+    nic.request_disable(q).unwrap();
+    nic.wait_queues(&[q], false, soon()).unwrap();
+    nic.request_enable(q).unwrap();
+    let err = nic.wait_queues(&[q], true, Instant::now() + Duration::from_millis(20)).unwrap_err();
+    assert!(matches!(err, NicError::Timeout { enable: true, .. }));
+    assert_eq!(nic.hw_stats().fault_reenable_too_soon, 1);
+}
+
+#[test]
+fn buffers_change_only_while_the_queue_is_disabled() {
+    let nic = port(Duration::from_micros(10));
+    let q = QueueId::rx(0);
+    enable(&nic, q);
+    let bigger = Arc::new(DmaRing::new(64, 9088, nic.dma_account()).unwrap());
+    assert_eq!(nic.set_ring(q, Some(bigger)).unwrap_err(), NicError::QueueEnabled { queue: q });
+    // Nor can a queue be enabled with no ring to use.
+    let bare = QueueId::rx(2);
+    nic.request_enable(bare).unwrap();
+    assert!(nic.wait_queues(&[bare], true, Instant::now() + Duration::from_millis(20)).is_err());
+    assert_eq!(nic.hw_stats().fault_no_ring, 1);
+}
+
+#[test]
+fn registers_refuse_what_the_port_does_not_have() {
+    let nic = port(Duration::from_micros(10));
+    assert!(matches!(
+        nic.set_ring(QueueId::tx(4), None),
+        Err(NicError::NoSuchQueue { count: 4, .. })
+    ));
+    assert!(matches!(nic.map_vector(QueueId::tx(0), 8), Err(NicError::NoSuchVector { .. })));
+    assert!(matches!(nic.set_throttle(0, 0x1000), Err(NicError::OutOfRange { .. })));
+    let odd = Arc::new(DmaRing::new(64, 1600, &DmaAccount::new()).unwrap());
+    assert!(matches!(nic.set_ring(QueueId::rx(0), Some(odd)), Err(NicError::OutOfRange { .. })));
+    assert!(I40e::attach("t1", &I40eConfig { queue_pairs: 385, ..Default::default() }).is_err());
+    assert!(I40e::attach("t1", &I40eConfig { vectors: 65, ..Default::default() }).is_err());
+}

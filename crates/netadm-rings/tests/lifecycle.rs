@@ -1,0 +1,234 @@
+//! The ring lifecycle, proved on the emulated devices.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use netadm_nic::testing::{Faults, FaultyNic};
+use netadm_nic::{DmaRing, Nic, NicError, QueueId, buf_size_for_mtu};
+use netadm_rings::{RingEngine, RingError, RingState, Strategy, Wait};
+
+const BUF: u32 = 1536;
+
+#[test]
+fn illegal_transitions_are_refused_with_typed_errors_and_change_nothing() {
+    let nic = i40e(4);
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    e.start(&[0, 1], BUF).unwrap();
+
+    // Freeing buffers under a running ring.
+    let err = e.free(&[2, 1]).unwrap_err();
+    assert_eq!(
+        err,
+        RingError::IllegalTransition { ring: 1, from: RingState::Started, to: RingState::Freed }
+    );
+    // Allocating over a running ring.
+    let err = e.alloc(&[0], BUF).unwrap_err();
+    assert!(matches!(err, RingError::IllegalTransition { ring: 0, from: RingState::Started, .. }));
+    // Starting a running ring with other buffers.
+    let err = e.start(&[3, 0], 9088).unwrap_err();
+    assert_eq!(err, RingError::BufferSizeMismatch { ring: 0, have: BUF, want: 9088 });
+    // A ring the port does not have.
+    assert_eq!(e.stop(&[4]).unwrap_err(), RingError::NoSuchRing { ring: 4, count: 4 });
+    // TX on a ring that is not running.
+    assert_eq!(
+        e.transmit(2, &[&[0u8; 60]]).unwrap_err(),
+        RingError::NotStarted { ring: 2, state: RingState::Unallocated }
+    );
+
+    // None of that moved anything.
+    let states: Vec<_> = (0..4).map(|r| e.state(r).unwrap()).collect();
+    use RingState::*;
+    assert_eq!(states, [Started, Started, Unallocated, Unallocated]);
+    assert_eq!(e.dma_bytes(), 2 * 2 * DmaRing::bytes_for(64, BUF));
+    assert_no_faults(&*nic);
+}
+
+#[test]
+fn stop_is_idempotent() {
+    let nic = i40e(8);
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    let all = e.all_rings();
+    assert_eq!(e.stop(&all).unwrap().counts.rings_stopped, 0, "never started");
+    e.start(&all, BUF).unwrap();
+    let first = e.stop(&all).unwrap();
+    assert_eq!(first.counts.rings_stopped, 8);
+    let again = e.stop(&all).unwrap();
+    assert_eq!(again.counts.rings_stopped, 0);
+    assert!(again.phases.iter().all(|p| p.name == "validate"), "{:?}", again.phases);
+    assert!(all.iter().all(|&r| e.state(r).unwrap() == RingState::Freed));
+    assert_no_faults(&*nic);
+}
+
+#[test]
+fn dma_exists_only_for_started_rings_sized_from_the_mtu_and_returns_to_zero() {
+    let nic = i40e(16);
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    assert_eq!(e.dma_bytes(), 0, "nothing allocated before start");
+    let small = buf_size_for_mtu(1500);
+    let jumbo = buf_size_for_mtu(9000);
+    let rep = e.start(&[0], small).unwrap();
+    let one = 2 * DmaRing::bytes_for(64, small);
+    assert_eq!(e.dma_bytes(), one);
+    assert_eq!(rep.counts.dma_allocated, one);
+    e.start(&e.all_rings(), small).unwrap();
+    assert_eq!(e.dma_bytes(), 16 * one);
+    // An MTU change reallocates at the new size.
+    let rep = e.restart(&e.all_rings(), jumbo).unwrap();
+    assert_eq!(rep.counts.dma_freed, 16 * one);
+    assert_eq!(e.dma_bytes(), 16 * 2 * DmaRing::bytes_for(64, jumbo));
+    let rep = e.stop(&e.all_rings()).unwrap();
+    assert_eq!(rep.counts.dma_freed, 16 * 2 * DmaRing::bytes_for(64, jumbo));
+    assert_eq!(e.dma_bytes(), 0);
+    assert_eq!(nic.dma_account().regions(), 0);
+    // alloc/free without a start also balance.
+    e.alloc(&[1, 2], small).unwrap();
+    assert_eq!(e.dma_bytes(), 2 * one);
+    e.free(&[1, 2]).unwrap();
+    assert_eq!(e.dma_bytes(), 0);
+    assert_no_faults(&*nic);
+}
+
+#[test]
+fn restart_right_after_stop_waits_out_the_remaining_gap_once_and_no_more() {
+    let nic = i40e(32);
+    let clock = Arc::new(RecordingClock::default());
+    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    let all = e.all_rings();
+    e.start(&all, BUF).unwrap();
+    assert_eq!(clock.take(), [], "a first start has no gap to wait");
+
+    let before_stop = std::time::Instant::now();
+    e.stop(&all).unwrap();
+    let after_stop = std::time::Instant::now();
+    let waits = clock.take();
+    assert_eq!(waits.len(), 1, "one pre-disable notice for the whole batch: {waits:?}");
+    assert_eq!(waits[0].0, Wait::PreDisableNotice);
+
+    e.start(&all, BUF).unwrap();
+    let waits = clock.take();
+    assert_eq!(waits.len(), 1, "one gap wait for the whole batch: {waits:?}");
+    let (why, deadline) = waits[0];
+    assert_eq!(why, Wait::ReenableGap);
+    // Measured from the disable inside the stop: 50 ms - elapsed, so the
+    // deadline is 50 ms after a moment within the stop, not after the start
+    // began.
+    let gap = Duration::from_millis(50);
+    assert!(deadline - gap >= before_stop, "gap measured from before the stop");
+    assert!(deadline - gap <= after_stop, "gap measured from after the stop returned");
+    // And the device agrees it was enough.
+    assert_no_faults(&*nic);
+    assert!(all.iter().all(|&r| e.state(r).unwrap() == RingState::Started));
+}
+
+#[test]
+fn batched_waits_only_for_mandated_intervals_and_never_pauses_blindly() {
+    let nic = i40e(64);
+    let clock = Arc::new(RecordingClock::default());
+    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    let all = e.all_rings();
+    for _ in 0..3 {
+        e.start(&all, BUF).unwrap();
+        e.restart(&all, 9088).unwrap();
+        e.stop(&all).unwrap();
+    }
+    let waits = clock.take();
+    assert!(
+        waits.iter().all(|(w, _)| matches!(w, Wait::PreDisableNotice | Wait::ReenableGap)),
+        "{waits:?}"
+    );
+    let notices = waits.iter().filter(|(w, _)| *w == Wait::PreDisableNotice).count();
+    assert_eq!(notices, 6, "one notice per stop batch, not per ring");
+    assert_no_faults(&*nic);
+}
+
+#[test]
+fn sequential_and_legacy_pause_per_ring_as_illumos_did() {
+    let nic = i40e(3);
+    let clock = Arc::new(RecordingClock::default());
+    // 10 kHz makes the seed's 50-tick delay 5 ms, to keep the test short.
+    let e =
+        RingEngine::with_clock(nic.clone(), Strategy::Legacy { tick_hz: 10_000 }, clock.clone())
+            .unwrap();
+    let all = e.all_rings();
+    e.start(&all, BUF).unwrap();
+    e.stop(&all).unwrap();
+    let waits = clock.take();
+    let count = |w: Wait| waits.iter().filter(|(x, _)| *x == w).count();
+    assert_eq!(count(Wait::TickDelay), 3, "legacy: one tick delay per ring");
+    assert_eq!(count(Wait::PreDisableNotice), 3, "a notice per ring");
+    assert!(count(Wait::PollPause) >= 3, "status polled with blind pauses");
+
+    e.set_strategy(Strategy::Sequential);
+    e.start(&all, BUF).unwrap();
+    e.stop(&all).unwrap();
+    let waits = clock.take();
+    assert!(waits.iter().all(|(w, _)| *w != Wait::TickDelay));
+    assert_no_faults(&*nic);
+    assert_eq!(e.dma_bytes(), 0);
+}
+
+#[test]
+fn atl1c_rings_follow_its_queue_layout() {
+    let nic = atl1c();
+    let clock = Arc::new(RecordingClock::default());
+    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    assert_eq!(e.ring_count(), 4);
+    let info = e.info(0).unwrap();
+    assert_eq!((info.txq, info.rxq, info.vector), (Some(0), Some(0), 0));
+    let info = e.info(3).unwrap();
+    assert_eq!((info.txq, info.rxq, info.vector), (Some(3), None, 1));
+    e.start(&e.all_rings(), BUF).unwrap();
+    assert_eq!(e.dma_bytes(), 5 * DmaRing::bytes_for(64, BUF), "4 TX rings and 1 RX ring");
+    e.restart(&e.all_rings(), BUF).unwrap();
+    e.stop(&e.all_rings()).unwrap();
+    assert_eq!(clock.take(), [], "no errata, so no timed waits at all");
+    assert_eq!(e.dma_bytes(), 0);
+}
+
+#[test]
+fn a_start_the_device_never_acknowledges_is_unwound_completely() {
+    let hw = i40e_fast(8, Default::default());
+    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    e.start(&[0, 1], BUF).unwrap();
+    nic.set_faults(Faults {
+        swallow_enable: BTreeSet::from([QueueId::tx(5)]),
+        ..Faults::default()
+    });
+    let err = e.start(&e.all_rings(), BUF).unwrap_err();
+    assert_eq!(
+        err,
+        RingError::Nic(NicError::Timeout { enable: true, pending: vec![QueueId::tx(5)] })
+    );
+    // The rings that were running still run; the others are back at rest
+    // with no buffers, and every queue the start enabled is disabled again.
+    for r in 0..8u16 {
+        let want = if r < 2 { RingState::Started } else { RingState::Freed };
+        assert_eq!(e.state(r).unwrap(), want, "ring {r}");
+        if r >= 2 {
+            assert!(!hw.queue_enabled(QueueId::tx(r)) && !hw.queue_enabled(QueueId::rx(r)));
+        }
+    }
+    assert_eq!(e.dma_bytes(), 2 * 2 * DmaRing::bytes_for(64, BUF));
+    // Once the fault is gone the same start succeeds, and the device saw no
+    // errata violation through all of it (the unwind honoured the gap too).
+    nic.set_faults(Faults::default());
+    e.start(&e.all_rings(), BUF).unwrap();
+    assert_no_faults(&*hw);
+}
+
+#[test]
+fn a_ring_the_device_refuses_to_program_leaves_nothing_allocated() {
+    let hw = i40e_fast(4, Default::default());
+    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    nic.set_faults(Faults { refuse_ring: BTreeSet::from([QueueId::rx(2)]), ..Faults::default() });
+    assert!(matches!(e.start(&e.all_rings(), BUF), Err(RingError::Nic(_))));
+    assert_eq!(e.dma_bytes(), 0);
+    assert!((0..4).all(|r| !e.state(r).unwrap().holds_dma()));
+    assert_no_faults(&*hw);
+}
