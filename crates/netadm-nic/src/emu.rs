@@ -18,7 +18,7 @@
 //! The engine thread parks when idle; doorbells and control writes wake it.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::thread::{self, JoinHandle, Thread};
@@ -49,6 +49,19 @@ pub struct EmuConfig {
     pub doorbell_cost: Duration,
     /// Where transmitted frames go.
     pub wire: WireMode,
+}
+
+/// A hardware MAC filter: frames to `mac` go to RX queues
+/// `first_queue .. first_queue + queues`, spread by the flow hash. This is
+/// how a VNIC gets a ring group of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MacFilter {
+    /// Destination MAC matched.
+    pub mac: [u8; 6],
+    /// First RX queue of the group.
+    pub first_queue: u16,
+    /// Queues in the group (at least 1).
+    pub queues: u16,
 }
 
 /// Most frames the engine moves per queue before looking at other work.
@@ -130,6 +143,9 @@ struct Shared {
     doorbell_pending: Box<[AtomicU64]>,
     throttle: Box<[AtomicU32]>,
     rss_lut: Box<[AtomicU16]>,
+    filters: Mutex<BTreeMap<u16, MacFilter>>,
+    /// Bumped on every filter write; the engine rebuilds its lookup table.
+    filters_gen: AtomicU64,
     events: Events,
     drain_waiters: AtomicUsize,
     irq_pending: AtomicU64,
@@ -192,6 +208,8 @@ impl Device {
             rss_lut: (0..caps.rss_table_size)
                 .map(|i| AtomicU16::new(i % caps.rx_queues.max(1)))
                 .collect(),
+            filters: Mutex::new(BTreeMap::new()),
+            filters_gen: AtomicU64::new(0),
             events: Events::default(),
             drain_waiters: AtomicUsize::new(0),
             irq_pending: AtomicU64::new(0),
@@ -323,6 +341,37 @@ impl Device {
             max: u64::from(caps.rss_table_size) - 1,
         })?;
         e.store(rxq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes MAC filter slot `slot`: steer frames to `filter.mac` to its
+    /// queue group, or clear the slot. Frames no filter matches are steered
+    /// by RSS over the whole port.
+    pub fn write_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
+        let caps = &self.sh.cfg.caps;
+        if slot >= caps.mac_filters {
+            return Err(NicError::OutOfRange {
+                register: "MAC filter slot",
+                value: slot.into(),
+                max: u64::from(caps.mac_filters) - 1,
+            });
+        }
+        if let Some(f) = &filter {
+            let end = u32::from(f.first_queue) + u32::from(f.queues);
+            if f.queues == 0 || end > u32::from(caps.rx_queues) {
+                return Err(NicError::OutOfRange {
+                    register: "MAC filter queue group end",
+                    value: end.into(),
+                    max: caps.rx_queues.into(),
+                });
+            }
+        }
+        let mut t = self.sh.filters.lock().unwrap();
+        match filter {
+            Some(f) => t.insert(slot, f),
+            None => t.remove(&slot),
+        };
+        self.sh.filters_gen.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -464,6 +513,10 @@ struct Engine {
     fire_scheduled: Vec<bool>,
     scratch: Vec<u8>,
     scratch_lens: Vec<u32>,
+    /// The engine's copy of the MAC filters, keyed by MAC, and the
+    /// generation it was built from.
+    filters: HashMap<[u8; 6], (u16, u16)>,
+    filters_gen: u64,
 }
 
 impl Engine {
@@ -476,6 +529,8 @@ impl Engine {
             fire_scheduled: vec![false; nv],
             scratch: Vec::new(),
             scratch_lens: Vec::new(),
+            filters: HashMap::new(),
+            filters_gen: 0,
             sh,
         }
     }
@@ -643,21 +698,43 @@ impl Engine {
         moved
     }
 
+    /// Rebuilds the engine's filter lookup if the driver changed filters.
+    fn refresh_filters(&mut self) {
+        let g = self.sh.filters_gen.load(Ordering::Acquire);
+        if g != self.filters_gen {
+            let t = self.sh.filters.lock().unwrap();
+            self.filters = t.values().map(|f| (f.mac, (f.first_queue, f.queues))).collect();
+            self.filters_gen = g;
+        }
+    }
+
+    /// The RX queue a frame lands on: its destination MAC's filter group,
+    /// else RSS over the port (queue 0 on a device without RSS).
+    fn rx_queue_for(&self, frame: &[u8]) -> u16 {
+        let hash = flow_hash(frame);
+        if let Some(dst) = frame.get(..6)
+            && let Some(&(first, n)) = self.filters.get(<&[u8; 6]>::try_from(dst).unwrap())
+        {
+            return first + (hash % u32::from(n)) as u16;
+        }
+        let lut = &self.sh.rss_lut;
+        if lut.is_empty() {
+            0
+        } else {
+            lut[(hash % lut.len() as u32) as usize].load(Ordering::Acquire)
+        }
+    }
+
     /// Receives what is in the scratch buffer as if it came off the wire.
     fn loop_back(&mut self) {
+        self.refresh_filters();
         let tx = self.sh.tx_queues();
-        let lut = &self.sh.rss_lut;
         let mut off = 0usize;
         let lens = std::mem::take(&mut self.scratch_lens);
         for &len in &lens {
             let frame = &self.scratch[off..off + len as usize];
             off += len as usize;
-            let rxq = if lut.is_empty() {
-                0
-            } else {
-                lut[(flow_hash(frame) % lut.len() as u32) as usize].load(Ordering::Acquire)
-            };
-            let q = tx + rxq as usize;
+            let q = tx + self.rx_queue_for(frame) as usize;
             let delivered = self.live(q).is_some_and(|ring| {
                 ring.device_process(1, |buf, l| {
                     buf[..frame.len()].copy_from_slice(frame);

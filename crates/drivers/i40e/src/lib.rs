@@ -11,7 +11,7 @@ pub mod hw;
 use std::sync::Arc;
 use std::time::Instant;
 
-use netadm_nic::emu::Device;
+use netadm_nic::emu::{Device, MacFilter};
 use netadm_nic::{Caps, DmaAccount, DmaRing, HwStats, InterruptHandler, Nic, NicError, QueueId};
 
 pub use hw::{ConfigError, I40eConfig};
@@ -34,6 +34,11 @@ impl I40e {
             hw.write_throttle(v, DEFAULT_ITR_UNITS).expect("default ITR is in range");
         }
         Ok(Self { hw, dma: DmaAccount::new() })
+    }
+
+    /// Programs MAC filter `slot` (a VNIC's ring group), or clears it.
+    pub fn set_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
+        self.hw.write_mac_filter(slot, filter)
     }
 
     /// Steers RSS indirection table entry `index` to RX queue `rxq`.
