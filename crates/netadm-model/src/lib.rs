@@ -7,8 +7,11 @@
 //! the message tells an operator exactly what is wrong, e.g.
 //! `link name "0abc": must start with a letter`.
 //!
-//! This crate has no I/O, no async runtime and no D-Bus/serde dependencies;
-//! every other netadm crate may depend on it.
+//! This crate has no I/O, no async runtime and no D-Bus dependencies; every
+//! other netadm crate may depend on it. With the optional `serde` feature the
+//! string-like types (`LinkName`, `LinkClass`, `AddrObj`, `MacAddr`, `VlanId`,
+//! `AggrPolicy`, `LacpMode`, `LacpTimer`, `PropName`) serialize as their
+//! `Display` string and deserialize through `FromStr`.
 
 mod addrobj;
 mod aggr;
@@ -16,6 +19,8 @@ mod keyword;
 mod link;
 mod mac;
 mod prop;
+#[cfg(feature = "serde")]
+mod serde_impls;
 mod vlan;
 
 pub use addrobj::{AddrObj, AddrObjError};

@@ -1,0 +1,530 @@
+//! The hardware configuration: the emulated machine's ports and wires.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use netadm_model::LinkName;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::location::{Location, Snippet, decode};
+
+/// The shipped hardware configuration (`config/netadm.toml`), compiled in:
+/// two i40e-class ports wired to reflectors and four atl1c-class ports cabled
+/// in pairs (atl1c0–atl1c2, atl1c1–atl1c3).
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../../config/netadm.toml");
+
+/// Most queue pairs an i40e-class port has.
+pub const I40E_MAX_QUEUE_PAIRS: u16 = 384;
+/// Queue pairs of an i40e-class port that does not set `queue_pairs`.
+pub const I40E_DEFAULT_QUEUE_PAIRS: u16 = 256;
+/// Most interrupt vectors an i40e-class port has.
+pub const I40E_MAX_VECTORS: u16 = 64;
+/// Interrupt vectors of an i40e-class port that does not set `vectors`.
+pub const I40E_DEFAULT_VECTORS: u16 = 8;
+/// Smallest allowed `ring_size` (descriptors per ring).
+pub const RING_SIZE_MIN: u32 = 64;
+/// Largest allowed `ring_size` (descriptors per ring).
+pub const RING_SIZE_MAX: u32 = 4096;
+
+/// The emulated machine: its physical ports, in file order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareConfig {
+    /// The ports (`[[port]]` tables). A valid configuration has at least one.
+    #[serde(rename = "port", default)]
+    pub ports: Vec<PortConfig>,
+}
+
+/// The NIC class of a physical port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortClass {
+    /// i40e-class: up to 384 queue pairs, up to 64 vectors, RSS.
+    I40e,
+    /// atl1c-class: fixed 4 TX + 1 RX queues, 2 vectors, no RSS.
+    Atl1c,
+}
+
+impl PortClass {
+    /// The spelling used in the file: "i40e" or "atl1c".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortClass::I40e => "i40e",
+            PortClass::Atl1c => "atl1c",
+        }
+    }
+}
+
+impl fmt::Display for PortClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One physical port (a `[[port]]` table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// The device's link name, e.g. `i40e0`; unique within the file.
+    pub name: LinkName,
+    /// The NIC class.
+    pub class: PortClass,
+    /// i40e only: queue pairs, 1..=384 (default 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_pairs: Option<u16>,
+    /// i40e only: interrupt vectors, 1..=64 (default 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<u16>,
+    /// Descriptors per ring: a power of two in 64..=4096; the driver's
+    /// default if unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_size: Option<u32>,
+    /// What the port's wire is connected to.
+    pub wire: Wire,
+}
+
+impl PortConfig {
+    /// Queue pairs in effect: the configured or default count for an
+    /// i40e-class port, `None` for atl1c-class (fixed 4 TX + 1 RX queues).
+    pub fn queue_pairs_or_default(&self) -> Option<u16> {
+        match self.class {
+            PortClass::I40e => Some(self.queue_pairs.unwrap_or(I40E_DEFAULT_QUEUE_PAIRS)),
+            PortClass::Atl1c => None,
+        }
+    }
+
+    /// Interrupt vectors in effect: the configured or default count for an
+    /// i40e-class port, `None` for atl1c-class (fixed RX and TX vectors).
+    pub fn vectors_or_default(&self) -> Option<u16> {
+        match self.class {
+            PortClass::I40e => Some(self.vectors.unwrap_or(I40E_DEFAULT_VECTORS)),
+            PortClass::Atl1c => None,
+        }
+    }
+}
+
+/// What a port's wire is connected to. In the file, an inline table tagged by
+/// `kind`: `{ kind = "sink" }`, `{ kind = "reflector" }`,
+/// `{ kind = "cable", peer = "atl1c2" }`, `{ kind = "afpacket", interface = "veth0" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Wire {
+    /// Transmitted frames are dropped; nothing is ever received.
+    Sink,
+    /// A switch stand-in: every transmitted frame is received back.
+    Reflector,
+    /// A cable to another port of this machine, whose wire must be a cable
+    /// back to this one.
+    Cable {
+        /// The port at the other end.
+        peer: LinkName,
+    },
+    /// A host network interface, through an `AF_PACKET` socket.
+    Afpacket {
+        /// The host interface name: 1..=15 bytes, no '/', ':' or
+        /// whitespace, not "." or "..".
+        interface: String,
+    },
+}
+
+impl Wire {
+    /// The `kind` spelling: "sink", "reflector", "cable" or "afpacket".
+    pub fn kind(&self) -> &'static str {
+        self.repr_kind().as_str()
+    }
+
+    fn repr_kind(&self) -> WireKind {
+        match self {
+            Wire::Sink => WireKind::Sink,
+            Wire::Reflector => WireKind::Reflector,
+            Wire::Cable { .. } => WireKind::Cable,
+            Wire::Afpacket { .. } => WireKind::Afpacket,
+        }
+    }
+}
+
+impl fmt::Display for Wire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wire::Sink | Wire::Reflector => f.write_str(self.kind()),
+            Wire::Cable { peer } => write!(f, "cable to {peer}"),
+            Wire::Afpacket { interface } => write!(f, "afpacket on {interface:?}"),
+        }
+    }
+}
+
+/// The on-disk shape of a [`Wire`]: one flat table, so that a field that
+/// does not belong to the kind (a `peer` on a reflector) is an error rather
+/// than silently ignored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRepr {
+    kind: WireKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peer: Option<LinkName>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interface: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum WireKind {
+    Sink,
+    Reflector,
+    Cable,
+    Afpacket,
+}
+
+impl WireKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            WireKind::Sink => "sink",
+            WireKind::Reflector => "reflector",
+            WireKind::Cable => "cable",
+            WireKind::Afpacket => "afpacket",
+        }
+    }
+}
+
+impl Serialize for Wire {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (peer, interface) = match self {
+            Wire::Sink | Wire::Reflector => (None, None),
+            Wire::Cable { peer } => (Some(peer.clone()), None),
+            Wire::Afpacket { interface } => (None, Some(interface.clone())),
+        };
+        WireRepr { kind: self.repr_kind(), peer, interface }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Wire {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let WireRepr { kind, peer, interface } = WireRepr::deserialize(deserializer)?;
+        let k = kind.as_str();
+        let unexpected =
+            |field: &str| D::Error::custom(format!("wire kind {k:?} takes no `{field}`"));
+        let missing = |field: &str| D::Error::custom(format!("wire kind {k:?} needs `{field}`"));
+        match kind {
+            WireKind::Sink | WireKind::Reflector if peer.is_some() => Err(unexpected("peer")),
+            WireKind::Sink | WireKind::Reflector | WireKind::Cable if interface.is_some() => {
+                Err(unexpected("interface"))
+            }
+            WireKind::Afpacket if peer.is_some() => Err(unexpected("peer")),
+            WireKind::Sink => Ok(Wire::Sink),
+            WireKind::Reflector => Ok(Wire::Reflector),
+            WireKind::Cable => Ok(Wire::Cable { peer: peer.ok_or_else(|| missing("peer"))? }),
+            WireKind::Afpacket => {
+                Ok(Wire::Afpacket { interface: interface.ok_or_else(|| missing("interface"))? })
+            }
+        }
+    }
+}
+
+/// Why a parsed hardware configuration is not usable. Each variant names the
+/// port(s) concerned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HardwareError {
+    /// The file has no `[[port]]` table.
+    #[error("no ports: at least one [[port]] table is required")]
+    NoPorts,
+    /// Two ports have the same name.
+    #[error("port {name}: defined more than once")]
+    DuplicateName {
+        /// The repeated name.
+        name: LinkName,
+    },
+    /// An i40e-class port's `queue_pairs` is outside 1..=384.
+    #[error("port {port}: queue_pairs {value} out of range 1..={}", I40E_MAX_QUEUE_PAIRS)]
+    QueuePairs {
+        /// The port.
+        port: LinkName,
+        /// The rejected value.
+        value: u16,
+    },
+    /// An i40e-class port's `vectors` is outside 1..=64.
+    #[error("port {port}: vectors {value} out of range 1..={}", I40E_MAX_VECTORS)]
+    Vectors {
+        /// The port.
+        port: LinkName,
+        /// The rejected value.
+        value: u16,
+    },
+    /// An atl1c-class port sets `queue_pairs` or `vectors`.
+    #[error(
+        "port {port}: atl1c-class ports have fixed 4 TX + 1 RX queues (and fixed \
+         vectors); remove `{field}`"
+    )]
+    Atl1cFixedQueues {
+        /// The port.
+        port: LinkName,
+        /// The field that must not be set: "queue_pairs" or "vectors".
+        field: &'static str,
+    },
+    /// `ring_size` is not a power of two in 64..=4096.
+    #[error(
+        "port {port}: ring_size {value} must be a power of two between {} and {}",
+        RING_SIZE_MIN,
+        RING_SIZE_MAX
+    )]
+    RingSize {
+        /// The port.
+        port: LinkName,
+        /// The rejected value.
+        value: u32,
+    },
+    /// A cable's peer is not a port in the file.
+    #[error("port {port}: cable peer {peer} is not a port in this configuration")]
+    CablePeerMissing {
+        /// The port whose wire is the cable.
+        port: LinkName,
+        /// The named peer.
+        peer: LinkName,
+    },
+    /// A cable names its own port as the peer.
+    #[error("port {port}: cable peer is the port itself")]
+    CableToSelf {
+        /// The port.
+        port: LinkName,
+    },
+    /// A cable's peer is not cabled back to this port.
+    #[error(
+        "port {port}: cabled to {peer}, but {peer}'s wire is {peer_wire}, not a cable to {port}"
+    )]
+    CableNotMutual {
+        /// The port whose wire is the cable.
+        port: LinkName,
+        /// The peer it names.
+        peer: LinkName,
+        /// The peer's wire, described (e.g. "cable to atl1c3", "reflector").
+        peer_wire: String,
+    },
+    /// An afpacket wire's host interface name is not a valid Linux name.
+    #[error("port {port}: afpacket interface {interface:?}: {reason}")]
+    AfpacketInterface {
+        /// The port.
+        port: LinkName,
+        /// The rejected interface name.
+        interface: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+/// Why a hardware configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, has an unknown field, or a value of the
+    /// wrong type or with an invalid name.
+    #[error(
+        "{}:{line}:{column}: {message}{}",
+        path.display(),
+        Snippet { line: *line, column: *column, source_line }
+    )]
+    Parse {
+        /// The file (or the origin given to [`HardwareConfig::parse`]).
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column (in characters) of the error.
+        column: usize,
+        /// What is wrong.
+        message: String,
+        /// The text of the offending line.
+        source_line: String,
+    },
+    /// The file parsed but describes an unusable machine.
+    #[error("{}: {error}", path.display())]
+    Invalid {
+        /// The file (or origin).
+        path: PathBuf,
+        /// The validation failure.
+        error: HardwareError,
+    },
+}
+
+impl HardwareConfig {
+    /// Parses and validates a hardware configuration. `origin` names the text
+    /// in errors (a file path, or e.g. `<embedded>`).
+    pub fn parse(text: &str, origin: &Path) -> Result<Self, ConfigError> {
+        let config: HardwareConfig = toml::from_str(text).map_err(|err| {
+            let Location { line, column, source_line } = Location::of_toml(text, &err);
+            ConfigError::Parse {
+                path: origin.to_owned(),
+                line,
+                column,
+                message: err.message().to_owned(),
+                source_line,
+            }
+        })?;
+        config
+            .validate()
+            .map_err(|error| ConfigError::Invalid { path: origin.to_owned(), error })?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates the hardware configuration at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let bytes = std::fs::read(path)
+            .map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
+        let text =
+            decode(bytes).map_err(|Location { line, column, source_line }| ConfigError::Parse {
+                path: path.to_owned(),
+                line,
+                column,
+                message: "file is not valid UTF-8".to_owned(),
+                source_line,
+            })?;
+        Self::parse(&text, path)
+    }
+
+    /// The shipped configuration ([`EMBEDDED_DEFAULT`]).
+    ///
+    /// # Panics
+    ///
+    /// Only if the shipped file is broken, which this crate's tests rule out.
+    pub fn embedded_default() -> Self {
+        Self::parse(EMBEDDED_DEFAULT, Path::new("<embedded config/netadm.toml>")).unwrap_or_else(
+            |e| panic!("the embedded default hardware configuration is broken: {e}"),
+        )
+    }
+
+    /// The port named `name`, if any.
+    pub fn port(&self, name: &str) -> Option<&PortConfig> {
+        self.ports.iter().find(|p| p.name.as_str() == name)
+    }
+
+    /// Checks everything the types alone do not: at least one port, unique
+    /// names, per-class queue and vector limits, ring sizes, afpacket
+    /// interface names, and that every cable is mutual. Ports are checked in
+    /// file order; the first failure is returned.
+    pub fn validate(&self) -> Result<(), HardwareError> {
+        if self.ports.is_empty() {
+            return Err(HardwareError::NoPorts);
+        }
+        let mut names = BTreeSet::new();
+        for port in &self.ports {
+            if !names.insert(&port.name) {
+                return Err(HardwareError::DuplicateName { name: port.name.clone() });
+            }
+        }
+        for port in &self.ports {
+            self.validate_port(port)?;
+        }
+        Ok(())
+    }
+
+    fn validate_port(&self, port: &PortConfig) -> Result<(), HardwareError> {
+        let name = || port.name.clone();
+        match port.class {
+            PortClass::I40e => {
+                if let Some(value) =
+                    port.queue_pairs.filter(|v| !(1..=I40E_MAX_QUEUE_PAIRS).contains(v))
+                {
+                    return Err(HardwareError::QueuePairs { port: name(), value });
+                }
+                if let Some(value) = port.vectors.filter(|v| !(1..=I40E_MAX_VECTORS).contains(v)) {
+                    return Err(HardwareError::Vectors { port: name(), value });
+                }
+            }
+            PortClass::Atl1c => {
+                if port.queue_pairs.is_some() {
+                    return Err(HardwareError::Atl1cFixedQueues {
+                        port: name(),
+                        field: "queue_pairs",
+                    });
+                }
+                if port.vectors.is_some() {
+                    return Err(HardwareError::Atl1cFixedQueues { port: name(), field: "vectors" });
+                }
+            }
+        }
+        if let Some(value) = port.ring_size
+            && !(value.is_power_of_two() && (RING_SIZE_MIN..=RING_SIZE_MAX).contains(&value))
+        {
+            return Err(HardwareError::RingSize { port: name(), value });
+        }
+        match &port.wire {
+            Wire::Sink | Wire::Reflector => {}
+            Wire::Cable { peer } => {
+                if *peer == port.name {
+                    return Err(HardwareError::CableToSelf { port: name() });
+                }
+                let other = self.port(peer.as_str()).ok_or_else(|| {
+                    HardwareError::CablePeerMissing { port: name(), peer: peer.clone() }
+                })?;
+                if !matches!(&other.wire, Wire::Cable { peer: back } if *back == port.name) {
+                    return Err(HardwareError::CableNotMutual {
+                        port: name(),
+                        peer: peer.clone(),
+                        peer_wire: other.wire.to_string(),
+                    });
+                }
+            }
+            Wire::Afpacket { interface } => {
+                if let Err(reason) = check_ifname(interface) {
+                    return Err(HardwareError::AfpacketInterface {
+                        port: name(),
+                        interface: interface.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Linux's `dev_valid_name`: 1..=15 bytes (IFNAMSIZ 16 minus the NUL), no
+/// '/', ':' or whitespace, not "." or "..".
+fn check_ifname(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("empty");
+    }
+    if name.len() > 15 {
+        return Err("longer than 15 bytes");
+    }
+    if name == "." || name == ".." {
+        return Err("\".\" and \"..\" are not interface names");
+    }
+    if name.contains('/') {
+        return Err("contains '/'");
+    }
+    if name.contains(':') {
+        return Err("contains ':' (the kernel rejects it)");
+    }
+    if name.chars().any(char::is_whitespace) {
+        return Err("contains whitespace");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let config = HardwareConfig::embedded_default();
+        let names: Vec<&str> = config.ports.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["i40e0", "i40e1", "atl1c0", "atl1c1", "atl1c2", "atl1c3"]);
+    }
+
+    #[test]
+    fn interface_names() {
+        for ok in ["eth0", "veth-a", "a", "x".repeat(15).as_str(), "br.100", "..."] {
+            assert_eq!(check_ifname(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a:1", "a b", "a\tb", &"x".repeat(16)] {
+            assert!(check_ifname(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The persistent link configuration (`links.toml`): what the operator
+//! configured, replayed by netadmd at start.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, VlanId};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The accepted VNIC MAC address modes (`dladm create-vnic -m`).
+pub const MAC_MODES: [&str; 4] = ["auto", "factory", "random", "fixed"];
+
+/// Everything the operator configured, as stored in `links.toml`. Every map
+/// is ordered by key, so the file is deterministic; empty sections are left
+/// out of the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkState {
+    /// File format version; only [`LinkState::VERSION`] is accepted.
+    #[serde(deserialize_with = "de_version")]
+    pub version: u32,
+    /// Physical links, by device name (e.g. `i40e0`): renames and properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phys: BTreeMap<LinkName, PhysConf>,
+    /// Aggregations, by link name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aggr: BTreeMap<LinkName, AggrConf>,
+    /// VNICs, by link name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vnic: BTreeMap<LinkName, VnicConf>,
+    /// IP interfaces (`ipadm create-if`), by link name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub interface: BTreeMap<LinkName, IfConf>,
+    /// Static IP addresses, by address object (`net0/v4`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub address: BTreeMap<AddrObj, AddrConf>,
+}
+
+impl LinkState {
+    /// The file format version this crate reads and writes.
+    pub const VERSION: u32 = 1;
+
+    /// Checks what the field types alone do not: the version, every VNIC's
+    /// MAC mode and every address. Loading already guarantees this; saving
+    /// checks it so a file that would not load is never written.
+    pub fn validate(&self) -> Result<(), LinkStateError> {
+        if self.version != Self::VERSION {
+            return Err(LinkStateError::UnsupportedVersion { found: self.version });
+        }
+        for (vnic, conf) in &self.vnic {
+            check_mac_mode(&conf.mac_mode)
+                .map_err(|error| LinkStateError::MacMode { vnic: vnic.clone(), error })?;
+        }
+        for (addrobj, conf) in &self.address {
+            parse_addr_prefix(&conf.addr)
+                .map_err(|error| LinkStateError::Address { addrobj: addrobj.clone(), error })?;
+        }
+        Ok(())
+    }
+}
+
+impl Default for LinkState {
+    /// An empty configuration of the current version.
+    fn default() -> Self {
+        Self {
+            version: Self::VERSION,
+            phys: BTreeMap::new(),
+            aggr: BTreeMap::new(),
+            vnic: BTreeMap::new(),
+            interface: BTreeMap::new(),
+            address: BTreeMap::new(),
+        }
+    }
+}
+
+/// A physical link's persistent settings (`[phys.DEVICE]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhysConf {
+    /// The link's name if renamed (`dladm rename-link`); the device name
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<LinkName>,
+    /// Persistent link properties, as typed by the operator.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub props: BTreeMap<PropName, String>,
+}
+
+/// An aggregation (`[aggr.NAME]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggrConf {
+    /// Member ports (link names), in the order they were added.
+    pub ports: Vec<LinkName>,
+    /// Outbound load-balancing policy (default `L4`).
+    #[serde(default)]
+    pub policy: AggrPolicy,
+    /// LACP mode (default `off`).
+    #[serde(default)]
+    pub lacp_mode: LacpMode,
+    /// LACP timer (default `short`).
+    #[serde(default)]
+    pub lacp_timer: LacpTimer,
+    /// A fixed MAC address; the first port's otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    /// Persistent link properties, as typed by the operator.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub props: BTreeMap<PropName, String>,
+}
+
+/// A VNIC (`[vnic.NAME]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VnicConf {
+    /// The link it is created over (a physical link or an aggregation).
+    pub over: LinkName,
+    /// Its MAC address (the one in use, whatever the mode).
+    pub mac: MacAddr,
+    /// How the MAC address was chosen: one of [`MAC_MODES`].
+    #[serde(deserialize_with = "de_mac_mode")]
+    pub mac_mode: String,
+    /// Its VLAN, if tagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vid: Option<VlanId>,
+    /// Persistent link properties, as typed by the operator.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub props: BTreeMap<PropName, String>,
+}
+
+/// An IP interface (`[interface.LINK]`); no settings yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IfConf {}
+
+/// A static address (`[address."LINK/TAG"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddrConf {
+    /// Address and prefix length, e.g. `192.0.2.1/24` or `2001:db8::1/64`.
+    #[serde(deserialize_with = "de_addr")]
+    pub addr: String,
+}
+
+/// A VNIC MAC mode that is not one of [`MAC_MODES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MAC mode {value:?}: expected one of auto, factory, random, fixed")]
+pub struct MacModeError {
+    /// The rejected mode.
+    pub value: String,
+}
+
+/// Why a string is not `ADDRESS/PREFIXLEN`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddrError {
+    /// There is no `/PREFIXLEN`.
+    #[error("address {value:?}: missing /PREFIXLEN (e.g. 192.0.2.1/24)")]
+    MissingPrefix {
+        /// The rejected input.
+        value: String,
+    },
+    /// The part before the first `/` is not an IPv4 or IPv6 address.
+    #[error(
+        "address {value:?}: {:?} is not an IPv4 or IPv6 address",
+        value.split('/').next().unwrap_or_default()
+    )]
+    BadIp {
+        /// The rejected input.
+        value: String,
+    },
+    /// The part after the first `/` is not a decimal prefix length.
+    #[error(
+        "address {value:?}: prefix length {:?} is not a decimal number",
+        value.split_once('/').map_or("", |(_, p)| p)
+    )]
+    BadPrefix {
+        /// The rejected input.
+        value: String,
+    },
+    /// The prefix length is too long for the address family.
+    #[error("address {value:?}: prefix length {prefix} out of range 0..={max}")]
+    PrefixRange {
+        /// The rejected input.
+        value: String,
+        /// The prefix length.
+        prefix: u32,
+        /// 32 for IPv4, 128 for IPv6.
+        max: u8,
+    },
+}
+
+/// Why a [`LinkState`] cannot be saved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkStateError {
+    /// The version is not [`LinkState::VERSION`].
+    #[error(
+        "unsupported links.toml version {found}: this netadm reads version {}",
+        LinkState::VERSION
+    )]
+    UnsupportedVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// A VNIC's MAC mode is not one of [`MAC_MODES`].
+    #[error("vnic {vnic}: {error}")]
+    MacMode {
+        /// The VNIC.
+        vnic: LinkName,
+        /// The failure.
+        error: MacModeError,
+    },
+    /// An address is not `ADDRESS/PREFIXLEN`.
+    #[error("address object {addrobj}: {error}")]
+    Address {
+        /// The address object.
+        addrobj: AddrObj,
+        /// The failure.
+        error: AddrError,
+    },
+}
+
+/// Checks a VNIC MAC mode: exactly one of [`MAC_MODES`] (lowercase).
+pub fn check_mac_mode(mode: &str) -> Result<(), MacModeError> {
+    if MAC_MODES.contains(&mode) { Ok(()) } else { Err(MacModeError { value: mode.to_owned() }) }
+}
+
+/// Parses `ADDRESS/PREFIXLEN` (`192.0.2.1/24`, `2001:db8::1/64`); the prefix
+/// length is 0..=32 for IPv4 and 0..=128 for IPv6.
+pub fn parse_addr_prefix(value: &str) -> Result<(IpAddr, u8), AddrError> {
+    let owned = || value.to_owned();
+    let (ip, prefix) =
+        value.split_once('/').ok_or_else(|| AddrError::MissingPrefix { value: owned() })?;
+    let addr: IpAddr = ip.parse().map_err(|_| AddrError::BadIp { value: owned() })?;
+    if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AddrError::BadPrefix { value: owned() });
+    }
+    // At most three digits, so this cannot fail.
+    let len: u32 = prefix.parse().unwrap_or(u32::MAX);
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    match u8::try_from(len) {
+        Ok(len) if len <= max => Ok((addr, len)),
+        _ => Err(AddrError::PrefixRange { value: owned(), prefix: len, max }),
+    }
+}
+
+fn de_version<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let found = u32::deserialize(d)?;
+    if found == LinkState::VERSION {
+        Ok(found)
+    } else {
+        Err(serde::de::Error::custom(LinkStateError::UnsupportedVersion { found }))
+    }
+}
+
+fn de_mac_mode<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let mode = String::deserialize(d)?;
+    check_mac_mode(&mode).map_err(serde::de::Error::custom)?;
+    Ok(mode)
+}
+
+fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let addr = String::deserialize(d)?;
+    parse_addr_prefix(&addr).map_err(serde::de::Error::custom)?;
+    Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        let ok = |s: &str| parse_addr_prefix(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert_eq!(ok("192.0.2.1/24"), ("192.0.2.1".parse().unwrap(), 24));
+        assert_eq!(ok("0.0.0.0/0").1, 0);
+        assert_eq!(ok("10.0.0.1/32").1, 32);
+        assert_eq!(ok("2001:db8::1/64").1, 64);
+        assert_eq!(ok("::/128").1, 128);
+        let err = |s: &str| parse_addr_prefix(s).unwrap_err();
+        assert!(matches!(err("192.0.2.1"), AddrError::MissingPrefix { .. }));
+        assert!(matches!(err("192.0.2/24"), AddrError::BadIp { .. }));
+        assert!(matches!(err("net0/24"), AddrError::BadIp { .. }));
+        assert!(matches!(err("192.0.2.1/"), AddrError::BadPrefix { .. }));
+        assert!(matches!(err("192.0.2.1/+4"), AddrError::BadPrefix { .. }));
+        assert!(matches!(err("192.0.2.1/24/1"), AddrError::BadPrefix { .. }));
+        assert!(matches!(err("192.0.2.1/0024"), AddrError::BadPrefix { .. }));
+        assert_eq!(
+            err("192.0.2.1/33"),
+            AddrError::PrefixRange { value: "192.0.2.1/33".into(), prefix: 33, max: 32 }
+        );
+        assert!(matches!(err("::1/129"), AddrError::PrefixRange { max: 128, .. }));
+        assert!(matches!(err("::1/999"), AddrError::PrefixRange { prefix: 999, .. }));
+        assert_eq!(
+            err("192.0.2/24").to_string(),
+            r#"address "192.0.2/24": "192.0.2" is not an IPv4 or IPv6 address"#
+        );
+        assert_eq!(
+            err("::1/x/1").to_string(),
+            r#"address "::1/x/1": prefix length "x/1" is not a decimal number"#
+        );
+    }
+
+    #[test]
+    fn mac_modes() {
+        for m in MAC_MODES {
+            check_mac_mode(m).unwrap();
+        }
+        assert_eq!(
+            check_mac_mode("Auto").unwrap_err().to_string(),
+            r#"MAC mode "Auto": expected one of auto, factory, random, fixed"#
+        );
+    }
+
+    #[test]
+    fn validate_names_the_entry() {
+        let mut state = LinkState::default();
+        state.validate().unwrap();
+        state.version = 2;
+        assert_eq!(state.validate(), Err(LinkStateError::UnsupportedVersion { found: 2 }));
+        state.version = 1;
+        state.address.insert("net0/v4".parse().unwrap(), AddrConf { addr: "1.2.3.4".into() });
+        let e = state.validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            r#"address object net0/v4: address "1.2.3.4": missing /PREFIXLEN (e.g. 192.0.2.1/24)"#
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! The machine's ports: drivers attached to emulated devices, each with its
+//! ring engine, built from the hardware configuration.
+
+use std::sync::Arc;
+
+use netadm_atl1c::{Atl1c, Atl1cConfig};
+use netadm_config::{HardwareConfig, PortClass, PortConfig};
+use netadm_i40e::{I40e, I40eConfig};
+use netadm_model::{LinkName, MacAddr};
+use netadm_nic::{Nic, NicClass};
+use netadm_rings::{RingEngine, Strategy};
+
+use crate::CoreError;
+
+/// The driver bound to a port, for class-specific registers.
+#[derive(Debug, Clone)]
+pub enum Driver {
+    /// i40e-class.
+    I40e(Arc<I40e>),
+    /// atl1c-class.
+    Atl1c(Arc<Atl1c>),
+}
+
+impl Driver {
+    /// The driver as the generic NIC API.
+    pub fn nic(&self) -> Arc<dyn Nic> {
+        match self {
+            Self::I40e(d) => d.clone(),
+            Self::Atl1c(d) => d.clone(),
+        }
+    }
+}
+
+/// One physical port.
+pub struct Port {
+    /// Device (driver instance) name, fixed: e.g. `i40e0`.
+    pub device: LinkName,
+    /// Its driver.
+    pub driver: Driver,
+    /// Its rings.
+    pub engine: RingEngine,
+    /// Factory MAC address.
+    pub mac: MacAddr,
+    /// Link speed in Mb/s.
+    pub speed: u64,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port").field("device", &self.device).finish_non_exhaustive()
+    }
+}
+
+impl Port {
+    /// The device class.
+    pub fn class(&self) -> NicClass {
+        self.engine.nic().caps().class
+    }
+
+    /// Driver name as dladm shows it.
+    pub fn driver_name(&self) -> &'static str {
+        match self.class() {
+            NicClass::I40e => "i40e",
+            NicClass::Atl1c => "atl1c",
+        }
+    }
+
+    /// MTU range the device accepts.
+    pub fn mtu_range(&self) -> (u32, u32) {
+        let c = self.engine.nic().caps();
+        (c.min_mtu, c.max_mtu)
+    }
+
+    /// Rings running now.
+    pub fn rings_started(&self) -> u32 {
+        (0..self.engine.ring_count())
+            .filter(|&r| self.engine.state(r) == Ok(netadm_rings::RingState::Started))
+            .count() as u32
+    }
+}
+
+/// Every port of the machine, in configuration order.
+#[derive(Debug)]
+pub struct Hardware {
+    ports: Vec<Port>,
+}
+
+impl Hardware {
+    /// Powers on every configured port and attaches its driver.
+    pub fn power_on(cfg: &HardwareConfig, strategy: Strategy) -> Result<Self, CoreError> {
+        let mut ports = Vec::with_capacity(cfg.ports.len());
+        for (i, p) in cfg.ports.iter().enumerate() {
+            ports.push(Self::attach(i, p, strategy)?);
+        }
+        Ok(Self { ports })
+    }
+
+    fn attach(index: usize, p: &PortConfig, strategy: Strategy) -> Result<Port, CoreError> {
+        let name = p.name.as_str();
+        let hw_err = |e: &dyn std::fmt::Display| CoreError::hardware(format!("{name}: {e}"));
+        let (driver, oui, speed) = match p.class {
+            PortClass::I40e => {
+                let mut c = I40eConfig::default();
+                if let Some(q) = p.queue_pairs {
+                    c.queue_pairs = q;
+                }
+                if let Some(v) = p.vectors {
+                    c.vectors = v;
+                }
+                if let Some(r) = p.ring_size {
+                    c.ring_size = r;
+                }
+                let d = I40e::attach(name, &c).map_err(|e| hw_err(&e))?;
+                // Intel's OUI; 40 GbE.
+                (Driver::I40e(Arc::new(d)), [0x00, 0x1b, 0x21], 40_000)
+            }
+            PortClass::Atl1c => {
+                let mut c = Atl1cConfig::default();
+                if let Some(r) = p.ring_size {
+                    c.ring_size = r;
+                }
+                let d = Atl1c::attach(name, &c).map_err(|e| hw_err(&e))?;
+                // Atheros's OUI; 1 GbE.
+                (Driver::Atl1c(Arc::new(d)), [0x00, 0x13, 0x74], 1_000)
+            }
+        };
+        let engine = RingEngine::new(driver.nic(), strategy).map_err(|e| hw_err(&e))?;
+        let i = index as u32;
+        let mac = MacAddr([oui[0], oui[1], oui[2], (i >> 16) as u8, (i >> 8) as u8, i as u8 + 1]);
+        Ok(Port { device: p.name.clone(), driver, engine, mac, speed })
+    }
+
+    /// All ports.
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    /// The port with device name `device`.
+    pub fn port(&self, device: &str) -> Option<&Port> {
+        self.ports.iter().find(|p| p.device.as_str() == device)
+    }
+
+    /// Changes every port's ring lifecycle strategy.
+    pub fn set_strategy(&self, s: Strategy) {
+        for p in &self.ports {
+            p.engine.set_strategy(s);
+        }
+    }
+}

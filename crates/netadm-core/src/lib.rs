@@ -1,0 +1,460 @@
+//! netadmd's logic: the single owner of link state.
+//!
+//! A [`Core`] holds the hardware (ports, drivers, ring engines), the running
+//! configuration and the persistent one. Every mutating verb runs the same
+//! pipeline, one at a time:
+//!
+//! 1. **validate** — parse and check the request against the running
+//!    configuration; build the next configuration (and the next persistent
+//!    one unless temporary). Nothing has changed yet.
+//! 2. **plan** — derive, for every port, whether its rings must run and with
+//!    which buffer size, before and after.
+//! 3. **execute** — stop, reprogram and start rings where the plans differ,
+//!    ports in parallel. If any step fails, every port is driven back to its
+//!    old plan and the error is returned.
+//! 4. **persist** — write the persistent configuration atomically; if that
+//!    fails, the hardware is put back too.
+//! 5. **commit** — swap in the new running configuration.
+//!
+//! Reads take the running configuration's lock only to clone it, so they
+//! never wait behind a long mutation.
+
+mod error;
+pub mod hw;
+mod links;
+mod ops;
+mod view;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use netadm_config::{HardwareConfig, LinkState, Store};
+use netadm_dbus::{HistoryEntry, OpResult};
+use netadm_model::PropName;
+use netadm_nic::buf_size_for_mtu;
+use netadm_rings::{OpReport, Strategy};
+
+pub use error::{CoreError, ErrorKind};
+pub use hw::{Driver, Hardware, Port};
+pub use links::{DEFAULT_MTU, Link, View};
+
+/// Reports progress of a long operation: (phase, done, total).
+pub type Progress<'a> = &'a (dyn Fn(&str, u32, u32) + Sync);
+
+/// Most history entries kept.
+const HISTORY: usize = 200;
+
+/// What a port's rings should be doing under a configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PortPlan {
+    /// Rings run.
+    active: bool,
+    /// Buffer size they run with.
+    buf: u32,
+    /// atl1c rx-imt / tx-imt, i40e itr: (vector, units) writes.
+    throttle: [Option<u32>; 3],
+}
+
+/// The state owner.
+pub struct Core {
+    hw: Hardware,
+    store: Option<Store>,
+    running: RwLock<Arc<LinkState>>,
+    persisted: Mutex<LinkState>,
+    mutation: Mutex<()>,
+    history: Mutex<VecDeque<HistoryEntry>>,
+    seq: Mutex<u64>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("hw", &self.hw).finish_non_exhaustive()
+    }
+}
+
+/// Timing of one mutation as it runs.
+pub(crate) struct Timing {
+    started: Instant,
+    mark: Instant,
+    phases: Vec<(String, u64)>,
+    counts: BTreeMap<String, u64>,
+    notes: Vec<String>,
+}
+
+impl Timing {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self { started: now, mark: now, phases: vec![], counts: BTreeMap::new(), notes: vec![] }
+    }
+
+    /// Closes the phase that ran since the last mark.
+    pub(crate) fn phase(&mut self, name: &str) {
+        let now = Instant::now();
+        let us = (now - self.mark).as_micros() as u64;
+        self.mark = now;
+        match self.phases.iter_mut().find(|(n, _)| n == name) {
+            Some((_, t)) => *t += us,
+            None => self.phases.push((name.to_owned(), us)),
+        }
+    }
+
+    fn count(&mut self, name: &str, n: u64) {
+        *self.counts.entry(name.to_owned()).or_default() += n;
+    }
+
+    /// Folds a ring engine's report in: its counts, and its phases nested
+    /// under `parent` (the slowest port's figure when ports ran in
+    /// parallel).
+    fn absorb(&mut self, parent: &str, rep: &OpReport) {
+        let c = &rep.counts;
+        self.count("rings_started", c.rings_started.into());
+        self.count("rings_stopped", c.rings_stopped.into());
+        self.count("dma_allocated", c.dma_allocated);
+        self.count("dma_freed", c.dma_freed);
+        self.count("rx_discarded", c.rx_discarded);
+        for p in &rep.phases {
+            let name = format!("{parent}/{}", p.name);
+            let us = p.elapsed.as_micros() as u64;
+            match self.phases.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, t)) => *t = (*t).max(us),
+                None => self.phases.push((name, us)),
+            }
+        }
+    }
+
+    /// Adds an operator-facing note.
+    pub(crate) fn note(&mut self, s: impl Into<String>) {
+        self.notes.push(s.into());
+    }
+
+    fn finish(self, op: &str) -> OpResult {
+        OpResult {
+            op: op.to_owned(),
+            total_us: self.started.elapsed().as_micros() as u64,
+            phases: self.phases,
+            counts: self.counts,
+            notes: self.notes,
+        }
+    }
+}
+
+/// What a verb asks of the pipeline.
+pub(crate) struct Change {
+    /// The next running configuration.
+    pub running: LinkState,
+    /// The next persistent configuration, when it changes.
+    pub persisted: Option<LinkState>,
+}
+
+impl Core {
+    /// Powers on the hardware, loads the persistent configuration from
+    /// `store` (if any) and brings the hardware to it.
+    pub fn start(
+        cfg: &HardwareConfig,
+        store: Option<Store>,
+        strategy: Strategy,
+    ) -> Result<Self, CoreError> {
+        let hw = Hardware::power_on(cfg, strategy)?;
+        let persisted = match &store {
+            Some(s) => s.load().map_err(|e| CoreError::persistence(e.to_string()))?,
+            None => LinkState::default(),
+        };
+        let core = Self {
+            hw,
+            store,
+            running: RwLock::new(Arc::new(LinkState::default())),
+            persisted: Mutex::new(persisted.clone()),
+            mutation: Mutex::new(()),
+            history: Mutex::new(VecDeque::new()),
+            seq: Mutex::new(0),
+        };
+        // Replay: the persistent configuration must still make sense on this
+        // hardware, then it becomes the running one.
+        ops::check_state(&View { hw: &core.hw, st: &persisted }).map_err(|e| {
+            let path =
+                core.store.as_ref().map(|s| s.path().display().to_string()).unwrap_or_default();
+            CoreError::persistence(format!("{path}: {e}"))
+        })?;
+        let mut t = Timing::new();
+        core.execute(&LinkState::default(), &persisted, &mut t, &|_, _, _| {})?;
+        *core.running.write().unwrap() = Arc::new(persisted);
+        Ok(core)
+    }
+
+    /// The hardware.
+    pub fn hardware(&self) -> &Hardware {
+        &self.hw
+    }
+
+    /// A snapshot of the running configuration.
+    pub fn running(&self) -> Arc<LinkState> {
+        self.running.read().unwrap().clone()
+    }
+
+    /// A snapshot of the persistent configuration.
+    pub fn persisted(&self) -> LinkState {
+        self.persisted.lock().unwrap().clone()
+    }
+
+    /// The ring lifecycle strategy of the first port (all share it).
+    pub fn strategy(&self) -> Strategy {
+        self.hw.ports().first().map(|p| p.engine.strategy()).unwrap_or_default()
+    }
+
+    /// Recent mutations, oldest first.
+    pub fn history(&self) -> Vec<HistoryEntry> {
+        self.history.lock().unwrap().iter().cloned().collect()
+    }
+
+    /// Waits for the mutation in progress, if any, to finish (it persists
+    /// before it returns) and keeps new ones out: for a clean shutdown.
+    pub fn quiesce(&self) {
+        std::mem::forget(self.mutation.lock().unwrap());
+    }
+
+    /// Changes the ring lifecycle strategy (runtime only).
+    pub fn set_strategy(&self, s: &str) -> Result<OpResult, CoreError> {
+        let strategy: Strategy = s.parse().map_err(|e: netadm_rings::StrategyParseError| {
+            CoreError::invalid_argument(e.to_string())
+        })?;
+        let _m = self.mutation.lock().unwrap();
+        let t = Timing::new();
+        self.hw.set_strategy(strategy);
+        let r = t.finish("set-strategy");
+        self.record(&format!("set-strategy {s}"), Ok(&r), r.total_us);
+        Ok(r)
+    }
+
+    /// Runs one mutation through the pipeline. `f` validates and builds the
+    /// change from the running and persistent configurations.
+    pub(crate) fn mutate(
+        &self,
+        op: &str,
+        subject: &str,
+        progress: Progress<'_>,
+        f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
+    ) -> Result<OpResult, CoreError> {
+        let _m = self.mutation.lock().unwrap();
+        let mut t = Timing::new();
+        let res = self.mutate_locked(&mut t, progress, f);
+        let total = t.started.elapsed().as_micros() as u64;
+        let res = res.map(|()| t.finish(op));
+        self.record(&format!("{op} {subject}"), res.as_ref(), total);
+        res
+    }
+
+    fn mutate_locked(
+        &self,
+        t: &mut Timing,
+        progress: Progress<'_>,
+        f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
+    ) -> Result<(), CoreError> {
+        let cur = self.running();
+        let persisted = self.persisted();
+        let change = f(&View { hw: &self.hw, st: &cur }, &persisted, t)?;
+        ops::check_state(&View { hw: &self.hw, st: &change.running })
+            .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
+        t.phase("validate");
+        self.execute(&cur, &change.running, t, progress)?;
+        if let Some(p) = &change.persisted
+            && let Some(store) = &self.store
+            && let Err(e) = store.save(p)
+        {
+            let mut undo = Timing::new();
+            if let Err(u) = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {}) {
+                return Err(CoreError::persistence(format!(
+                    "{e}; and putting the hardware back failed: {u}"
+                )));
+            }
+            return Err(CoreError::persistence(format!("cannot save configuration: {e}")));
+        }
+        if change.persisted.is_some() {
+            t.phase("persist");
+        }
+        *self.running.write().unwrap() = Arc::new(change.running);
+        if let Some(p) = change.persisted {
+            *self.persisted.lock().unwrap() = p;
+        }
+        Ok(())
+    }
+
+    fn record(&self, command: &str, res: Result<&OpResult, &CoreError>, total_us: u64) {
+        let seq = {
+            let mut s = self.seq.lock().unwrap();
+            *s += 1;
+            *s
+        };
+        let time_ms =
+            SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis()
+                as u64;
+        let entry = HistoryEntry {
+            seq,
+            time_ms,
+            command: command.to_owned(),
+            ok: res.is_ok(),
+            total_us,
+            error: res
+                .err()
+                .map(|e| format!("{}: {}", e.kind.as_str(), e.message))
+                .unwrap_or_default(),
+        };
+        let mut h = self.history.lock().unwrap();
+        if h.len() == HISTORY {
+            h.pop_front();
+        }
+        h.push_back(entry);
+    }
+
+    fn plans(&self, st: &LinkState) -> Vec<PortPlan> {
+        let v = View { hw: &self.hw, st };
+        self.hw
+            .ports()
+            .iter()
+            .map(|p| {
+                let link = Link::Phys(p.device.clone());
+                let uint =
+                    |n: PropName| v.prop(&link, n).and_then(|x| x.as_uint()).map(|x| x as u32);
+                let throttle = match p.driver {
+                    Driver::I40e(_) => [uint(PropName::Itr), None, None],
+                    Driver::Atl1c(_) => [None, uint(PropName::RxImt), uint(PropName::TxImt)],
+                };
+                PortPlan {
+                    active: v.port_in_use(&p.device),
+                    buf: buf_size_for_mtu(v.mtu(&link)),
+                    throttle,
+                }
+            })
+            .collect()
+    }
+
+    /// Drives every port from its plan under `from` to its plan under `to`.
+    /// On failure, drives them back to `from` and returns the error.
+    fn execute(
+        &self,
+        from: &LinkState,
+        to: &LinkState,
+        t: &mut Timing,
+        progress: Progress<'_>,
+    ) -> Result<(), CoreError> {
+        let (a, b) = (self.plans(from), self.plans(to));
+        match self.drive(&a, &b, t, progress) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // Put back what was done: every port to its old plan.
+                let mut undo = Timing::new();
+                let now = self.actual_plans(&b);
+                if let Err(u) = self.drive(&now, &a, &mut undo, &|_, _, _| {}) {
+                    return Err(CoreError::hardware(format!(
+                        "{}; and putting it back failed: {u}",
+                        e.message
+                    )));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// What each port is doing now (after a partial failure).
+    fn actual_plans(&self, wanted: &[PortPlan]) -> Vec<PortPlan> {
+        self.hw
+            .ports()
+            .iter()
+            .zip(wanted)
+            .map(|(p, w)| {
+                let running = p.rings_started() > 0;
+                let buf = (0..p.engine.ring_count())
+                    .find_map(|r| p.engine.info(r).ok().and_then(|i| i.buf_size))
+                    .unwrap_or(w.buf);
+                PortPlan { active: running, buf, throttle: w.throttle }
+            })
+            .collect()
+    }
+
+    fn drive(
+        &self,
+        from: &[PortPlan],
+        to: &[PortPlan],
+        t: &mut Timing,
+        progress: Progress<'_>,
+    ) -> Result<(), CoreError> {
+        let ports = self.hw.ports();
+        let (mut stop, mut restart, mut start) = (vec![], vec![], vec![]);
+        for (i, (a, b)) in from.iter().zip(to).enumerate() {
+            match (a.active, b.active) {
+                (true, false) => stop.push(i),
+                (false, true) => start.push(i),
+                (true, true) if a.buf != b.buf => restart.push(i),
+                _ => {}
+            }
+        }
+        type Job = fn(&Port, u32) -> Result<OpReport, netadm_rings::RingError>;
+        let waves: [(&str, &[usize], Job); 3] = [
+            ("ring-stop", &stop, |p, _| p.engine.stop(&p.engine.all_rings())),
+            ("reprogram", &restart, |p, buf| p.engine.restart(&p.engine.all_rings(), buf)),
+            ("ring-start", &start, |p, buf| p.engine.start(&p.engine.all_rings(), buf)),
+        ];
+        let total = (stop.len() + restart.len() + start.len()) as u32;
+        let mut done = 0;
+        for (name, idx, job) in waves {
+            if idx.is_empty() {
+                continue;
+            }
+            progress(name, done, total);
+            // Ports are independent devices: drive them in parallel.
+            let results: Vec<(usize, Result<OpReport, netadm_rings::RingError>)> =
+                std::thread::scope(|s| {
+                    let hs: Vec<_> = idx
+                        .iter()
+                        .map(|&i| {
+                            let (p, buf) = (&ports[i], to[i].buf);
+                            (i, s.spawn(move || job(p, buf)))
+                        })
+                        .collect();
+                    hs.into_iter().map(|(i, h)| (i, h.join().expect("ring job panicked"))).collect()
+                });
+            let mut first_err = None;
+            for (i, r) in results {
+                match r {
+                    Ok(rep) => t.absorb(name, &rep),
+                    Err(e) => {
+                        first_err.get_or_insert(CoreError::hardware(format!(
+                            "{}: {e}",
+                            ports[i].device
+                        )));
+                    }
+                }
+            }
+            t.phase(name);
+            done += idx.len() as u32;
+            progress(name, done, total);
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+        }
+        // Interrupt moderation registers.
+        for (i, (a, b)) in from.iter().zip(to).enumerate() {
+            if a.throttle != b.throttle || (b.active && !a.active) {
+                apply_throttle(&ports[i], &b.throttle)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn apply_throttle(p: &Port, th: &[Option<u32>; 3]) -> Result<(), CoreError> {
+    let err = |e: netadm_nic::NicError| CoreError::hardware(format!("{}: {e}", p.device));
+    match &p.driver {
+        Driver::I40e(d) => {
+            let units = th[0].map_or(netadm_i40e::DEFAULT_ITR_UNITS, |us| us.div_ceil(2));
+            for v in 0..netadm_nic::Nic::caps(&**d).vectors {
+                netadm_nic::Nic::set_throttle(&**d, v, units).map_err(err)?;
+            }
+        }
+        Driver::Atl1c(d) => {
+            d.set_rx_imt(th[1].unwrap_or(netadm_atl1c::DEFAULT_RX_IMT)).map_err(err)?;
+            d.set_tx_imt(th[2].unwrap_or(netadm_atl1c::DEFAULT_TX_IMT)).map_err(err)?;
+        }
+    }
+    Ok(())
+}

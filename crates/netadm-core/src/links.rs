@@ -1,0 +1,179 @@
+//! Questions about a configuration: what a name refers to, what is built
+//! over what, and the MTU each link and port ends up with.
+
+use netadm_config::LinkState;
+use netadm_model::{LinkClass, LinkName, PropName, PropValue};
+
+use crate::CoreError;
+use crate::hw::Hardware;
+
+/// What a link name refers to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    /// A port, by device name.
+    Phys(LinkName),
+    /// An aggregation.
+    Aggr(LinkName),
+    /// A VNIC.
+    Vnic(LinkName),
+}
+
+impl Link {
+    /// The link's class.
+    pub fn class(&self) -> LinkClass {
+        match self {
+            Self::Phys(_) => LinkClass::Phys,
+            Self::Aggr(_) => LinkClass::Aggr,
+            Self::Vnic(_) => LinkClass::Vnic,
+        }
+    }
+}
+
+/// Default MTU of every link.
+pub const DEFAULT_MTU: u32 = 1500;
+
+/// A view of one configuration against the hardware.
+pub struct View<'a> {
+    /// The hardware.
+    pub hw: &'a Hardware,
+    /// The configuration.
+    pub st: &'a LinkState,
+}
+
+impl<'a> View<'a> {
+    /// The link name of port `device` (it may have been renamed).
+    pub fn phys_name(&self, device: &LinkName) -> LinkName {
+        self.st.phys.get(device).and_then(|p| p.name.clone()).unwrap_or_else(|| device.clone())
+    }
+
+    /// Every link name in use, with what it is.
+    pub fn links(&self) -> Vec<(LinkName, Link)> {
+        let mut v: Vec<(LinkName, Link)> = self
+            .hw
+            .ports()
+            .iter()
+            .map(|p| (self.phys_name(&p.device), Link::Phys(p.device.clone())))
+            .collect();
+        v.extend(self.st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))));
+        v.extend(self.st.vnic.keys().map(|n| (n.clone(), Link::Vnic(n.clone()))));
+        v
+    }
+
+    /// What `name` refers to.
+    pub fn resolve(&self, name: &str) -> Option<Link> {
+        self.links().into_iter().find(|(n, _)| n.as_str() == name).map(|(_, l)| l)
+    }
+
+    /// What `name` refers to, or a NotFound error naming it.
+    pub fn require(&self, name: &str) -> Result<Link, CoreError> {
+        self.resolve(name)
+            .ok_or_else(|| CoreError::not_found(format!("link {name} does not exist")))
+    }
+
+    /// Whether a name is taken by any link.
+    pub fn taken(&self, name: &str) -> bool {
+        self.resolve(name).is_some()
+    }
+
+    /// The aggregation a port link is a member of.
+    pub fn aggr_of(&self, link: &LinkName) -> Option<&'a LinkName> {
+        self.st.aggr.iter().find(|(_, a)| a.ports.contains(link)).map(|(n, _)| n)
+    }
+
+    /// VNICs directly over `link`.
+    pub fn vnics_over(&self, link: &LinkName) -> Vec<&'a LinkName> {
+        self.st.vnic.iter().filter(|(_, v)| &v.over == link).map(|(n, _)| n).collect()
+    }
+
+    /// The port device behind a phys link name.
+    pub fn device_of(&self, link: &LinkName) -> Option<LinkName> {
+        match self.resolve(link.as_str())? {
+            Link::Phys(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Stored property values of a link.
+    pub fn props(&self, link: &Link) -> Option<&'a std::collections::BTreeMap<PropName, String>> {
+        match link {
+            Link::Phys(d) => self.st.phys.get(d).map(|p| &p.props),
+            Link::Aggr(n) => self.st.aggr.get(n).map(|a| &a.props),
+            Link::Vnic(n) => self.st.vnic.get(n).map(|v| &v.props),
+        }
+    }
+
+    /// A property's value: stored, else its default.
+    pub fn prop(&self, link: &Link, name: PropName) -> Option<PropValue> {
+        let stored = self.props(link).and_then(|p| p.get(&name));
+        match stored {
+            Some(s) => name.spec().parse_value(s).ok(),
+            None => name.spec().default.clone(),
+        }
+    }
+
+    fn prop_uint(&self, link: &Link, name: PropName) -> Option<u64> {
+        self.props(link)
+            .and_then(|p| p.get(&name))
+            .and_then(|s| name.spec().parse_value(s).ok())
+            .and_then(|v| v.as_uint())
+    }
+
+    /// The MTU a link runs with. A port in an aggregation runs with the
+    /// aggregation's; a VNIC's defaults to its link's.
+    pub fn mtu(&self, link: &Link) -> u32 {
+        match link {
+            Link::Phys(d) => {
+                let name = self.phys_name(d);
+                if let Some(a) = self.aggr_of(&name) {
+                    return self.mtu(&Link::Aggr(a.clone()));
+                }
+                self.prop_uint(link, PropName::Mtu).map_or(DEFAULT_MTU, |v| v as u32)
+            }
+            Link::Aggr(_) => self.prop_uint(link, PropName::Mtu).map_or(DEFAULT_MTU, |v| v as u32),
+            Link::Vnic(n) => self.prop_uint(link, PropName::Mtu).map_or_else(
+                || {
+                    self.st
+                        .vnic
+                        .get(n)
+                        .and_then(|v| self.resolve(v.over.as_str()))
+                        .map_or(DEFAULT_MTU, |o| self.mtu(&o))
+                },
+                |v| v as u32,
+            ),
+        }
+    }
+
+    /// The ports a link ultimately runs on.
+    pub fn ports_under(&self, link: &Link) -> Vec<LinkName> {
+        match link {
+            Link::Phys(d) => vec![d.clone()],
+            Link::Aggr(n) => self
+                .st
+                .aggr
+                .get(n)
+                .map(|a| a.ports.iter().filter_map(|p| self.device_of(p)).collect())
+                .unwrap_or_default(),
+            Link::Vnic(n) => self
+                .st
+                .vnic
+                .get(n)
+                .and_then(|v| self.resolve(v.over.as_str()))
+                .map(|o| self.ports_under(&o))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether anything uses port `device`: an aggregation it belongs to, or
+    /// a VNIC or IP interface over it (directly or through its
+    /// aggregation). A used port's rings run.
+    pub fn port_in_use(&self, device: &LinkName) -> bool {
+        let consumers = self
+            .st
+            .aggr
+            .keys()
+            .map(|n| Link::Aggr(n.clone()))
+            .chain(self.st.vnic.keys().map(|n| Link::Vnic(n.clone())))
+            .chain(self.st.interface.keys().filter_map(|n| self.resolve(n.as_str())));
+        consumers.into_iter().any(|l| self.ports_under(&l).contains(device))
+    }
+}

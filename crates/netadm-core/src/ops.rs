@@ -1,0 +1,909 @@
+//! The mutating verbs. Each parses its arguments, then builds the next
+//! configuration with one `apply` function run against the running
+//! configuration and, unless temporary, against the persistent one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher, Hasher};
+
+use netadm_config::{AddrConf, AggrConf, IfConf, LinkState, VnicConf, parse_addr_prefix};
+use netadm_dbus::OpResult;
+use netadm_model::{
+    AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, PropValue, VlanId,
+};
+use netadm_nic::NicClass;
+
+use crate::links::{Link, View};
+use crate::{Change, Core, CoreError, ErrorKind, Progress, Timing};
+
+fn name(s: &str) -> Result<LinkName, CoreError> {
+    Ok(s.parse::<LinkName>()?)
+}
+
+fn arg<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, CoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse().map_err(|e: T::Err| CoreError::invalid_argument(format!("{what}: {e}")))
+}
+
+/// Builds the change: `apply` on the running configuration, and on the
+/// persistent one unless `temporary`. An object that exists only in the
+/// running configuration (it was created with `-t`) is changed there only,
+/// and the result says so.
+fn change(
+    v: &View<'_>,
+    persisted: &LinkState,
+    temporary: bool,
+    t: &mut Timing,
+    subject: &str,
+    apply: impl Fn(&View<'_>) -> Result<LinkState, CoreError>,
+) -> Result<Change, CoreError> {
+    let running = apply(v)?;
+    let persisted = if temporary {
+        None
+    } else {
+        match apply(&View { hw: v.hw, st: persisted }) {
+            Ok(p) => Some(p),
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                t.note(format!("{subject} is temporary: the change was not persisted"));
+                None
+            }
+            Err(e) => {
+                return Err(CoreError {
+                    message: format!("{} (persistent configuration)", e.message),
+                    ..e
+                });
+            }
+        }
+    };
+    Ok(Change { running, persisted })
+}
+
+/// Checks that a port link can join an aggregation or carry a new consumer.
+fn port_free(v: &View<'_>, port: &LinkName) -> Result<LinkName, CoreError> {
+    let Link::Phys(device) = v.require(port.as_str())? else {
+        let class = v.require(port.as_str())?.class();
+        return Err(CoreError::invalid_argument(format!(
+            "{port} is a {class} link; aggregation ports must be physical links"
+        )));
+    };
+    if let Some(a) = v.aggr_of(port) {
+        return Err(CoreError::busy(format!("{port} is already a port of {a}")));
+    }
+    let vnics = v.vnics_over(port);
+    if !vnics.is_empty() {
+        let names: Vec<&str> = vnics.iter().map(|n| n.as_str()).collect();
+        return Err(CoreError::busy(format!("{port} has VNICs over it: {}", names.join(", "))));
+    }
+    if v.st.interface.contains_key(port) {
+        return Err(CoreError::busy(format!("{port} has an IP interface; delete-if {port} first")));
+    }
+    Ok(device)
+}
+
+fn class_of(v: &View<'_>, device: &LinkName) -> NicClass {
+    v.hw.port(device.as_str()).map_or(NicClass::I40e, |p| p.class())
+}
+
+fn random_mac(seed: &str) -> MacAddr {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write(seed.as_bytes());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let x = h.finish().to_le_bytes();
+    // dladm's prefix for random VNIC addresses: locally administered.
+    MacAddr([0x02, 0x08, 0x20, x[0], x[1], x[2]])
+}
+
+/// Invariants every configuration must keep; checked before any change is
+/// executed and on the persistent configuration at start.
+pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
+    let mut seen = BTreeSet::new();
+    for (n, _) in v.links() {
+        if !seen.insert(n.clone()) {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
+        }
+    }
+    for d in v.st.phys.keys() {
+        if v.hw.port(d.as_str()).is_none() {
+            return Err(CoreError::not_found(format!(
+                "port {d} is configured but the hardware has no such port"
+            )));
+        }
+    }
+    let mut members = BTreeSet::new();
+    for (a, conf) in &v.st.aggr {
+        if conf.ports.is_empty() {
+            return Err(CoreError::invalid_argument(format!("aggregation {a} has no ports")));
+        }
+        for p in &conf.ports {
+            if !matches!(v.resolve(p.as_str()), Some(Link::Phys(_))) {
+                return Err(CoreError::not_found(format!(
+                    "aggregation {a}: port {p} is not a physical link"
+                )));
+            }
+            if !members.insert(p.clone()) {
+                return Err(CoreError::busy(format!("port {p} is in two aggregations")));
+            }
+            if !v.vnics_over(p).is_empty() || v.st.interface.contains_key(p) {
+                return Err(CoreError::busy(format!(
+                    "port {p} of {a} has a VNIC or IP interface over it"
+                )));
+            }
+        }
+    }
+    for (n, conf) in &v.st.vnic {
+        match v.resolve(conf.over.as_str()) {
+            None => {
+                return Err(CoreError::not_found(format!(
+                    "VNIC {n}: link {} does not exist",
+                    conf.over
+                )));
+            }
+            Some(Link::Vnic(_)) => {
+                return Err(CoreError::invalid_argument(format!("VNIC {n} is over another VNIC")));
+            }
+            Some(_) if members.contains(&conf.over) => {
+                return Err(CoreError::busy(format!(
+                    "VNIC {n} is over aggregation port {}",
+                    conf.over
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    for i in v.st.interface.keys() {
+        if v.resolve(i.as_str()).is_none() {
+            return Err(CoreError::not_found(format!("IP interface {i}: no such link")));
+        }
+        if members.contains(i) {
+            return Err(CoreError::busy(format!("IP interface {i} is on an aggregation port")));
+        }
+    }
+    for a in v.st.address.keys() {
+        if !v.st.interface.contains_key(a.interface()) {
+            return Err(CoreError::not_found(format!(
+                "address {a}: no IP interface {}",
+                a.interface()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The MTU range a link accepts: its ports' common range.
+fn mtu_range(v: &View<'_>, link: &Link) -> (u32, u32) {
+    let ports = v.ports_under(link);
+    let mut range = (68, u32::MAX);
+    for d in ports {
+        if let Some(p) = v.hw.port(d.as_str()) {
+            let (lo, hi) = p.mtu_range();
+            range = (range.0.max(lo), range.1.min(hi));
+        }
+    }
+    range
+}
+
+/// Validates one property assignment on `link`.
+fn check_prop(
+    v: &View<'_>,
+    link_name: &str,
+    link: &Link,
+    prop: PropName,
+    value: &str,
+) -> Result<PropValue, CoreError> {
+    let spec = prop.spec();
+    spec.check_class(link.class())?;
+    let val = spec.parse_value(value)?;
+    let driver = match link {
+        Link::Phys(d) => Some(class_of(v, d)),
+        _ => None,
+    };
+    let needs = |class: NicClass| -> Result<(), CoreError> {
+        if driver != Some(class) {
+            return Err(CoreError::not_supported(format!(
+                "{prop} applies to {class}-class physical links; {link_name} is not one"
+            )));
+        }
+        Ok(())
+    };
+    match prop {
+        PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
+        PropName::Itr => needs(NicClass::I40e)?,
+        PropName::RxRings | PropName::TxRings => {
+            if let Some(NicClass::Atl1c) = driver {
+                return Err(CoreError::not_supported(format!(
+                    "{link_name} has no ring groups (atl1c-class)"
+                )));
+            }
+            let max = v
+                .ports_under(link)
+                .iter()
+                .filter_map(|d| v.hw.port(d.as_str()))
+                .map(|p| p.engine.ring_count())
+                .min()
+                .unwrap_or(0);
+            if val.as_uint().unwrap_or(0) > u64::from(max) {
+                return Err(CoreError::invalid_value(format!(
+                    "{prop} {value} on {link_name}: at most {max} rings"
+                )));
+            }
+        }
+        PropName::Mtu => {
+            if let Link::Phys(_) = link
+                && let Some(a) = v.aggr_of(&name(link_name)?)
+            {
+                return Err(CoreError::busy(format!(
+                    "{link_name} is a port of {a}: set mtu on {a}"
+                )));
+            }
+            let mtu = val.as_uint().unwrap_or(0) as u32;
+            let (lo, hi) = mtu_range(v, link);
+            if mtu < lo || mtu > hi {
+                return Err(CoreError::invalid_value(format!(
+                    "mtu {mtu} on {link_name}: the hardware accepts {lo}-{hi}"
+                )));
+            }
+            if let Link::Vnic(n) = link
+                && let Some(over) = v.st.vnic.get(n).and_then(|c| v.resolve(c.over.as_str()))
+            {
+                let limit = v.mtu(&over);
+                if mtu > limit {
+                    return Err(CoreError::invalid_value(format!(
+                        "mtu {mtu} on {link_name}: above its link's mtu {limit}"
+                    )));
+                }
+            }
+            // Lowering a link's MTU below a VNIC's explicit one would break it.
+            let lname = name(link_name)?;
+            for vn in v.vnics_over(&lname) {
+                let vl = Link::Vnic(vn.clone());
+                if v.props(&vl).is_some_and(|p| p.contains_key(&PropName::Mtu)) && v.mtu(&vl) > mtu
+                {
+                    return Err(CoreError::invalid_value(format!(
+                        "mtu {mtu} on {link_name}: VNIC {vn} over it has mtu {}",
+                        v.mtu(&vl)
+                    )));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(val)
+}
+
+fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut BTreeMap<PropName, String> {
+    match link {
+        Link::Phys(d) => &mut st.phys.entry(d.clone()).or_default().props,
+        Link::Aggr(n) => &mut st.aggr.get_mut(n).expect("resolved").props,
+        Link::Vnic(n) => &mut st.vnic.get_mut(n).expect("resolved").props,
+    }
+}
+
+impl Core {
+    /// `create-aggr`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_aggr(
+        &self,
+        aggr: &str,
+        ports: &[String],
+        policy: &str,
+        lacp_mode: &str,
+        lacp_timer: &str,
+        mac: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("create-aggr", aggr, progress, |v, persisted, t| {
+            let n = name(aggr)?;
+            if ports.is_empty() {
+                return Err(CoreError::invalid_argument(
+                    "an aggregation needs at least one port (-l PORT)",
+                ));
+            }
+            let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
+            if let Some(d) = ports.iter().enumerate().find(|(i, p)| ports[..*i].contains(p)) {
+                return Err(CoreError::invalid_argument(format!("port {} given twice", d.1)));
+            }
+            let policy =
+                if policy.is_empty() { AggrPolicy::default() } else { arg("policy (-P)", policy)? };
+            let lacp_mode = if lacp_mode.is_empty() {
+                LacpMode::default()
+            } else {
+                arg("LACP mode (-L)", lacp_mode)?
+            };
+            let lacp_timer = if lacp_timer.is_empty() {
+                LacpTimer::default()
+            } else {
+                arg("LACP timer (-T)", lacp_timer)?
+            };
+            let mac =
+                if mac.is_empty() { None } else { Some(unicast(arg("MAC address (-u)", mac)?)?) };
+            change(v, persisted, temporary, t, aggr, |v| {
+                if v.taken(aggr) {
+                    return Err(CoreError::exists(format!("link {aggr} already exists")));
+                }
+                let mut classes = BTreeSet::new();
+                for p in &ports {
+                    let d = port_free(v, p)?;
+                    classes.insert(class_of(v, &d).to_string());
+                }
+                if classes.len() > 1 {
+                    return Err(CoreError::invalid_argument(format!(
+                        "ports of one aggregation must be of one class; got {}",
+                        classes.into_iter().collect::<Vec<_>>().join(" and ")
+                    )));
+                }
+                let mut st = v.st.clone();
+                let conf = AggrConf {
+                    ports: ports.clone(),
+                    policy,
+                    lacp_mode,
+                    lacp_timer,
+                    mac,
+                    props: BTreeMap::new(),
+                };
+                st.aggr.insert(n.clone(), conf);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `modify-aggr`: empty arguments leave settings as they are.
+    #[allow(clippy::too_many_arguments)]
+    pub fn modify_aggr(
+        &self,
+        aggr: &str,
+        policy: &str,
+        lacp_mode: &str,
+        lacp_timer: &str,
+        mac: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("modify-aggr", aggr, progress, |v, persisted, t| {
+            let n = name(aggr)?;
+            let policy: Option<AggrPolicy> =
+                (!policy.is_empty()).then(|| arg("policy (-P)", policy)).transpose()?;
+            let mode: Option<LacpMode> =
+                (!lacp_mode.is_empty()).then(|| arg("LACP mode (-L)", lacp_mode)).transpose()?;
+            let timer: Option<LacpTimer> =
+                (!lacp_timer.is_empty()).then(|| arg("LACP timer (-T)", lacp_timer)).transpose()?;
+            let mac: Option<MacAddr> = (!mac.is_empty())
+                .then(|| arg("MAC address (-u)", mac).and_then(unicast))
+                .transpose()?;
+            if policy.is_none() && mode.is_none() && timer.is_none() && mac.is_none() {
+                return Err(CoreError::invalid_argument(
+                    "nothing to modify: give -P, -L, -T or -u",
+                ));
+            }
+            change(v, persisted, temporary, t, aggr, |v| {
+                require_aggr(v, aggr)?;
+                let mut st = v.st.clone();
+                let a = st.aggr.get_mut(&n).expect("checked");
+                if let Some(p) = policy {
+                    a.policy = p;
+                }
+                if let Some(m) = mode {
+                    a.lacp_mode = m;
+                }
+                if let Some(x) = timer {
+                    a.lacp_timer = x;
+                }
+                if let Some(m) = mac {
+                    a.mac = Some(m);
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `add-aggr`.
+    pub fn add_aggr(
+        &self,
+        aggr: &str,
+        ports: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("add-aggr", aggr, progress, |v, persisted, t| {
+            let n = name(aggr)?;
+            let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
+            if ports.is_empty() {
+                return Err(CoreError::invalid_argument("no port to add (-l PORT)"));
+            }
+            change(v, persisted, temporary, t, aggr, |v| {
+                require_aggr(v, aggr)?;
+                let mut st = v.st.clone();
+                let existing = st.aggr[&n].ports.clone();
+                let class = existing.first().and_then(|p| v.device_of(p)).map(|d| class_of(v, &d));
+                for p in &ports {
+                    let d = port_free(v, p)?;
+                    if class.is_some_and(|c| c != class_of(v, &d)) {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{p} is not of the same class as {aggr}'s ports"
+                        )));
+                    }
+                }
+                st.aggr.get_mut(&n).expect("checked").ports.extend(ports.iter().cloned());
+                Ok(st)
+            })
+        })
+    }
+
+    /// `remove-aggr`.
+    pub fn remove_aggr(
+        &self,
+        aggr: &str,
+        ports: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("remove-aggr", aggr, progress, |v, persisted, t| {
+            let n = name(aggr)?;
+            let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
+            if ports.is_empty() {
+                return Err(CoreError::invalid_argument("no port to remove (-l PORT)"));
+            }
+            change(v, persisted, temporary, t, aggr, |v| {
+                require_aggr(v, aggr)?;
+                let mut st = v.st.clone();
+                let a = st.aggr.get_mut(&n).expect("checked");
+                for p in &ports {
+                    if !a.ports.contains(p) {
+                        return Err(CoreError::not_found(format!("{p} is not a port of {aggr}")));
+                    }
+                }
+                a.ports.retain(|p| !ports.contains(p));
+                if a.ports.is_empty() {
+                    return Err(CoreError::invalid_argument(format!(
+                        "{aggr} would have no ports left; delete-aggr {aggr} instead"
+                    )));
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `delete-aggr`.
+    pub fn delete_aggr(
+        &self,
+        aggr: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("delete-aggr", aggr, progress, |v, persisted, t| {
+            let n = name(aggr)?;
+            change(v, persisted, temporary, t, aggr, |v| {
+                require_aggr(v, aggr)?;
+                no_dependents(v, &n)?;
+                let mut st = v.st.clone();
+                st.aggr.remove(&n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `create-vnic`. `mac`: `auto`, `factory`, `random` or an address.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_vnic(
+        &self,
+        vnic: &str,
+        over: &str,
+        mac: &str,
+        vid: u16,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("create-vnic", vnic, progress, |v, persisted, t| {
+            let n = name(vnic)?;
+            let over_n = name(over)?;
+            let vid = VlanId::parse_opt(&vid.to_string())
+                .map_err(|e| CoreError::invalid_argument(format!("VLAN id (-v): {e}")))?;
+            let (mode, fixed) = match mac {
+                "" | "auto" => ("auto", None),
+                "random" => ("random", None),
+                "factory" => ("factory", None),
+                m => ("fixed", Some(unicast(arg("MAC address (-m)", m)?)?)),
+            };
+            let props: Vec<(PropName, String)> = props
+                .iter()
+                .map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone())))
+                .collect::<Result<_, CoreError>>()?;
+            let address = match (mode, fixed) {
+                (_, Some(m)) => m,
+                ("factory", _) => {
+                    let Some(Link::Phys(d)) = v.resolve(over) else {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{over} has no factory MAC addresses (not a physical link)"
+                        )));
+                    };
+                    let base = v.hw.port(d.as_str()).expect("resolved").mac.0;
+                    let used =
+                        v.st.vnic
+                            .values()
+                            .filter(|c| c.mac_mode == "factory" && c.over == over_n)
+                            .count() as u8;
+                    MacAddr([
+                        base[0],
+                        base[1],
+                        base[2],
+                        base[3],
+                        base[4] | 0x80,
+                        base[5].wrapping_add(used),
+                    ])
+                }
+                _ => random_mac(vnic),
+            };
+            change(v, persisted, temporary, t, vnic, |v| {
+                if v.taken(vnic) {
+                    return Err(CoreError::exists(format!("link {vnic} already exists")));
+                }
+                let link = v.require(over)?;
+                if let Link::Vnic(_) = link {
+                    return Err(CoreError::invalid_argument(format!(
+                        "{over} is a VNIC; VNICs go over a physical link or an aggregation"
+                    )));
+                }
+                if let Some(a) = v.aggr_of(&over_n) {
+                    return Err(CoreError::busy(format!(
+                        "{over} is a port of {a}; create the VNIC over {a}"
+                    )));
+                }
+                if let Some((other, _)) = v.st.vnic.iter().find(|(_, c)| {
+                    c.mac == address
+                        && v.ports_under(&Link::Vnic(c.over.clone())) == v.ports_under(&link)
+                }) {
+                    return Err(CoreError::exists(format!(
+                        "MAC address {address} is already used by VNIC {other}"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.vnic.insert(
+                    n.clone(),
+                    VnicConf {
+                        over: over_n.clone(),
+                        mac: address,
+                        mac_mode: mode.to_owned(),
+                        vid,
+                        props: BTreeMap::new(),
+                    },
+                );
+                let view = View { hw: v.hw, st: &st };
+                let vl = Link::Vnic(n.clone());
+                let mut checked = BTreeMap::new();
+                for (p, val) in &props {
+                    check_prop(&view, vnic, &vl, *p, val)?;
+                    if checked.insert(*p, val.clone()).is_some() {
+                        return Err(CoreError::invalid_argument(format!(
+                            "property {p} given twice"
+                        )));
+                    }
+                }
+                st.vnic.get_mut(&n).expect("inserted").props = checked;
+                Ok(st)
+            })
+        })
+    }
+
+    /// `delete-vnic`.
+    pub fn delete_vnic(
+        &self,
+        vnic: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("delete-vnic", vnic, progress, |v, persisted, t| {
+            let n = name(vnic)?;
+            change(v, persisted, temporary, t, vnic, |v| {
+                match v.require(vnic)? {
+                    Link::Vnic(_) => {}
+                    l => {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{vnic} is a {} link, not a VNIC",
+                            l.class()
+                        )));
+                    }
+                }
+                if v.st.interface.contains_key(&n) {
+                    return Err(CoreError::busy(format!(
+                        "{vnic} has an IP interface; delete-if {vnic} first"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.vnic.remove(&n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `set-linkprop`.
+    pub fn set_link_prop(
+        &self,
+        link: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("set-linkprop", link, progress, |v, persisted, t| {
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            let props: Vec<(PropName, String)> = props
+                .iter()
+                .map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone())))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, link, |v| {
+                let l = v.require(link)?;
+                let mut st = v.st.clone();
+                for (p, val) in &props {
+                    let view = View { hw: v.hw, st: &st };
+                    let parsed = check_prop(&view, link, &l, *p, val)?;
+                    props_mut(&mut st, &l).insert(*p, parsed.to_string());
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `reset-linkprop`: every settable property when `names` is empty.
+    pub fn reset_link_prop(
+        &self,
+        link: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("reset-linkprop", link, progress, |v, persisted, t| {
+            let names: Vec<PropName> =
+                names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
+            change(v, persisted, temporary, t, link, |v| {
+                let l = v.require(link)?;
+                for p in &names {
+                    p.spec().check_class(l.class())?;
+                    if p.spec().perm == netadm_model::Perm::ReadOnly {
+                        return Err(CoreError::not_supported(format!("{p} is read-only")));
+                    }
+                }
+                let mut st = v.st.clone();
+                let mut next = st.clone();
+                let props = props_mut(&mut next, &l);
+                if names.is_empty() {
+                    props.clear();
+                } else {
+                    props.retain(|k, _| !names.contains(k));
+                }
+                // The default must be acceptable too (an MTU default of
+                // 1500 under a VNIC with mtu 9000, say).
+                if names.is_empty() || names.contains(&PropName::Mtu) {
+                    let view = View { hw: v.hw, st: &next };
+                    let default = view.mtu(&l);
+                    let mut probe = st.clone();
+                    props_mut(&mut probe, &l).remove(&PropName::Mtu);
+                    if !matches!(l, Link::Phys(_)) || v.aggr_of(&name(link)?).is_none() {
+                        check_prop(
+                            &View { hw: v.hw, st: &probe },
+                            link,
+                            &l,
+                            PropName::Mtu,
+                            &default.to_string(),
+                        )?;
+                    }
+                }
+                st = next;
+                Ok(st)
+            })
+        })
+    }
+
+    /// `create-if`.
+    pub fn create_if(
+        &self,
+        ifname: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("create-if", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            let res = change(v, persisted, temporary, t, ifname, |v| {
+                v.require(ifname)?;
+                if let Some(a) = v.aggr_of(&n) {
+                    return Err(CoreError::busy(format!(
+                        "{ifname} is a port of {a}; create the interface on {a}"
+                    )));
+                }
+                if v.st.interface.contains_key(&n) {
+                    return Err(CoreError::exists(format!("IP interface {ifname} already exists")));
+                }
+                let mut st = v.st.clone();
+                st.interface.insert(n.clone(), IfConf::default());
+                Ok(st)
+            })?;
+            t.note("no kernel device was made: this netadmd has no kernel mirror");
+            Ok(res)
+        })
+    }
+
+    /// `delete-if`: the interface and its addresses.
+    pub fn delete_if(
+        &self,
+        ifname: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("delete-if", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            change(v, persisted, temporary, t, ifname, |v| {
+                if !v.st.interface.contains_key(&n) {
+                    return Err(CoreError::not_found(format!(
+                        "IP interface {ifname} does not exist"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.interface.remove(&n);
+                st.address.retain(|a, _| a.interface() != &n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `create-addr -T static -a ADDR/PREFIX IF/TAG`.
+    pub fn create_addr(
+        &self,
+        addrobj: &str,
+        kind: &str,
+        addr: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("create-addr", addrobj, progress, |v, persisted, t| {
+            let obj: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            if kind != "static" {
+                return Err(CoreError::invalid_argument(format!(
+                    "address type {kind:?}: only static is supported (-T static)"
+                )));
+            }
+            let (ip, _prefix) =
+                parse_addr_prefix(addr).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
+            change(v, persisted, temporary, t, addrobj, |v| {
+                if !v.st.interface.contains_key(obj.interface()) {
+                    return Err(CoreError::not_found(format!(
+                        "IP interface {} does not exist; create-if {} first",
+                        obj.interface(),
+                        obj.interface()
+                    )));
+                }
+                if v.st.address.contains_key(&obj) {
+                    return Err(CoreError::exists(format!("address object {obj} already exists")));
+                }
+                if let Some((other, _)) =
+                    v.st.address
+                        .iter()
+                        .find(|(_, c)| parse_addr_prefix(&c.addr).is_ok_and(|(x, _)| x == ip))
+                {
+                    return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
+                }
+                let mut st = v.st.clone();
+                st.address.insert(obj.clone(), AddrConf { addr: addr.to_owned() });
+                Ok(st)
+            })
+        })
+    }
+
+    /// `delete-addr`.
+    pub fn delete_addr(
+        &self,
+        addrobj: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("delete-addr", addrobj, progress, |v, persisted, t| {
+            let obj: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            change(v, persisted, temporary, t, addrobj, |v| {
+                if !v.st.address.contains_key(&obj) {
+                    return Err(CoreError::not_found(format!(
+                        "address object {obj} does not exist"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.address.remove(&obj);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `rename-link`.
+    pub fn rename_link(
+        &self,
+        old: &str,
+        new: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("rename-link", old, progress, |v, persisted, t| {
+            let (o, n) = (name(old)?, name(new)?);
+            change(v, persisted, temporary, t, old, |v| {
+                let link = v.require(old)?;
+                if v.taken(new) {
+                    return Err(CoreError::exists(format!("link {new} already exists")));
+                }
+                if v.st.interface.contains_key(&o) {
+                    return Err(CoreError::busy(format!(
+                        "{old} has an IP interface; delete-if {old} first"
+                    )));
+                }
+                let mut st = v.st.clone();
+                match &link {
+                    Link::Phys(d) => {
+                        let e = st.phys.entry(d.clone()).or_default();
+                        e.name = (&n != d).then(|| n.clone());
+                    }
+                    Link::Aggr(_) => {
+                        let a = st.aggr.remove(&o).expect("resolved");
+                        st.aggr.insert(n.clone(), a);
+                    }
+                    Link::Vnic(_) => {
+                        let x = st.vnic.remove(&o).expect("resolved");
+                        st.vnic.insert(n.clone(), x);
+                    }
+                }
+                for a in st.aggr.values_mut() {
+                    for p in &mut a.ports {
+                        if *p == o {
+                            *p = n.clone();
+                        }
+                    }
+                }
+                for x in st.vnic.values_mut() {
+                    if x.over == o {
+                        x.over = n.clone();
+                    }
+                }
+                Ok(st)
+            })
+        })
+    }
+}
+
+fn unicast(m: MacAddr) -> Result<MacAddr, CoreError> {
+    if !m.is_unicast() {
+        return Err(CoreError::invalid_argument(format!(
+            "{m} is a multicast address; a link needs a unicast one"
+        )));
+    }
+    Ok(m)
+}
+
+fn require_aggr(v: &View<'_>, aggr: &str) -> Result<(), CoreError> {
+    match v.require(aggr)? {
+        Link::Aggr(_) => Ok(()),
+        l => Err(CoreError::invalid_argument(format!(
+            "{aggr} is a {} link, not an aggregation",
+            l.class()
+        ))),
+    }
+}
+
+fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
+    let vnics = v.vnics_over(link);
+    if !vnics.is_empty() {
+        let names: Vec<&str> = vnics.iter().map(|n| n.as_str()).collect();
+        return Err(CoreError::busy(format!(
+            "{link} has VNICs over it: {}; delete them first",
+            names.join(", ")
+        )));
+    }
+    if v.st.interface.contains_key(link) {
+        return Err(CoreError::busy(format!("{link} has an IP interface; delete-if {link} first")));
+    }
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! The read-only verbs (`show-*`). Each works on a snapshot of the running
+//! configuration and never waits for a mutation.
+
+use netadm_dbus::{
+    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, LinkInfo, PhysInfo, PropInfo, VnicInfo,
+};
+use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
+
+use crate::links::{Link, View};
+use crate::{Core, CoreError};
+
+impl Core {
+    fn view_of<'a>(&'a self, st: &'a netadm_config::LinkState) -> View<'a> {
+        View { hw: self.hardware(), st }
+    }
+
+    /// `show-phys`.
+    pub fn show_phys(&self) -> Vec<PhysInfo> {
+        let st = self.running();
+        let v = self.view_of(&st);
+        self.hardware()
+            .ports()
+            .iter()
+            .map(|p| PhysInfo {
+                link: v.phys_name(&p.device).to_string(),
+                media: "Ethernet".into(),
+                state: "up".into(),
+                speed: p.speed,
+                duplex: "full".into(),
+                device: p.device.to_string(),
+                driver: p.driver_name().into(),
+                rings: p.engine.ring_count().into(),
+                rings_started: p.rings_started(),
+                dma_bytes: p.engine.dma_bytes(),
+            })
+            .collect()
+    }
+
+    /// `show-link`.
+    pub fn show_link(&self) -> Vec<LinkInfo> {
+        let st = self.running();
+        let persisted = self.persisted();
+        let v = self.view_of(&st);
+        let pv = self.view_of(&persisted);
+        v.links()
+            .into_iter()
+            .map(|(name, link)| {
+                let over = match &link {
+                    Link::Phys(_) => vec![],
+                    Link::Aggr(n) => st.aggr[n].ports.iter().map(ToString::to_string).collect(),
+                    Link::Vnic(n) => vec![st.vnic[n].over.to_string()],
+                };
+                let persistent = match &link {
+                    Link::Phys(_) => true,
+                    _ => pv.resolve(name.as_str()).is_some_and(|l| l.class() == link.class()),
+                };
+                LinkInfo {
+                    link: name.to_string(),
+                    class: link.class().to_string(),
+                    mtu: v.mtu(&link),
+                    state: "up".into(),
+                    over,
+                    member_of: v.aggr_of(&name).map(ToString::to_string).unwrap_or_default(),
+                    persistent,
+                }
+            })
+            .collect()
+    }
+
+    /// `show-aggr`.
+    pub fn show_aggr(&self) -> Vec<AggrInfo> {
+        let st = self.running();
+        let v = self.view_of(&st);
+        st.aggr
+            .iter()
+            .map(|(n, a)| {
+                let ports: Vec<AggrPortInfo> = a
+                    .ports
+                    .iter()
+                    .map(|p| {
+                        let port = v.device_of(p).and_then(|d| self.hardware().port(d.as_str()));
+                        AggrPortInfo {
+                            port: p.to_string(),
+                            state: if port.is_some_and(|p| p.rings_started() > 0) {
+                                "attached"
+                            } else {
+                                "standby"
+                            }
+                            .into(),
+                            speed: port.map_or(0, |p| p.speed),
+                        }
+                    })
+                    .collect();
+                let first_mac = a
+                    .ports
+                    .first()
+                    .and_then(|p| v.device_of(p))
+                    .and_then(|d| self.hardware().port(d.as_str()))
+                    .map(|p| p.mac);
+                AggrInfo {
+                    link: n.to_string(),
+                    policy: a.policy.to_string(),
+                    addr_policy: if a.mac.is_some() { "fixed" } else { "auto" }.into(),
+                    mac: a.mac.or(first_mac).map(|m| m.to_string()).unwrap_or_default(),
+                    lacp_mode: a.lacp_mode.to_string(),
+                    lacp_timer: a.lacp_timer.to_string(),
+                    ports,
+                }
+            })
+            .collect()
+    }
+
+    /// `show-vnic`.
+    pub fn show_vnic(&self) -> Vec<VnicInfo> {
+        let st = self.running();
+        let v = self.view_of(&st);
+        st.vnic
+            .iter()
+            .map(|(n, c)| {
+                let speed = v
+                    .ports_under(&Link::Vnic(n.clone()))
+                    .iter()
+                    .filter_map(|d| self.hardware().port(d.as_str()))
+                    .map(|p| p.speed)
+                    .sum();
+                VnicInfo {
+                    link: n.to_string(),
+                    over: c.over.to_string(),
+                    speed,
+                    macaddress: c.mac.to_string(),
+                    macaddrtype: c.mac_mode.clone(),
+                    vid: c.vid.map_or(0, u16::from),
+                }
+            })
+            .collect()
+    }
+
+    /// `show-linkprop`: properties of `link` (every link when empty),
+    /// limited to `names` when given.
+    pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropInfo>, CoreError> {
+        let st = self.running();
+        let v = self.view_of(&st);
+        let names: Vec<PropName> =
+            names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
+        let links: Vec<(LinkName, Link)> = if link.is_empty() {
+            v.links()
+        } else {
+            let l = v.require(link)?;
+            vec![(link.parse()?, l)]
+        };
+        let mut out = vec![];
+        for (name, l) in links {
+            for spec in PropSpec::all() {
+                if !names.is_empty() && !names.contains(&spec.name) {
+                    continue;
+                }
+                if !spec.applies_to(l.class()) || !self.applicable(&l, spec.name) {
+                    if names.contains(&spec.name) && !link.is_empty() {
+                        return Err(CoreError::not_supported(format!(
+                            "{} does not apply to {name}",
+                            spec.name
+                        )));
+                    }
+                    continue;
+                }
+                let value = self.prop_value(&v, &l, spec.name);
+                out.push(PropInfo {
+                    link: name.to_string(),
+                    property: spec.name.to_string(),
+                    perm: spec.perm.to_string(),
+                    value: value.map_or("--".into(), |x| x.to_string()),
+                    default: spec.default.as_ref().map_or("--".into(), ToString::to_string),
+                    possible: if spec.perm == Perm::ReadOnly {
+                        "--".into()
+                    } else {
+                        self.possible(&l, spec)
+                    },
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn applicable(&self, l: &Link, p: PropName) -> bool {
+        let class = match l {
+            Link::Phys(d) => self.hardware().port(d.as_str()).map(|p| p.class()),
+            _ => None,
+        };
+        use netadm_nic::NicClass::*;
+        match p {
+            PropName::RxImt | PropName::TxImt => class == Some(Atl1c),
+            PropName::Itr => class == Some(I40e),
+            PropName::RxRings
+            | PropName::TxRings
+            | PropName::RxRingsEffective
+            | PropName::TxRingsEffective
+            | PropName::RxRingsAvailable
+            | PropName::TxRingsAvailable => class != Some(Atl1c) && l.class() != LinkClass::Aggr,
+            _ => true,
+        }
+    }
+
+    fn possible(&self, l: &Link, spec: &PropSpec) -> String {
+        if spec.name == PropName::Mtu {
+            let v = self.running();
+            let view = self.view_of(&v);
+            let mut lo = 68;
+            let mut hi = u32::MAX;
+            for d in view.ports_under(l) {
+                if let Some(p) = self.hardware().port(d.as_str()) {
+                    let (a, b) = p.mtu_range();
+                    lo = lo.max(a);
+                    hi = hi.min(b);
+                }
+            }
+            return format!("{lo}-{hi}");
+        }
+        spec.possible()
+    }
+
+    fn prop_value(&self, v: &View<'_>, l: &Link, p: PropName) -> Option<PropValue> {
+        let ports: Vec<_> =
+            v.ports_under(l).iter().filter_map(|d| self.hardware().port(d.as_str())).collect();
+        let rings_started = || ports.iter().map(|p| u64::from(p.rings_started())).sum::<u64>();
+        let rings_total = || ports.iter().map(|p| u64::from(p.engine.ring_count())).sum::<u64>();
+        match p {
+            PropName::Mtu => Some(PropValue::Uint(v.mtu(l).into())),
+            PropName::State => Some(PropValue::Text("up".into())),
+            PropName::Speed => Some(PropValue::Uint(ports.iter().map(|p| p.speed).sum())),
+            PropName::Duplex => Some(PropValue::Text("full".into())),
+            PropName::RxRingsEffective | PropName::TxRingsEffective => {
+                Some(PropValue::Uint(rings_started()))
+            }
+            PropName::RxRingsAvailable | PropName::TxRingsAvailable => {
+                Some(PropValue::Uint(rings_total() - rings_started().min(rings_total())))
+            }
+            _ => v.prop(l, p),
+        }
+    }
+
+    /// `show-if`.
+    pub fn show_if(&self) -> Vec<IfInfo> {
+        let st = self.running();
+        let persisted = self.persisted();
+        let v = self.view_of(&st);
+        st.interface
+            .keys()
+            .map(|n| {
+                let up = v.resolve(n.as_str()).map(|l| v.ports_under(&l)).is_some_and(|ps| {
+                    ps.iter().any(|d| {
+                        self.hardware().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
+                    })
+                });
+                IfInfo {
+                    ifname: n.to_string(),
+                    class: "ip".into(),
+                    state: if up { "ok" } else { "down" }.into(),
+                    current: "bm--------46".into(),
+                    persistent: if persisted.interface.contains_key(n) { "-46" } else { "--" }
+                        .into(),
+                    kernel_device: String::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// `show-addr`.
+    pub fn show_addr(&self) -> Vec<AddrInfo> {
+        let st = self.running();
+        st.address
+            .iter()
+            .map(|(o, a)| AddrInfo {
+                addrobj: o.to_string(),
+                r#type: "static".into(),
+                state: "ok".into(),
+                addr: a.addr.clone(),
+            })
+            .collect()
+    }
+}

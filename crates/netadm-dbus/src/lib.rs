@@ -1,0 +1,459 @@
+//! The D-Bus contract between `netadmd` and its clients.
+//!
+//! This crate depends on nothing from the daemon: it holds the bus and
+//! object names, the typed structures that cross the bus, the typed errors
+//! (`org.netadm.Netadm1.Error.*`) and the client proxy. The daemon
+//! implements the interface; `netadm` and any other client use [`NetadmProxy`].
+//!
+//! Arguments are typed D-Bus values. Link property values travel as strings
+//! in `a{ss}` because dladm's properties are heterogeneous and their parser
+//! (with its range and choice errors) lives in the daemon's model.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use zbus::zvariant::{OwnedObjectPath, Type};
+
+/// Well-known bus name.
+pub const BUS_NAME: &str = "org.netadm.Netadm1";
+/// Root object path.
+pub const ROOT_PATH: &str = "/org/netadm/Netadm1";
+/// Manager interface at [`ROOT_PATH`].
+pub const INTERFACE: &str = "org.netadm.Netadm1";
+/// Interface of per-link objects under [`LINKS_PATH`].
+pub const LINK_INTERFACE: &str = "org.netadm.Netadm1.Link";
+/// Parent path of per-link objects.
+pub const LINKS_PATH: &str = "/org/netadm/Netadm1/links";
+/// Prefix of every error name.
+pub const ERROR_PREFIX: &str = "org.netadm.Netadm1.Error";
+
+/// The object path of link `name` (link names are `[A-Za-z0-9_]`, valid
+/// path elements as they are).
+pub fn link_path(name: &str) -> OwnedObjectPath {
+    OwnedObjectPath::try_from(format!("{LINKS_PATH}/{name}")).expect("link names are path-safe")
+}
+
+/// Errors the daemon answers with. The D-Bus error name is
+/// `org.netadm.Netadm1.Error.<Variant>`; the message names what was wrong.
+#[derive(Debug, zbus::DBusError)]
+#[zbus(prefix = "org.netadm.Netadm1.Error")]
+pub enum Error {
+    /// A transport or protocol error.
+    #[zbus(error)]
+    ZBus(zbus::Error),
+    /// No such link, interface, address or property.
+    NotFound(String),
+    /// The object already exists.
+    Exists(String),
+    /// A name breaks the naming rules.
+    InvalidName(String),
+    /// An argument is malformed or inconsistent.
+    InvalidArgument(String),
+    /// A property value is out of range or not one of the choices.
+    InvalidValue(String),
+    /// The property is read-only or does not apply to this link.
+    NotSupported(String),
+    /// The object is in use (a port in an aggregation, a link with VNICs
+    /// or an IP interface over it).
+    Busy(String),
+    /// The caller may not change the network.
+    AccessDenied(String),
+    /// The hardware refused or did not answer; nothing was changed.
+    Hardware(String),
+    /// The configuration could not be persisted; nothing was changed.
+    Persistence(String),
+    /// A bug: the daemon's state is not what it expected.
+    Internal(String),
+}
+
+impl Error {
+    /// The short kind: the last component of the D-Bus error name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ZBus(_) => "Bus",
+            Self::NotFound(_) => "NotFound",
+            Self::Exists(_) => "Exists",
+            Self::InvalidName(_) => "InvalidName",
+            Self::InvalidArgument(_) => "InvalidArgument",
+            Self::InvalidValue(_) => "InvalidValue",
+            Self::NotSupported(_) => "NotSupported",
+            Self::Busy(_) => "Busy",
+            Self::AccessDenied(_) => "AccessDenied",
+            Self::Hardware(_) => "Hardware",
+            Self::Persistence(_) => "Persistence",
+            Self::Internal(_) => "Internal",
+        }
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> String {
+        match self {
+            Self::ZBus(e) => e.to_string(),
+            Self::NotFound(m)
+            | Self::Exists(m)
+            | Self::InvalidName(m)
+            | Self::InvalidArgument(m)
+            | Self::InvalidValue(m)
+            | Self::NotSupported(m)
+            | Self::Busy(m)
+            | Self::AccessDenied(m)
+            | Self::Hardware(m)
+            | Self::Persistence(m)
+            | Self::Internal(m) => m.clone(),
+        }
+    }
+
+    /// Recovers the typed error from what a client received.
+    pub fn from_zbus(e: zbus::Error) -> Self {
+        if let zbus::Error::MethodError(name, msg, _) = &e
+            && let Some(kind) =
+                name.as_str().strip_prefix(ERROR_PREFIX).and_then(|k| k.strip_prefix('.'))
+        {
+            let m = msg.clone().unwrap_or_default();
+            return match kind {
+                "NotFound" => Self::NotFound(m),
+                "Exists" => Self::Exists(m),
+                "InvalidName" => Self::InvalidName(m),
+                "InvalidArgument" => Self::InvalidArgument(m),
+                "InvalidValue" => Self::InvalidValue(m),
+                "NotSupported" => Self::NotSupported(m),
+                "Busy" => Self::Busy(m),
+                "AccessDenied" => Self::AccessDenied(m),
+                "Hardware" => Self::Hardware(m),
+                "Persistence" => Self::Persistence(m),
+                _ => Self::Internal(m),
+            };
+        }
+        Self::ZBus(e)
+    }
+}
+
+/// What a mutating call did and where its time went.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct OpResult {
+    /// The operation, e.g. `create-aggr`.
+    pub op: String,
+    /// Wall time in the daemon, µs.
+    pub total_us: u64,
+    /// Phases in order: (name, µs).
+    pub phases: Vec<(String, u64)>,
+    /// Counts: rings_started, rings_stopped, dma_allocated, dma_freed, ...
+    pub counts: BTreeMap<String, u64>,
+    /// Notes for the operator (e.g. "no kernel device was made").
+    pub notes: Vec<String>,
+}
+
+/// A physical link (`show-phys`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PhysInfo {
+    /// Link name.
+    pub link: String,
+    /// Media, e.g. `Ethernet`.
+    pub media: String,
+    /// `up`, `down` or `unknown`.
+    pub state: String,
+    /// Speed in Mb/s.
+    pub speed: u64,
+    /// `full`, `half` or `unknown`.
+    pub duplex: String,
+    /// Device (driver instance) name, e.g. `i40e0`.
+    pub device: String,
+    /// Driver class, `i40e` or `atl1c`.
+    pub driver: String,
+    /// Rings the port has.
+    pub rings: u32,
+    /// Rings running now.
+    pub rings_started: u32,
+    /// DMA bytes its rings hold.
+    pub dma_bytes: u64,
+}
+
+/// A datalink (`show-link`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct LinkInfo {
+    /// Link name.
+    pub link: String,
+    /// `phys`, `aggr` or `vnic`.
+    pub class: String,
+    /// MTU.
+    pub mtu: u32,
+    /// `up`, `down` or `unknown`.
+    pub state: String,
+    /// Links this one is built over (aggregation ports, a VNIC's link).
+    pub over: Vec<String>,
+    /// The aggregation this link is a port of, or empty.
+    pub member_of: String,
+    /// Whether it is in the persistent configuration.
+    pub persistent: bool,
+}
+
+/// One port of an aggregation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct AggrPortInfo {
+    /// Port link name.
+    pub port: String,
+    /// Port state: `attached` while its rings run, else `standby`.
+    pub state: String,
+    /// Port speed, Mb/s.
+    pub speed: u64,
+}
+
+/// An aggregation (`show-aggr`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct AggrInfo {
+    /// Link name.
+    pub link: String,
+    /// Hash policy, e.g. `L2,L3`.
+    pub policy: String,
+    /// Whether the MAC address was fixed with `-u`.
+    pub addr_policy: String,
+    /// The aggregation's MAC address.
+    pub mac: String,
+    /// `off`, `active` or `passive`.
+    pub lacp_mode: String,
+    /// `short` or `long`.
+    pub lacp_timer: String,
+    /// Ports.
+    pub ports: Vec<AggrPortInfo>,
+}
+
+/// A VNIC (`show-vnic`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct VnicInfo {
+    /// Link name.
+    pub link: String,
+    /// The link it is over.
+    pub over: String,
+    /// Speed, Mb/s (of the link below).
+    pub speed: u64,
+    /// MAC address.
+    pub macaddress: String,
+    /// How the MAC was chosen: `auto`, `factory`, `random` or `fixed`.
+    pub macaddrtype: String,
+    /// VLAN id, 0 for none.
+    pub vid: u16,
+}
+
+/// One link property (`show-linkprop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PropInfo {
+    /// Link name.
+    pub link: String,
+    /// Property name.
+    pub property: String,
+    /// `rw` or `r-`.
+    pub perm: String,
+    /// Current value (`--` when none).
+    pub value: String,
+    /// Default value (`--` when none).
+    pub default: String,
+    /// Possible values, e.g. `68-9710` or `on,off`.
+    pub possible: String,
+}
+
+/// An IP interface (`show-if`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct IfInfo {
+    /// Interface name (same as its link).
+    pub ifname: String,
+    /// `ip`.
+    pub class: String,
+    /// `ok` while its link's rings run, else `down`.
+    pub state: String,
+    /// Flags in effect, ipadm style (e.g. `bm--------46`).
+    pub current: String,
+    /// Whether it is in the persistent configuration (`-46` / `--`).
+    pub persistent: String,
+    /// The kernel device mirroring it, or empty when none was made.
+    pub kernel_device: String,
+}
+
+/// An address object (`show-addr`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct AddrInfo {
+    /// `if/tag`.
+    pub addrobj: String,
+    /// `static`.
+    pub r#type: String,
+    /// `ok`, or `inaccessible` when its interface is down.
+    pub state: String,
+    /// `192.0.2.1/24`.
+    pub addr: String,
+}
+
+/// A recent mutating command and its timing (`show-history`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct HistoryEntry {
+    /// Sequence number since the daemon started.
+    pub seq: u64,
+    /// Unix time in milliseconds when it started.
+    pub time_ms: u64,
+    /// The operation and its main argument, e.g. `create-aggr aggr0`.
+    pub command: String,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Wall time, µs.
+    pub total_us: u64,
+    /// Error kind and message, empty on success.
+    pub error: String,
+}
+
+pub use proxies::{LinkProxy, NetadmProxy};
+
+/// Client proxies (generated code carries no docs of its own).
+#[allow(missing_docs)]
+mod proxies {
+    use super::*;
+
+    /// The manager interface, as clients see it.
+    #[zbus::proxy(
+        interface = "org.netadm.Netadm1",
+        default_service = "org.netadm.Netadm1",
+        default_path = "/org/netadm/Netadm1",
+        gen_blocking = false
+    )]
+    pub trait Netadm {
+        /// Physical links.
+        fn show_phys(&self) -> zbus::Result<Vec<PhysInfo>>;
+        /// All datalinks.
+        fn show_link(&self) -> zbus::Result<Vec<LinkInfo>>;
+        /// Renames a link.
+        fn rename_link(&self, old: &str, new: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Creates an aggregation; `mac` empty means the first port's.
+        #[allow(clippy::too_many_arguments)]
+        fn create_aggr(
+            &self,
+            name: &str,
+            ports: &[&str],
+            policy: &str,
+            lacp_mode: &str,
+            lacp_timer: &str,
+            mac: &str,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Changes an aggregation's policy, LACP mode/timer or MAC; an empty
+        /// argument leaves that setting as it is.
+        fn modify_aggr(
+            &self,
+            name: &str,
+            policy: &str,
+            lacp_mode: &str,
+            lacp_timer: &str,
+            mac: &str,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Adds ports to an aggregation.
+        fn add_aggr(&self, name: &str, ports: &[&str], temporary: bool) -> zbus::Result<OpResult>;
+        /// Removes ports from an aggregation.
+        fn remove_aggr(
+            &self,
+            name: &str,
+            ports: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Deletes an aggregation.
+        fn delete_aggr(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Aggregations.
+        fn show_aggr(&self) -> zbus::Result<Vec<AggrInfo>>;
+        /// Creates a VNIC. `mac`: `auto`, `factory`, `random` or a MAC address;
+        /// `vid` 0 for none; `props` are link properties to set.
+        fn create_vnic(
+            &self,
+            name: &str,
+            over: &str,
+            mac: &str,
+            vid: u16,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Deletes a VNIC.
+        fn delete_vnic(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// VNICs.
+        fn show_vnic(&self) -> zbus::Result<Vec<VnicInfo>>;
+        /// Sets link properties.
+        fn set_link_prop(
+            &self,
+            link: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets link properties to their defaults (all settable ones when
+        /// `names` is empty).
+        fn reset_link_prop(
+            &self,
+            link: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Link properties of `link` (every link when empty), limited to
+        /// `names` when not empty.
+        fn show_link_prop(&self, link: &str, names: &[&str]) -> zbus::Result<Vec<PropInfo>>;
+        /// Creates an IP interface over a link.
+        fn create_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Deletes an IP interface and its addresses.
+        fn delete_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// IP interfaces.
+        fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
+        /// Creates an address object; `kind` is `static`, `addr` is
+        /// `ADDRESS/PREFIX`.
+        fn create_addr(
+            &self,
+            addrobj: &str,
+            kind: &str,
+            addr: &str,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Deletes an address object.
+        fn delete_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Address objects.
+        fn show_addr(&self) -> zbus::Result<Vec<AddrInfo>>;
+        /// Recent mutating commands and their timings, oldest first.
+        fn show_history(&self) -> zbus::Result<Vec<HistoryEntry>>;
+        /// Selects the ring lifecycle strategy: `batched`, `sequential`,
+        /// `legacy` or `legacy@HZ` (for comparisons such as `netadm demo`).
+        fn set_strategy(&self, strategy: &str) -> zbus::Result<OpResult>;
+
+        /// The ring lifecycle strategy in use.
+        #[zbus(property)]
+        fn strategy(&self) -> zbus::Result<String>;
+        /// The daemon's version.
+        #[zbus(property)]
+        fn version(&self) -> zbus::Result<String>;
+
+        /// Progress of a long operation started by bus client `caller`:
+        /// `done` of `total` units in `phase`.
+        #[zbus(signal)]
+        fn progress(
+            &self,
+            caller: &str,
+            op: &str,
+            phase: &str,
+            done: u32,
+            total: u32,
+        ) -> zbus::Result<()>;
+    }
+
+    /// A link object, as clients see it.
+    #[zbus::proxy(
+        interface = "org.netadm.Netadm1.Link",
+        default_service = "org.netadm.Netadm1",
+        gen_blocking = false
+    )]
+    pub trait Link {
+        /// Link name.
+        #[zbus(property)]
+        fn name(&self) -> zbus::Result<String>;
+        /// `phys`, `aggr` or `vnic`.
+        #[zbus(property)]
+        fn class(&self) -> zbus::Result<String>;
+        /// MTU.
+        #[zbus(property)]
+        fn mtu(&self) -> zbus::Result<u32>;
+        /// `up`, `down` or `unknown`.
+        #[zbus(property)]
+        fn state(&self) -> zbus::Result<String>;
+        /// Links it is over.
+        #[zbus(property)]
+        fn over(&self) -> zbus::Result<Vec<String>>;
+    }
+}

@@ -1,0 +1,61 @@
+//! `netadmd`: the netadm daemon.
+//!
+//! Thin: parses its options, powers on the hardware through `netadm-core`,
+//! replays the persistent configuration and serves `org.netadm.Netadm1`.
+//! Mutations run on the blocking pool, one at a time (the core serialises
+//! them); reads answer from a snapshot and never wait behind them.
+
+mod service;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use netadm_config::{HardwareConfig, Store};
+use netadm_core::Core;
+use netadm_rings::Strategy;
+
+/// netadm's daemon.
+#[derive(Debug, Parser)]
+#[command(name = "netadmd", version, about)]
+struct Args {
+    /// Hardware configuration (TOML); the embedded default when omitted.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Directory of the persistent link configuration.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/netadm")]
+    state_dir: PathBuf,
+    /// Bus to serve on: `system`, `session` or a D-Bus address.
+    #[arg(long, value_name = "BUS", default_value = "system")]
+    bus: String,
+    /// Ring lifecycle strategy: batched, sequential, legacy or legacy@HZ.
+    #[arg(long, default_value = "batched")]
+    strategy: Strategy,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netadmd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let hw = match &args.config {
+        Some(p) => HardwareConfig::load(p).map_err(|e| e.to_string())?,
+        None => HardwareConfig::embedded_default(),
+    };
+    let store = Store::open(&args.state_dir).map_err(|e| e.to_string())?;
+    let core = Arc::new(Core::start(&hw, Some(store), args.strategy).map_err(|e| e.to_string())?);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(service::serve(core, &args.bus))
+}

@@ -1,0 +1,405 @@
+//! The `org.netadm.Netadm1` service: the manager object, per-link objects
+//! and progress signals.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use netadm_core::{Core, CoreError, ErrorKind};
+use netadm_dbus::{
+    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, OpResult, PhysInfo,
+    PropInfo, ROOT_PATH, VnicInfo, link_path,
+};
+use tokio::sync::{Mutex, mpsc};
+use zbus::message::Header;
+use zbus::object_server::SignalEmitter;
+use zbus::{Connection, interface};
+
+fn to_dbus(e: CoreError) -> Error {
+    let m = e.message;
+    match e.kind {
+        ErrorKind::NotFound => Error::NotFound(m),
+        ErrorKind::Exists => Error::Exists(m),
+        ErrorKind::InvalidName => Error::InvalidName(m),
+        ErrorKind::InvalidArgument => Error::InvalidArgument(m),
+        ErrorKind::InvalidValue => Error::InvalidValue(m),
+        ErrorKind::NotSupported => Error::NotSupported(m),
+        ErrorKind::Busy => Error::Busy(m),
+        ErrorKind::Hardware => Error::Hardware(m),
+        ErrorKind::Persistence => Error::Persistence(m),
+        ErrorKind::Internal => Error::Internal(m),
+    }
+}
+
+/// The manager object at [`ROOT_PATH`].
+struct Manager {
+    core: Arc<Core>,
+    /// Link objects currently served, by name.
+    links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
+}
+
+impl Manager {
+    /// Runs a mutation on the blocking pool, forwarding its progress as
+    /// signals to everyone (clients filter on `caller`), then refreshes the
+    /// link objects.
+    async fn mutate(
+        &self,
+        hdr: &Header<'_>,
+        emitter: &SignalEmitter<'_>,
+        op: &'static str,
+        f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<OpResult, CoreError> + Send + 'static,
+    ) -> Result<OpResult, Error> {
+        let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let (tx, mut rx) = mpsc::unbounded_channel::<(String, u32, u32)>();
+        let core = self.core.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            let progress = move |phase: &str, done: u32, total: u32| {
+                let _ = tx.send((phase.to_owned(), done, total));
+            };
+            f(&core, &progress)
+        });
+        while let Some((phase, done, total)) = rx.recv().await {
+            let _ = Manager::progress(emitter, &caller, op, &phase, done, total).await;
+        }
+        let res = job.await.map_err(|e| Error::Internal(format!("{op} panicked: {e}")))?;
+        let res = res.map_err(to_dbus)?;
+        sync_links(&self.core, emitter.connection(), &self.links).await;
+        Ok(res)
+    }
+}
+
+#[interface(name = "org.netadm.Netadm1")]
+impl Manager {
+    async fn show_phys(&self) -> Vec<PhysInfo> {
+        self.core.show_phys()
+    }
+
+    async fn show_link(&self) -> Vec<LinkInfo> {
+        self.core.show_link()
+    }
+
+    async fn rename_link(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        old: String,
+        new: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "rename-link", move |c, p| c.rename_link(&old, &new, temporary, p))
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn create_aggr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        ports: Vec<String>,
+        policy: String,
+        lacp_mode: String,
+        lacp_timer: String,
+        mac: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "create-aggr", move |c, p| {
+            c.create_aggr(&name, &ports, &policy, &lacp_mode, &lacp_timer, &mac, temporary, p)
+        })
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn modify_aggr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        policy: String,
+        lacp_mode: String,
+        lacp_timer: String,
+        mac: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "modify-aggr", move |c, p| {
+            c.modify_aggr(&name, &policy, &lacp_mode, &lacp_timer, &mac, temporary, p)
+        })
+        .await
+    }
+
+    async fn add_aggr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        ports: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "add-aggr", move |c, p| c.add_aggr(&name, &ports, temporary, p))
+            .await
+    }
+
+    async fn remove_aggr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        ports: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "remove-aggr", move |c, p| {
+            c.remove_aggr(&name, &ports, temporary, p)
+        })
+        .await
+    }
+
+    async fn delete_aggr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "delete-aggr", move |c, p| c.delete_aggr(&name, temporary, p)).await
+    }
+
+    async fn show_aggr(&self) -> Vec<AggrInfo> {
+        self.core.show_aggr()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn create_vnic(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        over: String,
+        mac: String,
+        vid: u16,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "create-vnic", move |c, p| {
+            c.create_vnic(&name, &over, &mac, vid, &props, temporary, p)
+        })
+        .await
+    }
+
+    async fn delete_vnic(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "delete-vnic", move |c, p| c.delete_vnic(&name, temporary, p)).await
+    }
+
+    async fn show_vnic(&self) -> Vec<VnicInfo> {
+        self.core.show_vnic()
+    }
+
+    async fn set_link_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        link: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-linkprop", move |c, p| {
+            c.set_link_prop(&link, &props, temporary, p)
+        })
+        .await
+    }
+
+    async fn reset_link_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        link: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-linkprop", move |c, p| {
+            c.reset_link_prop(&link, &names, temporary, p)
+        })
+        .await
+    }
+
+    async fn show_link_prop(
+        &self,
+        link: String,
+        names: Vec<String>,
+    ) -> Result<Vec<PropInfo>, Error> {
+        self.core.show_link_prop(&link, &names).map_err(to_dbus)
+    }
+
+    async fn create_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "create-if", move |c, p| c.create_if(&name, temporary, p)).await
+    }
+
+    async fn delete_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "delete-if", move |c, p| c.delete_if(&name, temporary, p)).await
+    }
+
+    async fn show_if(&self) -> Vec<IfInfo> {
+        self.core.show_if()
+    }
+
+    async fn create_addr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        kind: String,
+        addr: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "create-addr", move |c, p| {
+            c.create_addr(&addrobj, &kind, &addr, temporary, p)
+        })
+        .await
+    }
+
+    async fn delete_addr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "delete-addr", move |c, p| c.delete_addr(&addrobj, temporary, p))
+            .await
+    }
+
+    async fn show_addr(&self) -> Vec<AddrInfo> {
+        self.core.show_addr()
+    }
+
+    async fn show_history(&self) -> Vec<HistoryEntry> {
+        self.core.history()
+    }
+
+    async fn set_strategy(&self, strategy: String) -> Result<OpResult, Error> {
+        let core = self.core.clone();
+        tokio::task::spawn_blocking(move || core.set_strategy(&strategy))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .map_err(to_dbus)
+    }
+
+    #[zbus(property)]
+    async fn strategy(&self) -> String {
+        self.core.strategy().to_string()
+    }
+
+    #[zbus(property)]
+    async fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_owned()
+    }
+
+    #[zbus(signal)]
+    async fn progress(
+        emitter: &SignalEmitter<'_>,
+        caller: &str,
+        op: &str,
+        phase: &str,
+        done: u32,
+        total: u32,
+    ) -> zbus::Result<()>;
+}
+
+/// A link object.
+struct LinkObject {
+    info: LinkInfo,
+}
+
+#[interface(name = "org.netadm.Netadm1.Link")]
+impl LinkObject {
+    #[zbus(property)]
+    async fn name(&self) -> String {
+        self.info.link.clone()
+    }
+    #[zbus(property)]
+    async fn class(&self) -> String {
+        self.info.class.clone()
+    }
+    #[zbus(property)]
+    async fn mtu(&self) -> u32 {
+        self.info.mtu
+    }
+    #[zbus(property)]
+    async fn state(&self) -> String {
+        self.info.state.clone()
+    }
+    #[zbus(property)]
+    async fn over(&self) -> Vec<String> {
+        self.info.over.clone()
+    }
+}
+
+/// Makes the served link objects match the running configuration.
+async fn sync_links(core: &Core, conn: &Connection, served: &Mutex<BTreeMap<String, LinkInfo>>) {
+    let mut served = served.lock().await;
+    let now: BTreeMap<String, LinkInfo> =
+        core.show_link().into_iter().map(|l| (l.link.clone(), l)).collect();
+    let server = conn.object_server();
+    for (name, info) in served.iter() {
+        if now.get(name) != Some(info) {
+            let _ = server.remove::<LinkObject, _>(link_path(name)).await;
+        }
+    }
+    for (name, info) in &now {
+        if served.get(name) != Some(info) {
+            let _ = server.at(link_path(name), LinkObject { info: info.clone() }).await;
+        }
+    }
+    *served = now;
+}
+
+/// Serves until SIGTERM or SIGINT, then lets the mutation in progress
+/// finish before returning.
+pub async fn serve(core: Arc<Core>, bus: &str) -> Result<(), String> {
+    let links = Arc::new(Mutex::new(BTreeMap::new()));
+    let manager = Manager { core: core.clone(), links: links.clone() };
+    let builder = match bus {
+        "system" => zbus::connection::Builder::system(),
+        "session" => zbus::connection::Builder::session(),
+        addr => zbus::connection::Builder::address(addr),
+    }
+    .map_err(|e| format!("bus {bus}: {e}"))?;
+    let conn = builder
+        .serve_at(ROOT_PATH, manager)
+        .map_err(|e| e.to_string())?
+        .name(BUS_NAME)
+        .map_err(|e| e.to_string())?
+        .build()
+        .await
+        .map_err(|e| format!("cannot serve {BUS_NAME} on the {bus} bus: {e}"))?;
+    sync_links(&core, &conn, &links).await;
+    eprintln!("netadmd: serving {BUS_NAME} on the {bus} bus");
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    eprintln!("netadmd: stopping");
+    // Wait for a mutation in progress: it persists before it returns.
+    tokio::task::spawn_blocking(move || core.quiesce()).await.map_err(|e| e.to_string())?;
+    drop(conn);
+    Ok(())
+}
