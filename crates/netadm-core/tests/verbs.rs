@@ -1,0 +1,338 @@
+//! The core's verbs against the emulated hardware and a real state
+//! directory: what each does, and that a refused request changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use netadm_config::{HardwareConfig, Store};
+use netadm_core::{Core, CoreError, ErrorKind};
+use netadm_rings::Strategy;
+
+const HW: &str = r#"
+[[port]]
+name = "i40e0"
+class = "i40e"
+queue_pairs = 16
+wire = { kind = "reflector" }
+[[port]]
+name = "i40e1"
+class = "i40e"
+queue_pairs = 16
+wire = { kind = "reflector" }
+[[port]]
+name = "atl1c0"
+class = "atl1c"
+wire = { kind = "cable", peer = "atl1c1" }
+[[port]]
+name = "atl1c1"
+class = "atl1c"
+wire = { kind = "cable", peer = "atl1c0" }
+"#;
+
+fn hw() -> HardwareConfig {
+    HardwareConfig::parse(HW, Path::new("test.toml")).unwrap()
+}
+
+fn core(dir: &Path) -> Core {
+    Core::start(&hw(), Some(Store::open(dir).unwrap()), Strategy::Batched).unwrap()
+}
+
+fn none(_: &str, _: u32, _: u32) {}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+fn props(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+    kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn rings(c: &Core, device: &str) -> u32 {
+    c.hardware().port(device).unwrap().rings_started()
+}
+
+/// Everything an operator could observe.
+fn observe(c: &Core, dir: &Path) -> (String, Vec<u32>, Option<Vec<u8>>) {
+    let running = format!("{:?}", c.running());
+    let r = c.hardware().ports().iter().map(|p| p.rings_started()).collect();
+    (running, r, std::fs::read(dir.join("links.toml")).ok())
+}
+
+/// Runs `f`, which must fail with `kind`, and checks nothing changed.
+fn refused(
+    c: &Core,
+    dir: &Path,
+    kind: ErrorKind,
+    f: impl FnOnce(&Core) -> Result<netadm_dbus::OpResult, CoreError>,
+) -> String {
+    let before = observe(c, dir);
+    let err = f(c).expect_err("must be refused");
+    assert_eq!(err.kind, kind, "{}", err.message);
+    assert_eq!(observe(c, dir), before, "refused request changed something: {}", err.message);
+    err.message
+}
+
+#[test]
+fn aggregation_lifecycle_drives_the_rings_and_persists() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path());
+    let r = c
+        .create_aggr("aggr0", &s(&["i40e0", "i40e1"]), "L2,L3", "active", "short", "", false, &none)
+        .unwrap();
+    assert_eq!(r.counts["rings_started"], 32);
+    assert!(r.phases.iter().any(|(n, _)| n == "ring-start"));
+    assert!(r.phases.iter().any(|(n, _)| n == "persist"));
+    assert_eq!((rings(&c, "i40e0"), rings(&c, "i40e1")), (16, 16));
+
+    let r = c.set_link_prop("aggr0", &props(&[("mtu", "9000")]), false, &none).unwrap();
+    assert_eq!((r.counts["rings_stopped"], r.counts["rings_started"]), (32, 32));
+    let link = c.show_link().into_iter().find(|l| l.link == "i40e0").unwrap();
+    assert_eq!(
+        (link.mtu, link.member_of.as_str()),
+        (9000, "aggr0"),
+        "ports follow the aggregation's MTU"
+    );
+
+    c.remove_aggr("aggr0", &s(&["i40e1"]), false, &none).unwrap();
+    assert_eq!(rings(&c, "i40e1"), 0, "a removed port stops");
+    c.add_aggr("aggr0", &s(&["i40e1"]), false, &none).unwrap();
+    assert_eq!(rings(&c, "i40e1"), 16);
+    c.modify_aggr("aggr0", "L4", "passive", "long", "2:8:20:1:2:3", false, &none).unwrap();
+    let a = &c.show_aggr()[0];
+    assert_eq!(
+        (a.policy.as_str(), a.lacp_mode.as_str(), a.lacp_timer.as_str(), a.mac.as_str()),
+        ("L4", "passive", "long", "2:8:20:1:2:3")
+    );
+
+    let saved = std::fs::read_to_string(d.path().join("links.toml")).unwrap();
+    assert!(saved.contains("[aggr.aggr0]") && saved.contains("9000"), "{saved}");
+
+    let r = c.delete_aggr("aggr0", false, &none).unwrap();
+    assert_eq!(r.counts["rings_stopped"], 32);
+    assert_eq!(rings(&c, "i40e0") + rings(&c, "i40e1"), 0);
+    assert!(c.hardware().ports().iter().all(|p| p.engine.dma_bytes() == 0));
+    assert!(!std::fs::read_to_string(d.path().join("links.toml")).unwrap().contains("aggr0"));
+}
+
+#[test]
+fn bad_requests_are_typed_and_change_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path());
+    c.create_aggr("aggr0", &s(&["i40e0"]), "", "", "", "", false, &none).unwrap();
+    c.create_vnic("vnic0", "aggr0", "auto", 0, &props(&[]), false, &none).unwrap();
+    c.create_if("atl1c0", false, &none).unwrap();
+
+    use ErrorKind::*;
+    let m = refused(&c, d.path(), NotFound, |c| {
+        c.create_aggr("aggr1", &s(&["nope0"]), "", "", "", "", false, &none)
+    });
+    assert!(m.contains("nope0"), "{m}");
+    refused(&c, d.path(), InvalidName, |c| {
+        c.create_aggr("1aggr", &s(&["i40e1"]), "", "", "", "", false, &none)
+    });
+    refused(&c, d.path(), InvalidName, |c| {
+        c.create_aggr("aggr", &s(&["i40e1"]), "", "", "", "", false, &none)
+    });
+    let m = refused(&c, d.path(), Busy, |c| {
+        c.create_aggr("aggr1", &s(&["i40e0"]), "", "", "", "", false, &none)
+    });
+    assert!(m.contains("aggr0"), "names the aggregation: {m}");
+    refused(&c, d.path(), Exists, |c| {
+        c.create_aggr("vnic0", &s(&["i40e1"]), "", "", "", "", false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_aggr("aggr1", &s(&["i40e1"]), "L7", "", "", "", false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_aggr("aggr1", &s(&["i40e1", "i40e1"]), "", "", "", "", false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_aggr("aggr1", &s(&["i40e1", "atl1c1"]), "", "", "", "", false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_aggr("aggr1", &s(&["i40e1"]), "", "", "", "1:0:0:0:0:1", false, &none)
+    });
+    refused(&c, d.path(), Busy, |c| {
+        c.create_aggr("aggr1", &s(&["atl1c0"]), "", "", "", "", false, &none)
+    });
+    let m = refused(&c, d.path(), Busy, |c| c.delete_aggr("aggr0", false, &none));
+    assert!(m.contains("vnic0"), "names the VNIC: {m}");
+    refused(&c, d.path(), InvalidArgument, |c| c.delete_aggr("i40e1", false, &none));
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.remove_aggr("aggr0", &s(&["i40e0"]), false, &none)
+    });
+    refused(&c, d.path(), NotFound, |c| c.remove_aggr("aggr0", &s(&["i40e1"]), false, &none));
+
+    let m = refused(&c, d.path(), InvalidValue, |c| {
+        c.set_link_prop("aggr0", &props(&[("mtu", "9711")]), false, &none)
+    });
+    assert!(m.contains("9711"), "{m}");
+    refused(&c, d.path(), InvalidValue, |c| {
+        c.set_link_prop("atl1c1", &props(&[("mtu", "9000")]), false, &none)
+    });
+    refused(&c, d.path(), InvalidValue, |c| {
+        c.set_link_prop("aggr0", &props(&[("mtu", "big")]), false, &none)
+    });
+    refused(&c, d.path(), Busy, |c| {
+        c.set_link_prop("i40e0", &props(&[("mtu", "9000")]), false, &none)
+    });
+    refused(&c, d.path(), NotFound, |c| {
+        c.set_link_prop("aggr0", &props(&[("colour", "red")]), false, &none)
+    });
+    refused(&c, d.path(), NotSupported, |c| {
+        c.set_link_prop("aggr0", &props(&[("speed", "10")]), false, &none)
+    });
+    refused(&c, d.path(), NotSupported, |c| {
+        c.set_link_prop("i40e1", &props(&[("rx-imt", "10")]), false, &none)
+    });
+    refused(&c, d.path(), NotSupported, |c| {
+        c.set_link_prop("atl1c1", &props(&[("itr", "10")]), false, &none)
+    });
+    refused(&c, d.path(), InvalidValue, |c| {
+        c.set_link_prop("vnic0", &props(&[("mtu", "9000")]), false, &none)
+    });
+
+    refused(&c, d.path(), Exists, |c| {
+        c.create_vnic("vnic0", "i40e1", "auto", 0, &props(&[]), false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_vnic("vnic1", "vnic0", "auto", 0, &props(&[]), false, &none)
+    });
+    refused(&c, d.path(), Busy, |c| {
+        c.create_vnic("vnic1", "i40e0", "auto", 0, &props(&[]), false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_vnic("vnic1", "i40e1", "auto", 4095, &props(&[]), false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_vnic("vnic1", "i40e1", "zz", 0, &props(&[]), false, &none)
+    });
+
+    refused(&c, d.path(), Exists, |c| c.create_if("atl1c0", false, &none));
+    refused(&c, d.path(), Busy, |c| c.create_if("i40e0", false, &none));
+    refused(&c, d.path(), NotFound, |c| {
+        c.create_addr("atl1c1/v4", "static", "192.0.2.1/24", false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_addr("atl1c0/v4", "static", "192.0.2.1/33", false, &none)
+    });
+    refused(&c, d.path(), InvalidArgument, |c| {
+        c.create_addr("atl1c0/v4", "dhcp", "192.0.2.1/24", false, &none)
+    });
+    refused(&c, d.path(), InvalidName, |c| {
+        c.create_addr("atl1c0", "static", "192.0.2.1/24", false, &none)
+    });
+    c.create_addr("atl1c0/v4", "static", "192.0.2.1/24", false, &none).unwrap();
+    refused(&c, d.path(), Exists, |c| {
+        c.create_addr("atl1c0/v4b", "static", "192.0.2.1/25", false, &none)
+    });
+    refused(&c, d.path(), Exists, |c| {
+        c.create_addr("atl1c0/v4", "static", "192.0.2.2/24", false, &none)
+    });
+    refused(&c, d.path(), Busy, |c| c.rename_link("atl1c0", "net0", false, &none));
+    refused(&c, d.path(), Exists, |c| c.rename_link("i40e1", "aggr0", false, &none));
+    // Every refusal is in the history, with its kind.
+    let h = c.history();
+    assert!(h.iter().filter(|e| !e.ok).count() >= 30);
+    assert!(h.iter().any(|e| e.error.starts_with("Busy: ")));
+}
+
+#[test]
+fn temporary_changes_do_not_survive_a_restart_and_persistent_ones_do() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let c = core(d.path());
+        c.create_aggr("aggr0", &s(&["i40e0"]), "", "", "", "", false, &none).unwrap();
+        c.create_aggr("aggr1", &s(&["i40e1"]), "", "", "", "", true, &none).unwrap();
+        c.set_link_prop("aggr0", &props(&[("mtu", "9000")]), true, &none).unwrap();
+        c.create_vnic("vnic0", "atl1c0", "random", 42, &props(&[("mtu", "1400")]), false, &none)
+            .unwrap();
+        c.create_if("vnic0", false, &none).unwrap();
+        c.create_addr("vnic0/v6", "static", "2001:db8::1/64", false, &none).unwrap();
+        c.create_if("atl1c1", true, &none).unwrap();
+        c.rename_link("i40e1", "net1", true, &none).ok();
+        let r = c.set_link_prop("aggr1", &props(&[("xmit-batch", "off")]), false, &none).unwrap();
+        assert!(r.notes.iter().any(|n| n.contains("temporary")), "{:?}", r.notes);
+    }
+    let c = core(d.path());
+    let links: Vec<String> = c.show_link().into_iter().map(|l| l.link).collect();
+    assert!(links.contains(&"aggr0".to_string()) && links.contains(&"vnic0".to_string()));
+    assert!(!links.contains(&"aggr1".to_string()), "temporary aggregation is gone");
+    assert!(links.contains(&"i40e1".to_string()), "temporary rename is gone");
+    assert_eq!(
+        c.show_link().iter().find(|l| l.link == "aggr0").unwrap().mtu,
+        1500,
+        "temporary MTU is gone"
+    );
+    assert_eq!(c.show_link().iter().find(|l| l.link == "vnic0").unwrap().mtu, 1400);
+    assert_eq!(c.show_vnic()[0].vid, 42);
+    assert_eq!(c.show_if().len(), 1);
+    assert_eq!(c.show_addr()[0].addr, "2001:db8::1/64");
+    assert_eq!(rings(&c, "i40e0"), 16, "the replayed aggregation runs");
+    assert_eq!(rings(&c, "i40e1"), 0);
+    assert_eq!(rings(&c, "atl1c0"), 4, "the port under the replayed VNIC runs");
+}
+
+#[test]
+fn a_failed_save_puts_the_hardware_back() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state");
+    let c = core(&state);
+    // Replace the state directory with a file: every save now fails.
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::write(&state, b"not a directory").unwrap();
+    let err =
+        c.create_aggr("aggr0", &s(&["i40e0", "i40e1"]), "", "", "", "", false, &none).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Persistence, "{}", err.message);
+    assert_eq!(
+        rings(&c, "i40e0") + rings(&c, "i40e1"),
+        0,
+        "rings started for the failed create are stopped again"
+    );
+    assert!(c.show_aggr().is_empty());
+    // A temporary change needs no save, so it still works.
+    c.create_aggr("aggr0", &s(&["i40e0"]), "", "", "", "", true, &none).unwrap();
+}
+
+#[test]
+fn a_corrupt_state_file_stops_start_with_file_and_line_and_is_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("links.toml");
+    let text = "version = 1\n\n[aggr.aggr0]\nports = [\"i40e0\"]\ncolour = \"red\"\n";
+    std::fs::write(&f, text).unwrap();
+    let err =
+        Core::start(&hw(), Some(Store::open(d.path()).unwrap()), Strategy::Batched).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Persistence);
+    assert!(err.message.contains("links.toml") && err.message.contains(":5:"), "{}", err.message);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), text);
+    // Valid TOML that does not fit the hardware is refused the same way.
+    let text = "version = 1\n\n[aggr.aggr0]\nports = [\"i40e7\"]\n";
+    std::fs::write(&f, text).unwrap();
+    let err =
+        Core::start(&hw(), Some(Store::open(d.path()).unwrap()), Strategy::Batched).unwrap_err();
+    assert!(err.message.contains("links.toml") && err.message.contains("i40e7"), "{}", err.message);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), text);
+}
+
+#[test]
+fn interrupt_moderation_properties_are_kept_reset_and_shown_per_driver_class() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path());
+    c.set_link_prop("atl1c0", &props(&[("rx-imt", "10"), ("tx-imt", "200")]), false, &none)
+        .unwrap();
+    let shown = c.show_link_prop("atl1c0", &s(&["rx-imt", "tx-imt", "mtu"])).unwrap();
+    let val = |p: &str| shown.iter().find(|x| x.property == p).unwrap().value.clone();
+    assert_eq!(
+        (val("rx-imt"), val("tx-imt"), val("mtu")),
+        ("10".into(), "200".into(), "1500".into())
+    );
+    let all = c.show_link_prop("i40e0", &[]).unwrap();
+    assert!(all.iter().any(|p| p.property == "itr") && !all.iter().any(|p| p.property == "rx-imt"));
+    let mtu = all.iter().find(|p| p.property == "mtu").unwrap();
+    assert_eq!(
+        (mtu.perm.as_str(), mtu.default.as_str(), mtu.possible.as_str()),
+        ("rw", "1500", "68-9710")
+    );
+    c.reset_link_prop("atl1c0", &[], false, &none).unwrap();
+    assert_eq!(c.show_link_prop("atl1c0", &s(&["rx-imt"])).unwrap()[0].value, "200");
+}
