@@ -1,0 +1,94 @@
+//! A progress bar on stderr for mutating calls that take a while.
+//!
+//! The daemon emits `Progress(caller, op, phase, done, total)` to everyone;
+//! we keep the signals whose caller is our own connection. The bar appears
+//! only once the call has run longer than [`DELAY`], so quick operations
+//! print nothing extra, and is cleared before the result is printed.
+
+use std::future::Future;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use netadm_dbus::{NetadmProxy, OpResult};
+use zbus::Connection;
+
+/// How long a call runs before the bar appears.
+pub const DELAY: Duration = Duration::from_millis(300);
+
+/// The latest progress report of our call.
+#[derive(Debug, Clone, Default)]
+struct Report {
+    op: String,
+    phase: String,
+    done: u32,
+    total: u32,
+}
+
+fn draw(bar: &ProgressBar, r: &Report) {
+    bar.set_message(format!("{} {}", r.op, r.phase).trim().to_owned());
+    if r.total > 0 {
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} ports {elapsed}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_length(r.total.into());
+        bar.set_position(r.done.into());
+    }
+}
+
+/// Runs the call `start` makes, showing its progress when it is slow. The
+/// subscription is made before `start` is called, so no signal of the call
+/// is missed. A failure to subscribe only loses the bar.
+pub async fn run<F, Fut>(
+    conn: &Connection,
+    proxy: &NetadmProxy<'_>,
+    op: &str,
+    start: F,
+) -> zbus::Result<OpResult>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = zbus::Result<OpResult>>,
+{
+    let Ok(mut signals) = proxy.receive_progress().await else {
+        return start().await;
+    };
+    let me = conn.unique_name().map(|n| n.to_string()).unwrap_or_default();
+    let mut call = pin!(start());
+    let mut delay = pin!(tokio::time::sleep(DELAY));
+    let mut bar: Option<ProgressBar> = None;
+    let mut last = Report { op: op.to_owned(), ..Report::default() };
+    loop {
+        tokio::select! {
+            res = &mut call => {
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+                return res;
+            }
+            () = &mut delay, if bar.is_none() => {
+                let b = ProgressBar::new_spinner();
+                b.enable_steady_tick(Duration::from_millis(100));
+                draw(&b, &last);
+                bar = Some(b);
+            }
+            Some(sig) = signals.next() => {
+                let Ok(a) = sig.args() else { continue };
+                if *a.caller() != me {
+                    continue;
+                }
+                last = Report {
+                    op: a.op().to_string(),
+                    phase: a.phase().to_string(),
+                    done: *a.done(),
+                    total: *a.total(),
+                };
+                if let Some(b) = &bar {
+                    draw(b, &last);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Test harness for end-to-end tests: a private `dbus-daemon`, a real
+//! `netadmd` on it, and the real `netadm` binary.
+//!
+//! The binaries come from the workspace's target directory, built by
+//! `cargo test --workspace`. Every wait is for an event (a line a process
+//! prints, a process exiting) with a deadline.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How long a process gets to say it is ready.
+const READY: Duration = Duration::from_secs(20);
+
+/// The directory holding the workspace's binaries.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>
+    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+}
+
+/// Path of workspace binary `name`, which must have been built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(p.exists(), "{} not built: run `cargo test --workspace`", p.display());
+    p
+}
+
+/// Reads lines of `r` on a thread; the receiver gets each line.
+fn lines(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line satisfying `want`, or panics after [`READY`].
+fn await_line(rx: &mpsc::Receiver<String>, what: &str, want: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + READY;
+    let mut seen = vec![];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if want(&l) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("{what} did not get ready; it printed: {seen:#?}"),
+        }
+    }
+}
+
+/// A private message bus in a temporary directory.
+pub struct Bus {
+    child: Child,
+    address: String,
+    dir: tempfile::TempDir,
+}
+
+impl Bus {
+    /// Starts a bus allowing everything (policy is not what these tests
+    /// are about).
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("bus");
+        let conf = dir.path().join("bus.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>"#,
+                sock.display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", conf.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            // It complains it cannot raise its fd limit; that is all it says.
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon must be installed (apt-get install dbus-daemon)");
+        let rx = lines(child.stdout.take().unwrap());
+        let address = await_line(&rx, "dbus-daemon", |l| l.starts_with("unix:"));
+        Self { child, address, dir }
+    }
+
+    /// The bus address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// A fresh directory inside the bus's temporary directory.
+    pub fn subdir(&self, name: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `netadmd`.
+pub struct Daemon {
+    child: Child,
+    /// Its state directory.
+    pub state_dir: PathBuf,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// Starts `netadmd` on `bus` with `state_dir` and waits until it serves.
+    pub fn start(bus: &Bus, state_dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(bin("netadmd"))
+            .args(["--bus", bus.address(), "--state-dir"])
+            .arg(state_dir)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = lines(child.stderr.take().unwrap());
+        await_line(&stderr, "netadmd", |l| l.contains("serving org.netadm.Netadm1"));
+        Self { child, state_dir: state_dir.to_path_buf(), stderr }
+    }
+
+    /// Runs `netadmd` expecting it to refuse to start; returns its stderr.
+    pub fn start_fails(bus: &Bus, state_dir: &Path) -> String {
+        let out = Command::new(bin("netadmd"))
+            .args(["--bus", bus.address(), "--state-dir"])
+            .arg(state_dir)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "netadmd started but should not have");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// SIGTERM, then waits for it to exit.
+    pub fn stop(mut self) -> ExitStatus {
+        // SAFETY-free: kill(1) is the portable way without a libc dependency.
+        Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
+        self.child.wait().unwrap()
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// What it printed to stderr so far.
+    pub fn stderr_so_far(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `netadm` against `bus`.
+pub fn netadm(bus: &Bus, args: &[&str]) -> Output {
+    Command::new(bin("netadm")).env("NETADM_BUS", bus.address()).args(args).output().unwrap()
+}
+
+/// Runs `netadm --json ARGS`, which must succeed; returns its JSON.
+pub fn json(bus: &Bus, args: &[&str]) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let out = netadm(bus, &a);
+    assert!(
+        out.status.success(),
+        "netadm {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("netadm {args:?}: not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+    })
+}
+
+/// Runs `netadm --json ARGS`, which must fail; returns (kind, message).
+pub fn json_err(bus: &Bus, args: &[&str]) -> (String, String) {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let out = netadm(bus, &a);
+    assert!(!out.status.success(), "netadm {args:?} succeeded but should have failed");
+    assert_eq!(out.status.code(), Some(1), "netadm {args:?}: exit status");
+    let v: Value = serde_json::from_slice(&out.stderr).unwrap_or_else(|e| {
+        panic!("netadm {args:?}: stderr not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))
+    });
+    let e = &v["error"];
+    (e["kind"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned())
+}
+
+/// The rows of a `show-*` JSON array whose `key` equals `value`.
+pub fn rows<'a>(v: &'a Value, key: &str, value: &str) -> Vec<&'a Value> {
+    v.as_array().expect("array").iter().filter(|r| r[key] == value).collect()
+}
