@@ -1,11 +1,13 @@
 //! `netadm demo`: the seed's sequence, side by side.
 //!
 //! Starts a private `dbus-daemon` and `netadmd` in a temporary directory,
-//! runs the sequence of illumos bug 12957 (create-aggr, set-linkprop
-//! mtu=9000 on the aggregation, delete-aggr, create-vnic, create-if and
-//! delete-if on i40e0) under each ring lifecycle strategy, and prints the
-//! seed's table with netadm's figures beside `sequential` (illumos after its
-//! fix) and `legacy` (the seed bug), measured on the same emulated hardware.
+//! runs the table of illumos bug 12957 (aggregation: create-aggr, create-if,
+//! create-addr, set-linkprop mtu=9000, delete-aggr; VNIC: create-vnic,
+//! create-if, create-addr; i40e: create-if, create-addr, delete-if), each
+//! group on freshly started hardware as the seed measured it, under each
+//! ring lifecycle strategy, and prints the seed's table with netadm's
+//! figures beside `sequential` (illumos after its fix) and `legacy` (the
+//! seed bug), measured on the same emulated hardware.
 //! The comparison strategies run on fewer rings and are scaled to 256, as
 //! the output says; netadm runs on the embedded default, 256 rings a port.
 
@@ -32,15 +34,20 @@ pub struct DemoArgs {
 /// Rings per i40e-class port in the embedded default.
 const FULL: u16 = 256;
 
-/// The seed's commands, with illumos's before/after figures (seconds)
-/// from the bug report.
-const SEED: [(&str, f64, f64); 6] = [
-    ("create-aggr (2 ports)", 37.0, 1.2),
-    ("set-linkprop mtu=9000 aggr", 600.0, 5.2),
-    ("delete-aggr", 20.0, 0.6),
-    ("create-vnic", 16.0, 1.0),
-    ("create-if i40e0", 20.0, 2.3),
-    ("delete-if i40e0", 10.3, 0.6),
+/// The seed's table: group, command, and illumos's before/after figures in
+/// seconds from the bug report (after its fix for 12957 and 12958).
+const SEED: [(&str, &str, f64, f64); 11] = [
+    ("aggregation", "create-aggr (2 ports)", 37.0, 1.2),
+    ("aggregation", "create-if aggr0", 0.01, 3.4),
+    ("aggregation", "create-addr aggr0/v4", 5.0, 1.6),
+    ("aggregation", "set-linkprop mtu=9000 aggr0", 600.0, 5.2),
+    ("aggregation", "delete-aggr", 20.0, 0.6),
+    ("vnic", "create-vnic", 16.0, 1.0),
+    ("vnic", "create-if vnic0", 0.1, 0.1),
+    ("vnic", "create-addr vnic0/v4", 0.5, 0.5),
+    ("i40e", "create-if i40e0", 20.0, 2.3),
+    ("i40e", "create-addr i40e0/v4", 0.5, 1.0),
+    ("i40e", "delete-if i40e0", 10.3, 0.6),
 ];
 
 struct Proc(Child);
@@ -155,6 +162,9 @@ fn small_config(dir: &Path, rings: u16) -> Result<PathBuf, String> {
 struct Took {
     total_us: u64,
     gap_us: u64,
+    /// Time in the ring phases (ring-stop, reprogram, ring-start): the
+    /// part that grows with the number of rings.
+    ring_us: u64,
 }
 
 fn took(r: netadm_dbus::OpResult) -> Took {
@@ -165,18 +175,26 @@ fn took(r: netadm_dbus::OpResult) -> Took {
         .map(|(_, us)| *us)
         .max()
         .unwrap_or(0);
-    Took { total_us: r.total_us, gap_us }
+    let ring_us = r
+        .phases
+        .iter()
+        .filter(|(n, _)| matches!(n.as_str(), "ring-stop" | "reprogram" | "ring-start"))
+        .map(|(_, us)| *us)
+        .sum();
+    Took { total_us: r.total_us, gap_us, ring_us }
 }
 
-/// Runs the seed sequence under `strategy`.
-async fn run_one(
+/// Starts `netadmd` for one group of the seed's table, on fresh hardware
+/// as the seed measured each group, and connects to it.
+async fn daemon(
     netadmd: &Path,
     bus: &str,
     dir: &Path,
     strategy: &str,
     rings: u16,
-) -> Result<Vec<Took>, String> {
-    let state = dir.join(format!("state-{strategy}"));
+    group: &str,
+) -> Result<(Proc, zbus::Connection), String> {
+    let state = dir.join(format!("state-{strategy}-{group}"));
     let mut cmd = Command::new(netadmd);
     cmd.args(["--bus", bus, "--strategy", strategy, "--state-dir"]).arg(&state);
     if rings != FULL {
@@ -185,29 +203,54 @@ async fn run_one(
     let mut child =
         cmd.stderr(Stdio::piped()).spawn().map_err(|e| format!("cannot run netadmd: {e}"))?;
     let err = child.stderr.take().expect("piped");
-    let _daemon = Proc(child);
+    let daemon = Proc(child);
     await_line(err, "netadmd", |l| l.contains("serving"))?;
-
     let conn = zbus::connection::Builder::address(bus)
         .map_err(|e| e.to_string())?
         .build()
         .await
         .map_err(|e| e.to_string())?;
-    let p = NetadmProxy::new(&conn).await.map_err(|e| e.to_string())?;
+    Ok((daemon, conn))
+}
+
+/// Runs the seed's table under `strategy`: each group on a freshly started
+/// daemon. Returns one [`Took`] per row of [`SEED`].
+async fn run_one(
+    netadmd: &Path,
+    bus: &str,
+    dir: &Path,
+    strategy: &str,
+    rings: u16,
+) -> Result<Vec<Took>, String> {
     let e = |e: zbus::Error| netadm_dbus::Error::from_zbus(e).message();
     let mtu = std::collections::BTreeMap::from([("mtu".to_string(), "9000".to_string())]);
-    let none = std::collections::BTreeMap::new();
     let mut us = vec![];
+
+    let (_d, conn) = daemon(netadmd, bus, dir, strategy, rings, "aggregation").await?;
+    let p = NetadmProxy::new(&conn).await.map_err(|e| e.to_string())?;
     us.push(took(
         p.create_aggr("aggr0", &["i40e0", "i40e1"], "", "", "", "", true).await.map_err(e)?,
     ));
+    us.push(took(p.create_if("aggr0", true).await.map_err(e)?));
+    us.push(took(p.create_addr("aggr0/v4", "static", "192.0.2.1/24", true).await.map_err(e)?));
     us.push(took(p.set_link_prop("aggr0", mtu, true).await.map_err(e)?));
+    // netadm refuses to delete an aggregation with an interface on it.
+    p.delete_if("aggr0", true).await.map_err(e)?;
     us.push(took(p.delete_aggr("aggr0", true).await.map_err(e)?));
+    drop((p, conn, _d));
+
+    let (_d, conn) = daemon(netadmd, bus, dir, strategy, rings, "vnic").await?;
+    let p = NetadmProxy::new(&conn).await.map_err(|e| e.to_string())?;
+    let none = std::collections::BTreeMap::new();
     us.push(took(p.create_vnic("vnic0", "i40e0", "auto", 0, none, true).await.map_err(e)?));
-    // The VNIC keeps i40e0's rings running; create-if on a bare port is
-    // what the seed measured, so take the VNIC away first (not timed).
-    p.delete_vnic("vnic0", true).await.map_err(e)?;
+    us.push(took(p.create_if("vnic0", true).await.map_err(e)?));
+    us.push(took(p.create_addr("vnic0/v4", "static", "192.0.2.2/24", true).await.map_err(e)?));
+    drop((p, conn, _d));
+
+    let (_d, conn) = daemon(netadmd, bus, dir, strategy, rings, "i40e").await?;
+    let p = NetadmProxy::new(&conn).await.map_err(|e| e.to_string())?;
     us.push(took(p.create_if("i40e0", true).await.map_err(e)?));
+    us.push(took(p.create_addr("i40e0/v4", "static", "192.0.2.3/24", true).await.map_err(e)?));
     us.push(took(p.delete_if("i40e0", true).await.map_err(e)?));
     Ok(us)
 }
@@ -217,8 +260,10 @@ fn fmt_s(s: f64) -> String {
         format!("{:.1} min", s / 60.0)
     } else if s >= 1.0 {
         format!("{s:.1} s")
-    } else {
+    } else if s >= 1e-3 {
         format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.0} us", s * 1e6)
     }
 }
 
@@ -255,8 +300,9 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
         .iter()
         .zip(&measured)
         .map(|((_, rings), us)| {
+            let k = f64::from(FULL) / f64::from(*rings);
             us.iter()
-                .map(|u| u.total_us as f64 / 1e6 * f64::from(FULL) / f64::from(*rings))
+                .map(|u| (u.total_us - u.ring_us) as f64 / 1e6 + u.ring_us as f64 / 1e6 * k)
                 .collect()
         })
         .collect();
@@ -264,8 +310,9 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
         let rows: Vec<_> = SEED
             .iter()
             .enumerate()
-            .map(|(i, (cmd, before, after))| {
+            .map(|(i, (group, cmd, before, after))| {
                 json!({
+                    "group": group,
                     "command": cmd,
                     "illumos_before_s": before,
                     "illumos_after_s": after,
@@ -286,7 +333,7 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
         return Ok(());
     }
     println!(
-        "\nThe seed sequence (illumos bug 12957) on two emulated i40e-class ports, {FULL} rings each\n"
+        "\nThe seed's table (illumos bug 12957) on two emulated i40e-class ports, {FULL} rings each\n"
     );
     let h = [
         "COMMAND",
@@ -302,11 +349,16 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
         "{:<28} {:>14} {:>13} {:>10} {:>11} {:>9} {:>16} {:>8}",
         h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]
     );
-    for (i, (cmd, before, after)) in SEED.iter().enumerate() {
+    let mut last = "";
+    for (i, (group, cmd, before, after)) in SEED.iter().enumerate() {
+        if *group != last {
+            println!("{group}:");
+            last = group;
+        }
         let ours = measured[0][i].total_us as f64 / 1e6;
         let gap = measured[0][i].gap_us as f64 / 1e6;
         println!(
-            "{:<28} {:>14} {:>13} {:>10} {:>11} {:>9} {:>16} {:>7.0}x",
+            "  {:<26} {:>14} {:>13} {:>10} {:>11} {:>9} {:>16} {:>7.0}x",
             cmd,
             fmt_s(*before),
             fmt_s(*after),
@@ -319,13 +371,12 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
     }
     println!(
         "\n* measured on this machine's emulated hardware and scaled to {FULL} rings a port: legacy ran on {} rings \
-         per port (x{}), sequential on {} (x{}); both cost per ring. NETADM ran on all {FULL}.\n  ILLUMOS columns are the \
-         bug report's figures on real i40e hardware.\n** the i40e erratum: a queue may not be re-enabled within 50 ms of its disable. A command that starts rings \
-         the previous command stopped waits out the rest of that gap, once per batch; an operator typing commands \
-         would not.",
+         per port, sequential on {}; their ring phases cost per ring and are multiplied by {} and {}. NETADM ran on all {FULL}.\n  ILLUMOS columns are the \
+         bug report's figures on real i40e hardware.\n** the i40e erratum: a queue may not be re-enabled within 50 ms of its disable. An MTU change stops and \
+         restarts every ring, so it waits out the rest of that gap, once for the whole batch.",
         args.legacy_rings,
-        FULL / args.legacy_rings,
         args.sequential_rings,
+        FULL / args.legacy_rings,
         FULL / args.sequential_rings
     );
     Ok(())
