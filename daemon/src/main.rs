@@ -5,6 +5,8 @@
 //! Mutations run on the blocking pool, one at a time (the core serialises
 //! them); reads answer from a snapshot and never wait behind them.
 
+mod auth;
+mod notify;
 mod service;
 
 use std::path::PathBuf;
@@ -32,13 +34,25 @@ struct Args {
     /// Ring lifecycle strategy: batched, sequential, legacy or legacy@HZ.
     #[arg(long, default_value = "batched")]
     strategy: Strategy,
+    /// Group whose members may change the network (besides root).
+    #[arg(long, value_name = "GROUP", default_value = "netadm")]
+    admin_group: String,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            tracing::error!("{e}");
             eprintln!("netadmd: {e}");
             ExitCode::FAILURE
         }
@@ -57,5 +71,6 @@ fn run(args: Args) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(service::serve(core, &args.bus))
+    let auth = auth::Authorizer::new(&args.admin_group);
+    rt.block_on(service::serve(core, &args.bus, auth))
 }

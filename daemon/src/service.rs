@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use netadm_core::{Core, CoreError, ErrorKind};
+
+use crate::auth::Authorizer;
 use netadm_dbus::{
     AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, OpResult, PhysInfo,
     PropInfo, ROOT_PATH, VnicInfo, link_path,
@@ -33,6 +35,7 @@ fn to_dbus(e: CoreError) -> Error {
 /// The manager object at [`ROOT_PATH`].
 struct Manager {
     core: Arc<Core>,
+    auth: Authorizer,
     /// Link objects currently served, by name.
     links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
 }
@@ -48,6 +51,9 @@ impl Manager {
         op: &'static str,
         f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<OpResult, CoreError> + Send + 'static,
     ) -> Result<OpResult, Error> {
+        self.auth.check(emitter.connection(), hdr, op).await.inspect_err(|e| {
+            tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
+        })?;
         let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
         let (tx, mut rx) = mpsc::unbounded_channel::<(String, u32, u32)>();
         let core = self.core.clone();
@@ -61,6 +67,10 @@ impl Manager {
             let _ = Manager::progress(emitter, &caller, op, &phase, done, total).await;
         }
         let res = job.await.map_err(|e| Error::Internal(format!("{op} panicked: {e}")))?;
+        match &res {
+            Ok(r) => tracing::info!(op, caller, total_us = r.total_us, "done"),
+            Err(e) => tracing::info!(op, caller, kind = e.kind.as_str(), "failed: {}", e.message),
+        }
         let res = res.map_err(to_dbus)?;
         sync_links(&self.core, emitter.connection(), &self.links).await;
         Ok(res)
@@ -292,7 +302,13 @@ impl Manager {
         self.core.history()
     }
 
-    async fn set_strategy(&self, strategy: String) -> Result<OpResult, Error> {
+    async fn set_strategy(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &Connection,
+        strategy: String,
+    ) -> Result<OpResult, Error> {
+        self.auth.check(conn, &hdr, "set-strategy").await?;
         let core = self.core.clone();
         tokio::task::spawn_blocking(move || core.set_strategy(&strategy))
             .await
@@ -371,9 +387,9 @@ async fn sync_links(core: &Core, conn: &Connection, served: &Mutex<BTreeMap<Stri
 
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress
 /// finish before returning.
-pub async fn serve(core: Arc<Core>, bus: &str) -> Result<(), String> {
+pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), String> {
     let links = Arc::new(Mutex::new(BTreeMap::new()));
-    let manager = Manager { core: core.clone(), links: links.clone() };
+    let manager = Manager { core: core.clone(), auth, links: links.clone() };
     let builder = match bus {
         "system" => zbus::connection::Builder::system(),
         "session" => zbus::connection::Builder::session(),
@@ -389,7 +405,8 @@ pub async fn serve(core: Arc<Core>, bus: &str) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot serve {BUS_NAME} on the {bus} bus: {e}"))?;
     sync_links(&core, &conn, &links).await;
-    eprintln!("netadmd: serving {BUS_NAME} on the {bus} bus");
+    tracing::info!("serving {BUS_NAME} on the {bus} bus");
+    crate::notify::notify("READY=1");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
@@ -397,7 +414,8 @@ pub async fn serve(core: Arc<Core>, bus: &str) -> Result<(), String> {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
-    eprintln!("netadmd: stopping");
+    tracing::info!("stopping: waiting for the mutation in progress");
+    crate::notify::notify("STOPPING=1");
     // Wait for a mutation in progress: it persists before it returns.
     tokio::task::spawn_blocking(move || core.quiesce()).await.map_err(|e| e.to_string())?;
     drop(conn);

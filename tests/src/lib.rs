@@ -64,11 +64,52 @@ pub struct Bus {
     dir: tempfile::TempDir,
 }
 
+/// A system bus's default policy (from dbus's system.conf): everyone may
+/// connect; nobody may own names or call methods unless a policy file
+/// punches a hole.
+const SYSTEM_DEFAULT: &str = r#"
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+  </policy>"#;
+
+/// Allows everything: for tests that are not about bus policy.
+const ALLOW_ALL: &str = r#"
+  <policy context="default">
+    <allow user="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>"#;
+
 impl Bus {
-    /// Starts a bus allowing everything (policy is not what these tests
-    /// are about).
+    /// Starts a bus allowing everything (policy is not what most tests are
+    /// about; netadmd's own authorization still applies).
     pub fn start() -> Self {
+        Self::start_with(ALLOW_ALL)
+    }
+
+    /// Starts a bus with a system bus's default policy plus the policy file
+    /// `include`, as an installed system would have.
+    pub fn start_system_like(include: &Path) -> Self {
+        Self::start_with(&format!("{SYSTEM_DEFAULT}\n  <include>{}</include>", include.display()))
+    }
+
+    fn start_with(policy: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        // Unprivileged test callers must reach the socket.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let sock = dir.path().join("bus");
         let conf = dir.path().join("bus.conf");
         std::fs::write(
@@ -80,11 +121,7 @@ impl Bus {
   <type>session</type>
   <listen>unix:path={}</listen>
   <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
+  {policy}
 </busconfig>"#,
                 sock.display()
             ),
@@ -186,6 +223,37 @@ impl Drop for Daemon {
 /// Runs `netadm` against `bus`.
 pub fn netadm(bus: &Bus, args: &[&str]) -> Output {
     Command::new(bin("netadm")).env("NETADM_BUS", bus.address()).args(args).output().unwrap()
+}
+
+/// Runs `netadm` against `bus` as uid/gid `id` with the supplementary
+/// groups `groups` (via setpriv(1)).
+pub fn netadm_as(bus: &Bus, id: u32, groups: &[u32], args: &[&str]) -> Output {
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={id}")).arg(format!("--regid={id}"));
+    if groups.is_empty() {
+        cmd.arg("--clear-groups");
+    } else {
+        let g: Vec<String> = groups.iter().map(ToString::to_string).collect();
+        cmd.arg(format!("--groups={}", g.join(",")));
+    }
+    cmd.arg(bin("netadm")).env("NETADM_BUS", bus.address()).args(args).output().unwrap()
+}
+
+/// Whether this process may switch users (the authorization tests need it).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Runs `netadm --json ARGS`, which must succeed; returns its JSON.
