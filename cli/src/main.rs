@@ -615,7 +615,24 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
 }
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            let wants_json = std::env::args().any(|a| a == "--json");
+            if wants_json && !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
+                // A script asked for JSON: a malformed command line is an
+                // error like any other, typed, on stderr, exit 2 as clap's.
+                let msg = e.kind().to_string();
+                let detail = e.to_string();
+                let first = detail.lines().next().unwrap_or(&msg).trim_start_matches("error: ");
+                let err = CliError::new("InvalidArgument", first.to_owned());
+                eprintln!("{}", error::to_json(&err));
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     let verb = matches.subcommand_name().unwrap_or_default().to_owned();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let json = cli.json;

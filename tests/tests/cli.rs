@@ -212,6 +212,24 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
 }
 
 #[test]
+fn a_malformed_command_line_under_json_is_a_typed_json_error() {
+    let bus = Bus::start();
+    for args in [
+        &["--json", "create-aggr", "--bogus", "aggr0"][..],
+        &["--json", "create-vnic", "vnic0"],
+        &["--json", "set-linkprop", "-p"],
+    ] {
+        let out = netadm(&bus, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap_or_else(|e| {
+            panic!("{args:?}: not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))
+        });
+        assert_eq!(v["error"]["kind"], "InvalidArgument", "{v}");
+        assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+    }
+}
+
+#[test]
 fn an_unreachable_daemon_is_a_bus_error() {
     let bus = Bus::start();
     let (kind, msg) = json_err(&bus, &["show-link"]);

@@ -161,9 +161,13 @@ impl Store {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(&self.dir, "fsync directory"))
+        // The rename has happened: the new configuration is what the
+        // directory holds, so it is what the caller must treat as saved.
+        // Reporting a failed directory fsync as a failed save would make the
+        // caller undo a change the file already records. The rename's
+        // durability is best effort past this point.
+        let _ = File::open(&self.dir).and_then(|d| d.sync_all());
+        Ok(())
     }
 
     /// Creates a fresh temporary file next to `links.toml` (mode 0600).

@@ -13,7 +13,7 @@ use netadm_model::{
 use netadm_nic::NicClass;
 
 use crate::links::{Link, View};
-use crate::{Change, Core, CoreError, ErrorKind, Progress, Timing};
+use crate::{Change, Core, CoreError, Progress, Timing};
 
 fn name(s: &str) -> Result<LinkName, CoreError> {
     Ok(s.parse::<LinkName>()?)
@@ -26,10 +26,20 @@ where
     s.parse().map_err(|e: T::Err| CoreError::invalid_argument(format!("{what}: {e}")))
 }
 
+/// Whether `subject` (a link, IP interface or address object name) exists
+/// in a configuration.
+fn exists(v: &View<'_>, subject: &str) -> bool {
+    v.resolve(subject).is_some()
+        || subject.parse::<LinkName>().is_ok_and(|n| v.st.interface.contains_key(&n))
+        || subject.parse::<AddrObj>().is_ok_and(|a| v.st.address.contains_key(&a))
+}
+
 /// Builds the change: `apply` on the running configuration, and on the
 /// persistent one unless `temporary`. An object that exists only in the
 /// running configuration (it was created with `-t`) is changed there only,
-/// and the result says so.
+/// and the result says so; any other failure against the persistent
+/// configuration is an error (e.g. a persistent VNIC over a temporary
+/// aggregation).
 fn change(
     v: &View<'_>,
     persisted: &LinkState,
@@ -39,24 +49,24 @@ fn change(
     apply: impl Fn(&View<'_>) -> Result<LinkState, CoreError>,
 ) -> Result<Change, CoreError> {
     let running = apply(v)?;
-    let persisted = if temporary {
-        None
-    } else {
-        match apply(&View { hw: v.hw, st: persisted }) {
-            Ok(p) => Some(p),
-            Err(e) if e.kind == ErrorKind::NotFound => {
-                t.note(format!("{subject} is temporary: the change was not persisted"));
-                None
-            }
-            Err(e) => {
-                return Err(CoreError {
-                    message: format!("{} (persistent configuration)", e.message),
-                    ..e
-                });
-            }
-        }
-    };
-    Ok(Change { running, persisted })
+    if temporary {
+        return Ok(Change { running, persisted: None });
+    }
+    let pv = View { hw: v.hw, st: persisted };
+    if exists(v, subject) && !exists(&pv, subject) {
+        t.note(format!("{subject} is temporary: the change was not persisted"));
+        return Ok(Change { running, persisted: None });
+    }
+    match apply(&pv) {
+        Ok(p) => Ok(Change { running, persisted: Some(p) }),
+        Err(e) => Err(CoreError {
+            message: format!(
+                "{}; in the persistent configuration (use -t for a temporary change)",
+                e.message
+            ),
+            ..e
+        }),
+    }
 }
 
 /// Checks that a port link can join an aggregation or carry a new consumer.

@@ -250,9 +250,13 @@ fn temporary_changes_do_not_survive_a_restart_and_persistent_ones_do() {
         c.create_if("vnic0", false, &none).unwrap();
         c.create_addr("vnic0/v6", "static", "2001:db8::1/64", false, &none).unwrap();
         c.create_if("atl1c1", true, &none).unwrap();
-        c.rename_link("i40e1", "net1", true, &none).ok();
+        c.rename_link("i40e1", "net1", true, &none).unwrap();
         let r = c.set_link_prop("aggr1", &props(&[("xmit-batch", "off")]), false, &none).unwrap();
         assert!(r.notes.iter().any(|n| n.contains("temporary")), "{:?}", r.notes);
+        // A persistent object may not be built on a temporary one.
+        let e = c.create_vnic("vnic1", "aggr1", "auto", 0, &props(&[]), false, &none).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
+        assert!(e.message.contains("-t"), "{}", e.message);
     }
     let c = core(d.path());
     let links: Vec<String> = c.show_link().into_iter().map(|l| l.link).collect();

@@ -251,20 +251,24 @@ impl DmaRing {
 
     // ---- driver side -------------------------------------------------
 
-    /// Driver: writes `frame` into the next free slot and advances the tail
-    /// (not yet visible to the device until [`Self::publish`]… the tail is
-    /// published immediately; ringing the doorbell is the caller's job).
-    /// Returns false when the ring is full. Frames longer than the buffer
-    /// are refused with false as well, counted by the caller.
-    pub fn driver_push(&self, frame: &[u8]) -> bool {
+    /// Driver: writes `frame` into the next free slot and publishes the new
+    /// tail (ringing the doorbell is the caller's job). Returns false when
+    /// the ring is full or the frame is longer than a buffer.
+    ///
+    /// # Safety
+    ///
+    /// At most one thread at a time may use this ring's driver side
+    /// (`driver_*` methods); the ring engine serialises it with the ring's
+    /// TX or RX lock.
+    pub unsafe fn driver_push(&self, frame: &[u8]) -> bool {
         if frame.len() > self.buf_size as usize || self.free() == 0 {
             return false;
         }
         let tail = self.tail.load(Ordering::Relaxed);
         let (buf, len) = self.slot_ptr(tail);
         // SAFETY: slot `tail` lies in [tail, clean + slots): owned by the
-        // driver, and the driver side is single-threaded by contract (the
-        // caller holds the ring's TX lock). The frame fits the buffer.
+        // driver, whose side is single-threaded (this fn's contract). The
+        // frame fits the buffer.
         unsafe {
             std::ptr::copy_nonoverlapping(frame.as_ptr(), buf, frame.len());
             *len = frame.len() as u32;
@@ -275,7 +279,11 @@ impl DmaRing {
 
     /// Driver: hands every unposted slot to the device (RX buffer posting).
     /// Returns the new tail.
-    pub fn driver_post_all(&self) -> u32 {
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::driver_push`]: one driver-side thread at a time.
+    pub unsafe fn driver_post_all(&self) -> u32 {
         let tail = self.clean().wrapping_add(self.slots);
         self.tail.store(tail, Ordering::Release);
         tail
@@ -283,7 +291,11 @@ impl DmaRing {
 
     /// Driver: visits up to `budget` slots the device has completed, in
     /// order, then reclaims them. Returns how many were visited.
-    pub fn driver_reap(&self, budget: u32, mut visit: impl FnMut(&[u8])) -> u32 {
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::driver_push`]: one driver-side thread at a time.
+    pub unsafe fn driver_reap(&self, budget: u32, mut visit: impl FnMut(&[u8])) -> u32 {
         let clean = self.clean.load(Ordering::Relaxed);
         let n = self.head().wrapping_sub(clean).min(budget);
         for i in 0..n {
@@ -311,13 +323,22 @@ impl DmaRing {
     /// For TX the device reads the frame (`f` gets the whole buffer and the
     /// length to send); for RX it writes a frame into the buffer and sets
     /// the length.
-    pub fn device_process(&self, budget: u32, mut f: impl FnMut(&mut [u8], &mut u32)) -> u32 {
+    ///
+    /// # Safety
+    ///
+    /// At most one thread at a time may use this ring's device side: the
+    /// device's engine thread.
+    pub unsafe fn device_process(
+        &self,
+        budget: u32,
+        mut f: impl FnMut(&mut [u8], &mut u32),
+    ) -> u32 {
         let head = self.head.load(Ordering::Relaxed);
         let n = self.tail().wrapping_sub(head).min(budget);
         for i in 0..n {
             let (buf, len) = self.slot_ptr(head.wrapping_add(i));
-            // SAFETY: slots in [head, tail) belong to the device, and only
-            // one device thread runs a ring; the acquire load of tail
+            // SAFETY: slots in [head, tail) belong to the device, whose side
+            // is single-threaded (this fn's contract); the acquire load of tail
             // ordered the driver's writes before these accesses.
             unsafe {
                 let b = std::slice::from_raw_parts_mut(buf, self.buf_size as usize);
@@ -347,6 +368,36 @@ pub fn buf_size_for_mtu(mtu: u32) -> u32 {
 mod tests {
     use super::*;
 
+    /// Both sides of a ring from one thread: what a single-threaded test
+    /// may do.
+    trait Both {
+        fn push(&self, f: &[u8]) -> bool;
+        fn post_all(&self) -> u32;
+        fn reap(&self, budget: u32, visit: impl FnMut(&[u8])) -> u32;
+        fn process(&self, budget: u32, f: impl FnMut(&mut [u8], &mut u32)) -> u32;
+    }
+
+    // SAFETY (for every call below): each test uses its rings from its own
+    // single thread, so each side has one user at a time.
+    impl Both for DmaRing {
+        fn push(&self, f: &[u8]) -> bool {
+            // SAFETY: see the impl.
+            unsafe { self.driver_push(f) }
+        }
+        fn post_all(&self) -> u32 {
+            // SAFETY: see the impl.
+            unsafe { self.driver_post_all() }
+        }
+        fn reap(&self, budget: u32, visit: impl FnMut(&[u8])) -> u32 {
+            // SAFETY: see the impl.
+            unsafe { self.driver_reap(budget, visit) }
+        }
+        fn process(&self, budget: u32, f: impl FnMut(&mut [u8], &mut u32)) -> u32 {
+            // SAFETY: see the impl.
+            unsafe { self.device_process(budget, f) }
+        }
+    }
+
     #[test]
     fn accounting_follows_ring_lifetime() {
         let acct = DmaAccount::new();
@@ -375,17 +426,17 @@ mod tests {
         let acct = DmaAccount::new();
         let r = DmaRing::new(4, 128, &acct).unwrap();
         for i in 0..4u8 {
-            assert!(r.driver_push(&[i; 60]));
+            assert!(r.push(&[i; 60]));
         }
-        assert!(!r.driver_push(&[9; 60]), "a full ring refuses");
-        assert!(!r.driver_push(&[0; 200]), "an oversized frame is refused");
+        assert!(!r.push(&[9; 60]), "a full ring refuses");
+        assert!(!r.push(&[0; 200]), "an oversized frame is refused");
         let mut seen = vec![];
-        assert_eq!(r.device_process(2, |b, l| seen.push(b[..*l as usize].to_vec())), 2);
+        assert_eq!(r.process(2, |b, l| seen.push(b[..*l as usize].to_vec())), 2);
         assert_eq!(r.device_owned(), 2);
         assert_eq!(r.completed(), 2);
-        assert_eq!(r.driver_reap(8, |_| {}), 2);
+        assert_eq!(r.reap(8, |_| {}), 2);
         assert_eq!(r.free(), 2);
-        r.device_process(8, |b, l| seen.push(b[..*l as usize].to_vec()));
+        r.process(8, |b, l| seen.push(b[..*l as usize].to_vec()));
         assert_eq!(seen.iter().map(|f| f[0]).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
         assert!(seen.iter().all(|f| f.len() == 60));
     }
@@ -394,20 +445,20 @@ mod tests {
     fn rx_buffers_are_posted_filled_and_reaped() {
         let acct = DmaAccount::new();
         let r = DmaRing::new(8, 128, &acct).unwrap();
-        r.driver_post_all();
+        r.post_all();
         assert_eq!(r.device_owned(), 8);
-        let n = r.device_process(3, |b, l| {
+        let n = r.process(3, |b, l| {
             b[..5].copy_from_slice(b"hello");
             *l = 5;
         });
         assert_eq!(n, 3);
         let mut got = 0;
-        r.driver_reap(64, |f| {
+        r.reap(64, |f| {
             assert_eq!(f, b"hello");
             got += 1;
         });
         assert_eq!(got, 3);
-        r.driver_post_all();
+        r.post_all();
         assert_eq!(r.device_owned(), 8);
     }
 

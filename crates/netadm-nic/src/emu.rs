@@ -433,7 +433,8 @@ impl Device {
             let i = q as usize;
             i < tx && regs[i].ring.lock().unwrap().as_ref().is_some_and(|r| r.device_owned() > 0)
         };
-        self.sh.drain_waiters.fetch_add(1, Ordering::AcqRel);
+        self.sh.drain_waiters.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         // Make sure the engine looks at every queue at least once more.
         self.sh.wake_engine();
         let ok = self.sh.events.wait_until(deadline, || !qs.iter().any(|&q| busy(q)));
@@ -673,10 +674,14 @@ impl Engine {
                 self.scratch.clear();
                 self.scratch_lens.clear();
                 let (data, lens) = (&mut self.scratch, &mut self.scratch_lens);
-                let n = ring.device_process(ENGINE_BUDGET, |buf, len| {
-                    data.extend_from_slice(&buf[..*len as usize]);
-                    lens.push(*len);
-                });
+                // SAFETY: this engine thread is the only device-side user
+                // of every ring programmed into this device.
+                let n = unsafe {
+                    ring.device_process(ENGINE_BUDGET, |buf, len| {
+                        data.extend_from_slice(&buf[..*len as usize]);
+                        lens.push(*len);
+                    })
+                };
                 if ring.device_owned() > 0 {
                     // More than one budget's worth: come back to it.
                     self.sh.doorbell_pending[w].fetch_or(1 << (q % 64), Ordering::AcqRel);
@@ -692,7 +697,12 @@ impl Engine {
                 }
             }
         }
-        if moved && self.sh.drain_waiters.load(Ordering::Acquire) > 0 {
+        // Store-load ordering against `wait_tx_drained` (which increments
+        // `drain_waiters`, then reads `head`): without a full fence each
+        // side could miss the other's write and the waiter sleep to its
+        // deadline.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if moved && self.sh.drain_waiters.load(Ordering::SeqCst) > 0 {
             self.sh.events.notify();
         }
         moved
@@ -735,11 +745,17 @@ impl Engine {
             let frame = &self.scratch[off..off + len as usize];
             off += len as usize;
             let q = tx + self.rx_queue_for(frame) as usize;
+            // A frame larger than the posted buffer is dropped, as a NIC
+            // drops an oversize frame (counted, never a crash).
             let delivered = self.live(q).is_some_and(|ring| {
-                ring.device_process(1, |buf, l| {
-                    buf[..frame.len()].copy_from_slice(frame);
-                    *l = frame.len() as u32;
-                }) == 1
+                // SAFETY: this engine thread is the only device-side user.
+                frame.len() <= ring.buf_size() as usize
+                    && unsafe {
+                        ring.device_process(1, |buf, l| {
+                            buf[..frame.len()].copy_from_slice(frame);
+                            *l = frame.len() as u32;
+                        })
+                    } == 1
             });
             if delivered {
                 self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);

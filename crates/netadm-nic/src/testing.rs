@@ -17,6 +17,8 @@ pub struct Faults {
     pub swallow_enable: BTreeSet<QueueId>,
     /// Programming a ring into these queues fails.
     pub refuse_ring: BTreeSet<QueueId>,
+    /// Disable requests for these queues are swallowed: they stay enabled.
+    pub swallow_disable: BTreeSet<QueueId>,
 }
 
 /// Wraps a [`Nic`] and injects [`Faults`]; everything else passes through.
@@ -76,6 +78,9 @@ impl Nic for FaultyNic {
         self.inner.request_enable(q)
     }
     fn request_disable(&self, q: QueueId) -> Result<(), NicError> {
+        if self.faults.lock().unwrap().swallow_disable.contains(&q) {
+            return Ok(());
+        }
         self.inner.request_disable(q)
     }
     fn tx_pre_disable(&self, q: u16) -> Result<(), NicError> {

@@ -269,7 +269,8 @@ impl Shared {
     fn poll(&self, ring: &Ring, client: Option<&dyn RingClient>) -> bool {
         let done = {
             let tx = ring.tx.lock().unwrap();
-            tx.ring.as_ref().map_or(0, |r| r.driver_reap(u32::MAX, |_| {}))
+            // SAFETY: the TX lock makes this the ring's one driver-side user.
+            tx.ring.as_ref().map_or(0, |r| unsafe { r.driver_reap(u32::MAX, |_| {}) })
         };
         if done > 0 {
             ring.counters.tx_completed.fetch_add(done.into(), Ordering::Relaxed);
@@ -279,14 +280,18 @@ impl Shared {
         }
         let rx = ring.rx.lock().unwrap();
         let Some(r) = rx.as_ref() else { return false };
-        let n = r.driver_reap(RX_BUDGET, |f| {
-            if let Some(c) = client {
-                c.rx(ring.id, f);
-            }
-        });
+        // SAFETY: the RX lock makes this the ring's one driver-side user.
+        let n = unsafe {
+            r.driver_reap(RX_BUDGET, |f| {
+                if let Some(c) = client {
+                    c.rx(ring.id, f);
+                }
+            })
+        };
         if n > 0 {
             ring.counters.rx_frames.fetch_add(n.into(), Ordering::Relaxed);
-            r.driver_post_all();
+            // SAFETY: still under the RX lock.
+            unsafe { r.driver_post_all() };
             if let Some(q) = ring.rxq {
                 self.nic.doorbell(QueueId::rx(q));
             }
@@ -458,10 +463,12 @@ impl RingEngine {
         for f in frames {
             if dma.free() == 0 {
                 // Reclaim what the device finished before giving up.
-                let n = dma.driver_reap(u32::MAX, |_| {});
+                // SAFETY: the TX lock makes this the one driver-side user.
+                let n = unsafe { dma.driver_reap(u32::MAX, |_| {}) };
                 r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
             }
-            if !dma.driver_push(f) {
+            // SAFETY: as above.
+            if !unsafe { dma.driver_push(f) } {
                 break;
             }
             sent += 1;
@@ -621,10 +628,16 @@ impl RingEngine {
 
     /// Frees the buffers of a ring the device no longer uses.
     fn free_ring(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
-        r.set(RingState::Freed)?;
+        let s = r.state();
+        if !s.can_become(RingState::Freed) {
+            return Err(RingError::IllegalTransition { ring: r.id, from: s, to: RingState::Freed });
+        }
+        // The device lets go of the rings first (it refuses while a queue
+        // is enabled); only then are they the driver's to drop.
         for q in r.queues() {
             self.sh.nic.set_ring(q, None)?;
         }
+        r.set(RingState::Freed)?;
         let txr = r.tx.lock().unwrap().ring.take();
         let rxr = r.rx.lock().unwrap().take();
         for d in txr.iter().chain(rxr.iter()) {
@@ -643,13 +656,14 @@ impl RingEngine {
         }
         let nic = &self.sh.nic;
         let tx = r.tx.lock().unwrap().ring.clone();
-        let rx = r.rx.lock().unwrap().clone();
         if let (Some(q), Some(d)) = (r.txq, tx) {
             nic.set_ring(QueueId::tx(q), Some(d))?;
         }
-        if let (Some(q), Some(d)) = (r.rxq, rx) {
-            nic.set_ring(QueueId::rx(q), Some(Arc::clone(&d)))?;
-            d.driver_post_all();
+        let rx = r.rx.lock().unwrap();
+        if let (Some(q), Some(d)) = (r.rxq, rx.as_ref()) {
+            nic.set_ring(QueueId::rx(q), Some(Arc::clone(d)))?;
+            // SAFETY: the RX lock makes this the one driver-side user.
+            unsafe { d.driver_post_all() };
             nic.doorbell(QueueId::rx(q));
         }
         Ok(())
@@ -748,64 +762,48 @@ impl RingEngine {
         Err(NicError::Timeout { enable: enabled, pending: vec![q] }.into())
     }
 
-    /// Puts rings a failed start touched back to rest: queues it asked to
-    /// enable are disabled again (with the pre-disable notice), buffers it
-    /// allocated are freed. Keeps going past failures: the caller returns
-    /// the error that made it unwind.
+    /// Puts rings a failed start touched back to rest: rings it asked to
+    /// enable are stopped the normal way (pre-disable notice, disable, wait
+    /// for the device, free); buffers it allocated for rings that had none
+    /// are freed. Keeps going past failures — a ring that still cannot be
+    /// stopped stays `quiescing`, and a later stop retries it — because the
+    /// caller returns the error that made it unwind.
     fn unwind_start(&self, todo: &[(&Ring, RingState)], rep: &mut OpReport) {
-        let nic = &self.sh.nic;
-        let clock = &*self.clock;
         let starting: Vec<&Ring> =
             todo.iter().map(|(r, _)| *r).filter(|r| r.state() == RingState::Starting).collect();
         if !starting.is_empty() {
-            for r in &starting {
-                if let Some(q) = r.txq {
-                    let _ = nic.tx_pre_disable(q);
-                }
-            }
-            if let Some(n) = nic.caps().errata.tx_pre_disable {
-                clock.sleep_until(clock.now() + n, Wait::PreDisableNotice);
-            }
-            let qs: Vec<QueueId> = starting.iter().flat_map(|r| r.queues()).collect();
-            for &q in &qs {
-                let _ = nic.request_disable(q);
-            }
-            let _ = nic.wait_queues(&qs, false, clock.now() + nic.caps().queue_ack_deadline);
-            let now = clock.now();
-            for r in &starting {
-                *r.stopped_at.lock().unwrap() = Some(now);
-                let _ = r.set(RingState::Stopped);
-            }
+            let _ = self.stop_batched(&starting, rep);
         }
         for (r, before) in todo {
-            if r.state().holds_dma() && !before.holds_dma() {
+            if r.state() == RingState::Allocated && !before.holds_dma() {
                 let _ = self.free_ring(r, &mut rep.counts);
             }
         }
-        rep.phase("unwind", clock);
+        rep.phase("unwind", &*self.clock);
     }
 
     fn stop_locked(&self, set: &[u16], name: &'static str) -> Result<OpReport, RingError> {
         let strategy = self.strategy();
         let clock = &*self.clock;
         let mut rep = OpReport::new(name, strategy, clock);
-        let mut todo = Vec::new();
-        for r in self.resolve(set)? {
+        let rings = self.resolve(set)?;
+        // Validate the whole set before touching anything.
+        let (mut todo, mut idle) = (Vec::new(), Vec::new());
+        for r in rings {
             match r.state() {
-                RingState::Started => todo.push(r),
+                // Running, or left half way by an operation that failed:
+                // all are stopped the same way, which is also how a failed
+                // stop is retried.
+                RingState::Started | RingState::Starting | RingState::Quiescing => todo.push(r),
+                RingState::Allocated | RingState::Stopped => idle.push(r),
                 // Idempotent: nothing running, nothing to stop.
                 RingState::Unallocated | RingState::Freed => {}
-                RingState::Allocated | RingState::Stopped => self.free_ring(r, &mut rep.counts)?,
-                s => {
-                    return Err(RingError::IllegalTransition {
-                        ring: r.id,
-                        from: s,
-                        to: RingState::Quiescing,
-                    });
-                }
             }
         }
         rep.phase("validate", clock);
+        for r in idle {
+            self.free_ring(r, &mut rep.counts)?;
+        }
         match strategy {
             Strategy::Batched => self.stop_batched(&todo, &mut rep)?,
             Strategy::Sequential => {
@@ -828,32 +826,54 @@ impl RingEngine {
     }
 
     /// Closes TX and the interrupt gate, then waits for in-flight TX and
-    /// handlers to finish.
+    /// handlers to finish. If they do not, the stop is called off: rings
+    /// that were running are reopened (nothing was disabled yet) and the
+    /// error returned.
     fn quiesce(&self, rings: &[&Ring]) -> Result<(), RingError> {
         let nic = &self.sh.nic;
+        let mut was_running = Vec::new();
         for r in rings {
             // Taking the TX lock waits out a transmit in progress.
             r.tx.lock().unwrap().open = false;
             r.gate.close();
-            r.set(RingState::Quiescing)?;
+            let s = r.state();
+            if s != RingState::Quiescing {
+                r.set(RingState::Quiescing)?;
+            }
+            was_running.push(s == RingState::Started);
         }
         let deadline = self.clock.now() + nic.caps().queue_ack_deadline;
         let txqs: Vec<u16> = rings.iter().filter_map(|r| r.txq).collect();
-        nic.wait_tx_drained(&txqs, deadline)
-            .map_err(|rings| RingError::TxDrainTimeout { rings })?;
-        wait_quiet(rings.iter().map(|r| (r.id, &r.gate)), &self.sh.gate_events, deadline)
-            .map_err(|rings| RingError::QuiesceTimeout { rings })
+        let res = nic
+            .wait_tx_drained(&txqs, deadline)
+            .map_err(|rings| RingError::TxDrainTimeout { rings })
+            .and_then(|()| {
+                wait_quiet(rings.iter().map(|r| (r.id, &r.gate)), &self.sh.gate_events, deadline)
+                    .map_err(|rings| RingError::QuiesceTimeout { rings })
+            });
+        if res.is_err() {
+            for (r, running) in rings.iter().zip(was_running) {
+                if running {
+                    r.set(RingState::Started)?;
+                    r.tx.lock().unwrap().open = true;
+                    r.gate.open();
+                }
+            }
+        }
+        res
     }
 
     /// Reclaims what the stopped device left in the rings and frees them.
     fn reclaim(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
         if let Some(d) = r.tx.lock().unwrap().ring.as_ref() {
-            let n = d.driver_reap(u32::MAX, |_| {});
+            // SAFETY: under the TX lock.
+            let n = unsafe { d.driver_reap(u32::MAX, |_| {}) };
             r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
         }
         if let Some(d) = r.rx.lock().unwrap().as_ref() {
             // Received after the gate closed: never delivered, counted.
-            let n = d.driver_reap(u32::MAX, |_| {});
+            // SAFETY: under the RX lock.
+            let n = unsafe { d.driver_reap(u32::MAX, |_| {}) };
             r.counters.rx_discarded.fetch_add(n.into(), Ordering::Relaxed);
             counts.rx_discarded += u64::from(n);
         }
@@ -886,18 +906,24 @@ impl RingEngine {
                 qs.push(q);
             }
         }
-        nic.wait_queues(&qs, false, clock.now() + nic.caps().queue_ack_deadline)?;
+        let acked = nic.wait_queues(&qs, false, clock.now() + nic.caps().queue_ack_deadline);
         let now = clock.now();
+        // Rings the device disabled are stopped and freed even if others
+        // did not answer; those stay quiescing for a later stop to retry.
+        let mut done = Vec::new();
         for r in rings {
-            *r.stopped_at.lock().unwrap() = Some(now);
-            r.set(RingState::Stopped)?;
+            if r.queues().all(|q| !nic.queue_enabled(q)) {
+                *r.stopped_at.lock().unwrap() = Some(now);
+                r.set(RingState::Stopped)?;
+                done.push(*r);
+            }
         }
         rep.phase("disable", clock);
-        for r in rings {
+        for r in done {
             self.reclaim(r, &mut rep.counts)?;
         }
         rep.phase("free", clock);
-        Ok(())
+        acked.map_err(RingError::from)
     }
 
     fn stop_one_sequential(&self, r: &Ring, rep: &mut OpReport) -> Result<(), RingError> {

@@ -51,8 +51,13 @@ pub const TRANSITIONS: &[(RingState, RingState)] = &[
     (Starting, Started),
     // An enable the device never acknowledged is rolled back.
     (Starting, Stopped),
+    // ... or stopped like a running ring: its queues may be half enabled.
+    (Starting, Quiescing),
     (Started, Quiescing),
     (Quiescing, Stopped),
+    // A stop whose TX or interrupt handlers did not drain is called off
+    // before anything was disabled: the ring keeps running.
+    (Quiescing, Started),
     (Stopped, Starting),
     (Stopped, Freed),
 ];
@@ -105,6 +110,7 @@ mod tests {
 
     #[test]
     fn started_is_only_left_through_quiescing() {
+        // (Quiescing -> Started exists only to call off a stop.)
         for to in ALL {
             assert_eq!(Started.can_become(to), to == Quiescing, "started -> {to}");
         }

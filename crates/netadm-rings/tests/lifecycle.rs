@@ -232,3 +232,36 @@ fn a_ring_the_device_refuses_to_program_leaves_nothing_allocated() {
     assert!((0..4).all(|r| !e.state(r).unwrap().holds_dma()));
     assert_no_faults(&*hw);
 }
+
+#[test]
+fn a_stop_the_device_does_not_acknowledge_stops_the_rest_and_can_be_retried() {
+    let hw = i40e_fast(4, Default::default());
+    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    let all = e.all_rings();
+    e.start(&all, BUF).unwrap();
+    nic.set_faults(Faults {
+        swallow_disable: BTreeSet::from([QueueId::rx(2)]),
+        ..Faults::default()
+    });
+    let err = e.stop(&all).unwrap_err();
+    assert_eq!(
+        err,
+        RingError::Nic(NicError::Timeout { enable: false, pending: vec![QueueId::rx(2)] })
+    );
+    // The others are stopped and freed; the stuck one waits, buffers held.
+    use RingState::*;
+    let states: Vec<_> = all.iter().map(|&r| e.state(r).unwrap()).collect();
+    assert_eq!(states, [Freed, Freed, Quiescing, Freed]);
+    assert_eq!(e.dma_bytes(), 2 * DmaRing::bytes_for(64, BUF));
+    // Nothing is delivered to it meanwhile, and TX is refused.
+    assert!(matches!(e.transmit(2, &[&[0u8; 60]]), Err(RingError::NotStarted { .. })));
+    // Once the device answers, the same stop finishes the job, and the
+    // port starts again cleanly.
+    nic.set_faults(Faults::default());
+    e.stop(&all).unwrap();
+    assert!(all.iter().all(|&r| e.state(r).unwrap() == Freed));
+    assert_eq!(e.dma_bytes(), 0);
+    e.start(&all, BUF).unwrap();
+    assert_no_faults(&*hw);
+}

@@ -122,7 +122,8 @@ fn mac_filters_and_rss_steer_received_frames() {
     let (mut tx, mut rx) = (vec![], vec![]);
     for i in 0..8 {
         let (t, r) = (ring(&nic), ring(&nic));
-        r.driver_post_all();
+        // SAFETY: this test is the rings' only driver-side user.
+        unsafe { r.driver_post_all() };
         nic.set_ring(QueueId::tx(i), Some(t.clone())).unwrap();
         nic.set_ring(QueueId::rx(i), Some(r.clone())).unwrap();
         nic.request_enable(QueueId::tx(i)).unwrap();
@@ -146,7 +147,8 @@ fn mac_filters_and_rss_steer_received_frames() {
             let mut f = vec![0u8; 64];
             f[..6].copy_from_slice(&dst);
             f[30] = flow;
-            assert!(tx[0].driver_push(&f));
+            // SAFETY: as above.
+            assert!(unsafe { tx[0].driver_push(&f) });
             sent += 1;
         }
     }
@@ -156,9 +158,12 @@ fn mac_filters_and_rss_steer_received_frames() {
     let mut got = [0u32; 8];
     while got.iter().sum::<u32>() < sent && Instant::now() < deadline {
         for (i, r) in rx.iter().enumerate() {
-            got[i] += r.driver_reap(u32::MAX, |f| {
-                assert_eq!(f[..6] == vnic, i >= 6, "frame to {:?} on rx{i}", &f[..6]);
-            });
+            // SAFETY: as above.
+            got[i] += unsafe {
+                r.driver_reap(u32::MAX, |f| {
+                    assert_eq!(f[..6] == vnic, i >= 6, "frame to {:?} on rx{i}", &f[..6]);
+                })
+            };
         }
         std::thread::yield_now();
     }
