@@ -52,6 +52,8 @@ struct PortPlan {
     active: bool,
     /// Buffer size they run with.
     buf: u32,
+    /// How many rings run (rings `0..rings`).
+    rings: u16,
     /// atl1c rx-imt / tx-imt, i40e itr: (vector, units) writes.
     throttle: [Option<u32>; 3],
 }
@@ -319,9 +321,21 @@ impl Core {
                     Driver::I40e(_) => [uint(PropName::Itr), None, None],
                     Driver::Atl1c(_) => [None, uint(PropName::RxImt), uint(PropName::TxImt)],
                 };
+                // rxrings/txrings on a port: how many ring pairs run (0 or
+                // unset: all of them).
+                let all = p.engine.ring_count();
+                let want = [PropName::RxRings, PropName::TxRings]
+                    .into_iter()
+                    .filter_map(|n| {
+                        v.props(&link).and_then(|m| m.get(&n)).and_then(|x| x.parse::<u16>().ok())
+                    })
+                    .max()
+                    .filter(|&n| n > 0)
+                    .map_or(all, |n| n.min(all));
                 PortPlan {
                     active: v.port_in_use(&p.device),
                     buf: buf_size_for_mtu(v.mtu(&link)),
+                    rings: want,
                     throttle,
                 }
             })
@@ -362,11 +376,11 @@ impl Core {
             .iter()
             .zip(wanted)
             .map(|(p, w)| {
-                let running = p.rings_started() > 0;
+                let started = p.rings_started() as u16;
                 let buf = (0..p.engine.ring_count())
                     .find_map(|r| p.engine.info(r).ok().and_then(|i| i.buf_size))
                     .unwrap_or(w.buf);
-                PortPlan { active: running, buf, throttle: w.throttle }
+                PortPlan { active: started > 0, buf, rings: started.max(1), throttle: w.throttle }
             })
             .collect()
     }
@@ -379,20 +393,29 @@ impl Core {
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
         let ports = self.hw.ports();
+        // Per port: the rings to stop, to reprogram (new buffers) and to
+        // start, from the two plans.
         let (mut stop, mut restart, mut start) = (vec![], vec![], vec![]);
         for (i, (a, b)) in from.iter().zip(to).enumerate() {
-            match (a.active, b.active) {
-                (true, false) => stop.push(i),
-                (false, true) => start.push(i),
-                (true, true) if a.buf != b.buf => restart.push(i),
-                _ => {}
+            let old = if a.active { a.rings } else { 0 };
+            let new = if b.active { b.rings } else { 0 };
+            if new < old {
+                stop.push((i, (new..old).collect::<Vec<u16>>()));
+            }
+            let kept = old.min(new);
+            if kept > 0 && a.buf != b.buf {
+                restart.push((i, (0..kept).collect()));
+            }
+            if new > old {
+                start.push((i, (old..new).collect()));
             }
         }
-        type Job = fn(&Port, u32) -> Result<OpReport, netadm_rings::RingError>;
-        let waves: [(&str, &[usize], Job); 3] = [
-            ("ring-stop", &stop, |p, _| p.engine.stop(&p.engine.all_rings())),
-            ("reprogram", &restart, |p, buf| p.engine.restart(&p.engine.all_rings(), buf)),
-            ("ring-start", &start, |p, buf| p.engine.start(&p.engine.all_rings(), buf)),
+        type Job = fn(&Port, &[u16], u32) -> Result<OpReport, netadm_rings::RingError>;
+        type Work = [(usize, Vec<u16>)];
+        let waves: [(&str, &Work, Job); 3] = [
+            ("ring-stop", &stop, |p, set, _| p.engine.stop(set)),
+            ("reprogram", &restart, |p, set, buf| p.engine.restart(set, buf)),
+            ("ring-start", &start, |p, set, buf| p.engine.start(set, buf)),
         ];
         let total = (stop.len() + restart.len() + start.len()) as u32;
         let mut done = 0;
@@ -406,9 +429,9 @@ impl Core {
                 std::thread::scope(|s| {
                     let hs: Vec<_> = idx
                         .iter()
-                        .map(|&i| {
-                            let (p, buf) = (&ports[i], to[i].buf);
-                            (i, s.spawn(move || job(p, buf)))
+                        .map(|(i, set)| {
+                            let (p, buf) = (&ports[*i], to[*i].buf);
+                            (*i, s.spawn(move || job(p, set, buf)))
                         })
                         .collect();
                     hs.into_iter().map(|(i, h)| (i, h.join().expect("ring job panicked"))).collect()

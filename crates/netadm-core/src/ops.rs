@@ -230,6 +230,11 @@ fn check_prop(
                     "{link_name} has no ring groups (atl1c-class)"
                 )));
             }
+            if !matches!(link, Link::Phys(_)) {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} on {link_name}: dedicated VNIC ring groups are not implemented yet"
+                )));
+            }
             let max = v
                 .ports_under(link)
                 .iter()

@@ -195,7 +195,8 @@ impl Core {
             | PropName::RxRingsEffective
             | PropName::TxRingsEffective
             | PropName::RxRingsAvailable
-            | PropName::TxRingsAvailable => class != Some(Atl1c) && l.class() != LinkClass::Aggr,
+            // Ring groups of VNICs are not implemented yet.
+            | PropName::TxRingsAvailable => class != Some(Atl1c) && l.class() == LinkClass::Phys,
             _ => true,
         }
     }

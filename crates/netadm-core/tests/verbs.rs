@@ -340,3 +340,30 @@ fn interrupt_moderation_properties_are_kept_reset_and_shown_per_driver_class() {
     c.reset_link_prop("atl1c0", &[], false, &none).unwrap();
     assert_eq!(c.show_link_prop("atl1c0", &s(&["rx-imt"])).unwrap()[0].value, "200");
 }
+
+#[test]
+fn rxrings_on_a_port_sets_how_many_rings_run() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path());
+    c.create_if("i40e0", false, &none).unwrap();
+    assert_eq!(rings(&c, "i40e0"), 16);
+    let r = c.set_link_prop("i40e0", &props(&[("rxrings", "4")]), false, &none).unwrap();
+    assert_eq!(r.counts["rings_stopped"], 12);
+    assert_eq!(rings(&c, "i40e0"), 4);
+    let eff = c.show_link_prop("i40e0", &s(&["rxrings-effective", "rxrings-available"])).unwrap();
+    assert_eq!((eff[0].value.as_str(), eff[1].value.as_str()), ("4", "12"));
+    // An MTU change reprograms only the running rings.
+    let r = c.set_link_prop("i40e0", &props(&[("mtu", "9000")]), false, &none).unwrap();
+    assert_eq!(r.counts["rings_started"], 4);
+    c.set_link_prop("i40e0", &props(&[("rxrings", "8")]), false, &none).unwrap();
+    assert_eq!(rings(&c, "i40e0"), 8);
+    c.reset_link_prop("i40e0", &s(&["rxrings"]), false, &none).unwrap();
+    assert_eq!(rings(&c, "i40e0"), 16);
+    let e = c.set_link_prop("i40e0", &props(&[("rxrings", "17")]), false, &none).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    let e = c.set_link_prop("atl1c0", &props(&[("rxrings", "1")]), false, &none).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotSupported);
+    c.create_vnic("vnic0", "i40e1", "auto", 0, &props(&[]), false, &none).unwrap();
+    let e = c.set_link_prop("vnic0", &props(&[("rxrings", "2")]), false, &none).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotSupported, "{}", e.message);
+}
