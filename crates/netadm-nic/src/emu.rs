@@ -36,7 +36,16 @@ pub enum WireMode {
     /// MAC loopback: every transmitted frame is received again by this
     /// device, steered by RSS where the device has it.
     Loopback,
+    /// The far end echoes every frame back with source and destination MAC
+    /// swapped (testpmd's macswap): a switch stand-in for load tests.
+    Reflector,
+    /// A cable to another emulated port ([`Device::cable`]); until it is
+    /// connected, frames are lost as on an unplugged port.
+    Cable,
 }
+
+/// Frames a wire holds in flight towards a port before it drops them.
+const WIRE_SLOTS: u32 = 4096;
 
 /// How to build an emulated device.
 #[derive(Debug, Clone)]
@@ -84,6 +93,9 @@ struct QueueRegs {
 
 #[derive(Default)]
 struct Counters {
+    tx_bytes: AtomicU64,
+    rx_bytes: AtomicU64,
+    wire_dropped: AtomicU64,
     tx_frames: AtomicU64,
     rx_frames: AtomicU64,
     rx_dropped: AtomicU64,
@@ -154,6 +166,19 @@ struct Shared {
     irq_thread: OnceLock<Thread>,
     shutdown: AtomicBool,
     counters: Counters,
+    /// Frames arriving over a cable: the peer's engine is the only
+    /// producer (driver side), this device's engine the only consumer.
+    inbox: Arc<DmaRing>,
+    /// Where this port's cable leads, once connected.
+    peer: OnceLock<Peer>,
+    /// Link carrier: a cut wire neither sends nor receives.
+    carrier: AtomicBool,
+}
+
+/// The far end of a cable.
+struct Peer {
+    inbox: Arc<DmaRing>,
+    engine: Thread,
 }
 
 impl Shared {
@@ -218,6 +243,16 @@ impl Device {
             irq_thread: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             counters: Counters::default(),
+            inbox: Arc::new(
+                DmaRing::new(
+                    WIRE_SLOTS,
+                    crate::dma::buf_size_for_mtu(caps.max_mtu),
+                    &crate::DmaAccount::new(),
+                )
+                .expect("wire buffer"),
+            ),
+            peer: OnceLock::new(),
+            carrier: AtomicBool::new(true),
             cfg,
         });
         let engine = {
@@ -442,12 +477,47 @@ impl Device {
         if ok { Ok(()) } else { Err(qs.iter().copied().filter(|&q| busy(q)).collect()) }
     }
 
+    /// Connects two ports with a cable: what either transmits, the other
+    /// receives. Both must have been built with [`WireMode::Cable`]; each
+    /// port has one cable, connected once.
+    pub fn cable(a: &Device, b: &Device) -> Result<(), NicError> {
+        for d in [a, b] {
+            if d.sh.cfg.wire != WireMode::Cable || d.sh.peer.get().is_some() {
+                return Err(NicError::Unsupported {
+                    class: d.sh.cfg.caps.class,
+                    feature: "free cable port",
+                });
+            }
+        }
+        let end = |d: &Device| Peer {
+            inbox: Arc::clone(&d.sh.inbox),
+            engine: d.sh.engine_thread.get().expect("engine started").clone(),
+        };
+        let _ = a.sh.peer.set(end(b));
+        let _ = b.sh.peer.set(end(a));
+        Ok(())
+    }
+
+    /// Plugs or cuts the port's wire: without carrier nothing is sent or
+    /// received (frames are dropped and counted).
+    pub fn set_carrier(&self, up: bool) {
+        self.sh.carrier.store(up, Ordering::Release);
+    }
+
+    /// Whether the wire has carrier.
+    pub fn carrier(&self) -> bool {
+        self.sh.carrier.load(Ordering::Acquire)
+    }
+
     /// A snapshot of the device's counters.
     pub fn stats(&self) -> HwStats {
         let c = &self.sh.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         HwStats {
             tx_frames: l(&c.tx_frames),
+            tx_bytes: l(&c.tx_bytes),
+            rx_bytes: l(&c.rx_bytes),
+            wire_dropped: l(&c.wire_dropped),
             rx_frames: l(&c.rx_frames),
             rx_dropped: l(&c.rx_dropped),
             doorbells: l(&c.doorbells),
@@ -512,8 +582,10 @@ struct Engine {
     cause: Vec<bool>,
     last_fire: Vec<Option<Instant>>,
     fire_scheduled: Vec<bool>,
-    scratch: Vec<u8>,
-    scratch_lens: Vec<u32>,
+    /// Rings of enabled queues, by queue slot: set when the device
+    /// acknowledges an enable, cleared when it acknowledges a disable. The
+    /// datapath looks here, not at the registers' locks.
+    live: Vec<Option<Arc<DmaRing>>>,
     /// The engine's copy of the MAC filters, keyed by MAC, and the
     /// generation it was built from.
     filters: HashMap<[u8; 6], (u16, u16)>,
@@ -528,8 +600,7 @@ impl Engine {
             cause: vec![false; nv],
             last_fire: vec![None; nv],
             fire_scheduled: vec![false; nv],
-            scratch: Vec::new(),
-            scratch_lens: Vec::new(),
+            live: vec![None; sh.regs.len()],
             filters: HashMap::new(),
             filters_gen: 0,
             sh,
@@ -547,6 +618,7 @@ impl Engine {
             let mut busy = self.control();
             busy |= self.timers_due();
             busy |= self.transmit();
+            busy |= self.receive_wire();
             self.raise_interrupts();
             if busy {
                 continue;
@@ -637,6 +709,10 @@ impl Engine {
                         r.disabled_ns.store(self.sh.now_ns(), Ordering::Release);
                         r.pre_disable_ns.store(0, Ordering::Release);
                     }
+                    // Contexts only change while disabled, so the ring read
+                    // now is the one the queue runs with until its disable
+                    // is acknowledged, here, on this thread.
+                    self.live[q] = if on { r.ring.lock().unwrap().clone() } else { None };
                     r.stat.store(on, Ordering::Release);
                     acked = true;
                 }
@@ -651,37 +727,66 @@ impl Engine {
         any
     }
 
-    /// The ring of an enabled queue. Queue state only changes on this
-    /// thread (acks) and contexts only while disabled, so the clone is
-    /// dropped before the driver can free the ring.
-    fn live(&self, q: usize) -> Option<Arc<DmaRing>> {
-        let r = &self.sh.regs[q];
-        if r.stat.load(Ordering::Acquire) && r.req.load(Ordering::Acquire) {
-            r.ring.lock().unwrap().clone()
-        } else {
-            None
-        }
-    }
-
+    /// Moves what the driver queued on TX rings onto the wire.
     fn transmit(&mut self) -> bool {
         let mut moved = false;
+        let tx = self.sh.tx_queues();
+        let carrier = self.sh.carrier.load(Ordering::Acquire);
         for w in 0..self.sh.doorbell_pending.len() {
             let mut bits = self.sh.doorbell_pending[w].swap(0, Ordering::AcqRel);
             while bits != 0 {
                 let q = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let Some(ring) = self.live(q) else { continue };
-                self.scratch.clear();
-                self.scratch_lens.clear();
-                let (data, lens) = (&mut self.scratch, &mut self.scratch_lens);
+                if q >= tx {
+                    continue;
+                }
+                let Some(ring) = self.live[q].clone() else { continue };
+                let wire = self.sh.cfg.wire;
+                let sh = Arc::clone(&self.sh);
+                let peer = sh.peer.get();
+                let (mut bytes, mut pushed) = (0u64, false);
                 // SAFETY: this engine thread is the only device-side user
-                // of every ring programmed into this device.
+                // of every ring programmed into this device, and the only
+                // driver-side user of its peer's inbox.
                 let n = unsafe {
                     ring.device_process(ENGINE_BUDGET, |buf, len| {
-                        data.extend_from_slice(&buf[..*len as usize]);
-                        lens.push(*len);
+                        let frame = &mut buf[..*len as usize];
+                        bytes += frame.len() as u64;
+                        if !carrier {
+                            sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                        match wire {
+                            WireMode::Sink => {}
+                            WireMode::Loopback => self.deliver(frame),
+                            WireMode::Reflector => {
+                                let (dst, src) = frame.split_at_mut(6);
+                                if src.len() >= 6 {
+                                    dst.swap_with_slice(&mut src[..6]);
+                                }
+                                self.deliver(frame);
+                            }
+                            WireMode::Cable => match peer {
+                                Some(p) => {
+                                    if p.inbox.free() == 0 {
+                                        p.inbox.driver_reap(u32::MAX, |_| {});
+                                    }
+                                    if p.inbox.driver_push(frame) {
+                                        pushed = true;
+                                    } else {
+                                        sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                                None => {
+                                    sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                                }
+                            },
+                        }
                     })
                 };
+                if pushed && let Some(p) = peer {
+                    p.engine.unpark();
+                }
                 if ring.device_owned() > 0 {
                     // More than one budget's worth: come back to it.
                     self.sh.doorbell_pending[w].fetch_or(1 << (q % 64), Ordering::AcqRel);
@@ -691,10 +796,8 @@ impl Engine {
                 }
                 moved = true;
                 self.sh.counters.tx_frames.fetch_add(n.into(), Ordering::Relaxed);
+                self.sh.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
                 self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
-                if self.sh.cfg.wire == WireMode::Loopback {
-                    self.loop_back();
-                }
             }
         }
         // Store-load ordering against `wait_tx_drained` (which increments
@@ -706,6 +809,26 @@ impl Engine {
             self.sh.events.notify();
         }
         moved
+    }
+
+    /// Receives what arrived over the cable.
+    fn receive_wire(&mut self) -> bool {
+        let inbox = Arc::clone(&self.sh.inbox);
+        if inbox.device_owned() == 0 {
+            return false;
+        }
+        let carrier = self.sh.carrier.load(Ordering::Acquire);
+        // SAFETY: this engine thread is the inbox's only device-side user.
+        let n = unsafe {
+            inbox.device_process(ENGINE_BUDGET, |buf, len| {
+                if carrier {
+                    self.deliver(&buf[..*len as usize]);
+                } else {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        n > 0
     }
 
     /// Rebuilds the engine's filter lookup if the driver changed filters.
@@ -735,36 +858,29 @@ impl Engine {
         }
     }
 
-    /// Receives what is in the scratch buffer as if it came off the wire.
-    fn loop_back(&mut self) {
+    /// Places a frame off the wire into the RX ring it is steered to, or
+    /// drops and counts it (queue disabled, no free buffer, or a frame
+    /// larger than the posted buffers — never a crash).
+    fn deliver(&mut self, frame: &[u8]) {
         self.refresh_filters();
-        let tx = self.sh.tx_queues();
-        let mut off = 0usize;
-        let lens = std::mem::take(&mut self.scratch_lens);
-        for &len in &lens {
-            let frame = &self.scratch[off..off + len as usize];
-            off += len as usize;
-            let q = tx + self.rx_queue_for(frame) as usize;
-            // A frame larger than the posted buffer is dropped, as a NIC
-            // drops an oversize frame (counted, never a crash).
-            let delivered = self.live(q).is_some_and(|ring| {
+        let q = self.sh.tx_queues() + self.rx_queue_for(frame) as usize;
+        let delivered = self.live[q].as_ref().is_some_and(|ring| {
+            frame.len() <= ring.buf_size() as usize
                 // SAFETY: this engine thread is the only device-side user.
-                frame.len() <= ring.buf_size() as usize
-                    && unsafe {
-                        ring.device_process(1, |buf, l| {
-                            buf[..frame.len()].copy_from_slice(frame);
-                            *l = frame.len() as u32;
-                        })
-                    } == 1
-            });
-            if delivered {
-                self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
-                self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
-            } else {
-                self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
-            }
+                && unsafe {
+                    ring.device_process(1, |buf, l| {
+                        buf[..frame.len()].copy_from_slice(frame);
+                        *l = frame.len() as u32;
+                    })
+                } == 1
+        });
+        if delivered {
+            self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+            self.sh.counters.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
+            self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
+        } else {
+            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
         }
-        self.scratch_lens = lens;
     }
 
     fn raise_interrupts(&mut self) {
@@ -797,12 +913,29 @@ impl Engine {
     }
 }
 
-/// The flow hash the emulated RSS uses: FNV-1a over the frame's first
-/// 64 bytes (addresses and, for IP, the 5-tuple).
+/// The flow hash the emulated RSS uses: FNV-1a over what identifies a flow.
+/// IPv4 and IPv6: the addresses and, for TCP and UDP, the ports (as real
+/// RSS hashes them). Other frames: the Ethernet header and the first 12
+/// payload bytes, which for netadm's test frames are the stream and flow
+/// ids — never the sequence number, so a flow stays on one queue.
 pub fn flow_hash(frame: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in &frame[..frame.len().min(64)] {
-        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    fn fnv(h: u32, bytes: &[u8]) -> u32 {
+        bytes.iter().fold(h, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
     }
-    h
+    const SEED: u32 = 0x811c_9dc5;
+    let get = |r: std::ops::Range<usize>| frame.get(r).unwrap_or(&[]);
+    match frame.get(12..14) {
+        Some([0x08, 0x00]) => {
+            let ihl = usize::from(frame.get(14).map_or(5, |b| b & 0x0f)) * 4;
+            let l4 = matches!(frame.get(23), Some(6 | 17));
+            let h = fnv(SEED, get(26..34));
+            if l4 { fnv(h, get(14 + ihl..14 + ihl + 4)) } else { h }
+        }
+        Some([0x86, 0xdd]) => {
+            let l4 = matches!(frame.get(20), Some(6 | 17));
+            let h = fnv(SEED, get(22..54));
+            if l4 { fnv(h, get(54..58)) } else { h }
+        }
+        _ => fnv(SEED, get(0..26)),
+    }
 }

@@ -186,6 +186,13 @@ pub type InterruptHandler = Arc<dyn Fn(u16) + Send + Sync>;
 pub struct HwStats {
     /// Frames the device transmitted to its wire.
     pub tx_frames: u64,
+    /// Bytes of those frames.
+    pub tx_bytes: u64,
+    /// Bytes of received frames.
+    pub rx_bytes: u64,
+    /// Frames the wire lost: no carrier, no cable, or the far end's
+    /// wire buffer full.
+    pub wire_dropped: u64,
     /// Frames the device placed in RX rings.
     pub rx_frames: u64,
     /// Frames that arrived for a disabled queue or with no free buffer.

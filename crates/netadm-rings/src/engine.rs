@@ -151,11 +151,16 @@ pub trait RingClient: Send + Sync {
     fn rx(&self, ring: u16, frame: &[u8]);
     /// `n` frames sent on `ring` were completed by the device.
     fn tx_done(&self, _ring: u16, _n: u32) {}
+    /// A poll of `ring` delivered its batch: a client that stages frames
+    /// (a forwarder) flushes them here, one batch at a time.
+    fn rx_done(&self, _ring: u16) {}
 }
 
 /// Per-ring counters.
 #[derive(Debug, Default)]
 struct RingCounters {
+    tx_bytes: AtomicU64,
+    rx_bytes: AtomicU64,
     tx_frames: AtomicU64,
     tx_refused: AtomicU64,
     tx_completed: AtomicU64,
@@ -186,6 +191,10 @@ pub struct RingInfo {
     pub rx_frames: u64,
     /// Frames received but discarded because the ring was stopping.
     pub rx_discarded: u64,
+    /// Bytes handed to the device.
+    pub tx_bytes: u64,
+    /// Bytes delivered to the client.
+    pub rx_bytes: u64,
 }
 
 #[derive(Default)]
@@ -280,16 +289,22 @@ impl Shared {
         }
         let rx = ring.rx.lock().unwrap();
         let Some(r) = rx.as_ref() else { return false };
+        let mut bytes = 0u64;
         // SAFETY: the RX lock makes this the ring's one driver-side user.
         let n = unsafe {
             r.driver_reap(RX_BUDGET, |f| {
+                bytes += f.len() as u64;
                 if let Some(c) = client {
                     c.rx(ring.id, f);
                 }
             })
         };
         if n > 0 {
+            if let Some(c) = client {
+                c.rx_done(ring.id);
+            }
             ring.counters.rx_frames.fetch_add(n.into(), Ordering::Relaxed);
+            ring.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
             // SAFETY: still under the RX lock.
             unsafe { r.driver_post_all() };
             if let Some(q) = ring.rxq {
@@ -303,6 +318,7 @@ impl Shared {
 /// Drives the rings of one port.
 pub struct RingEngine {
     sh: Arc<Shared>,
+    xmit_batch: std::sync::atomic::AtomicBool,
     strategy: Mutex<Strategy>,
     clock: Arc<dyn Clock>,
     op: Mutex<()>,
@@ -374,7 +390,13 @@ impl RingEngine {
                 sh.interrupt(v);
             }
         })));
-        Ok(Self { sh, strategy: Mutex::new(strategy), clock, op: Mutex::new(()) })
+        Ok(Self {
+            sh,
+            xmit_batch: std::sync::atomic::AtomicBool::new(true),
+            strategy: Mutex::new(strategy),
+            clock,
+            op: Mutex::new(()),
+        })
     }
 
     /// The driver.
@@ -427,6 +449,8 @@ impl RingEngine {
             tx_refused: c.tx_refused.load(Ordering::Relaxed),
             rx_frames: c.rx_frames.load(Ordering::Relaxed),
             rx_discarded: c.rx_discarded.load(Ordering::Relaxed),
+            tx_bytes: c.tx_bytes.load(Ordering::Relaxed),
+            rx_bytes: c.rx_bytes.load(Ordering::Relaxed),
         })
     }
 
@@ -449,9 +473,13 @@ impl RingEngine {
 
     // ---- datapath --------------------------------------------------------
 
-    /// Queues `frames` on `ring`'s TX queue and rings the doorbell once.
-    /// Returns how many were queued: the rest did not fit (ring full, or
-    /// larger than the buffers) and were refused.
+    /// Queues `frames` on `ring`'s TX queue. With `xmit-batch` on (the
+    /// default) the doorbell is written once for the batch, as Linux's
+    /// `xmit_more` lets a driver do; off, once per frame. Either way it is
+    /// flushed before the ring is found full and on every early return, so
+    /// no queued frame waits for a doorbell that never comes. Returns how
+    /// many were queued: the rest did not fit (ring full, or larger than the
+    /// buffers) and were refused.
     pub fn transmit(&self, ring: u16, frames: &[&[u8]]) -> Result<usize, RingError> {
         let r = self.ring(ring)?;
         let tx = r.tx.lock().unwrap();
@@ -459,9 +487,14 @@ impl RingEngine {
             drop(tx);
             return Err(RingError::NotStarted { ring, state: r.state() });
         };
-        let mut sent = 0;
+        let batch = self.xmit_batch.load(Ordering::Relaxed);
+        let (mut sent, mut bytes, mut unrung) = (0usize, 0u64, 0usize);
         for f in frames {
             if dma.free() == 0 {
+                if unrung > 0 {
+                    self.sh.nic.doorbell(QueueId::tx(q));
+                    unrung = 0;
+                }
                 // Reclaim what the device finished before giving up.
                 // SAFETY: the TX lock makes this the one driver-side user.
                 let n = unsafe { dma.driver_reap(u32::MAX, |_| {}) };
@@ -472,13 +505,30 @@ impl RingEngine {
                 break;
             }
             sent += 1;
+            bytes += f.len() as u64;
+            if batch {
+                unrung += 1;
+            } else {
+                self.sh.nic.doorbell(QueueId::tx(q));
+            }
         }
-        if sent > 0 {
+        if unrung > 0 {
             self.sh.nic.doorbell(QueueId::tx(q));
         }
         r.counters.tx_frames.fetch_add(sent as u64, Ordering::Relaxed);
+        r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         r.counters.tx_refused.fetch_add((frames.len() - sent) as u64, Ordering::Relaxed);
         Ok(sent)
+    }
+
+    /// Sets `xmit-batch`: one doorbell per batch (on) or per frame (off).
+    pub fn set_xmit_batch(&self, on: bool) {
+        self.xmit_batch.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether `xmit-batch` is on.
+    pub fn xmit_batch(&self) -> bool {
+        self.xmit_batch.load(Ordering::Relaxed)
     }
 
     // ---- lifecycle -------------------------------------------------------

@@ -49,6 +49,14 @@ impl Atl1c {
     }
 }
 
+impl Atl1c {
+    /// The emulated device itself: for wiring it (cables) and cutting its
+    /// carrier, which are not driver operations.
+    pub fn device(&self) -> &Device {
+        &self.hw
+    }
+}
+
 impl Nic for Atl1c {
     fn caps(&self) -> &Caps {
         self.hw.caps()

@@ -47,6 +47,14 @@ impl I40e {
     }
 }
 
+impl I40e {
+    /// The emulated device itself: for wiring it (cables) and cutting its
+    /// carrier, which are not driver operations.
+    pub fn device(&self) -> &Device {
+        &self.hw
+    }
+}
+
 impl Nic for I40e {
     fn caps(&self) -> &Caps {
         self.hw.caps()

@@ -1,0 +1,124 @@
+//! Receive-side classification: which client a frame a port received
+//! belongs to.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use netadm_rings::RingClient;
+
+use crate::frame::parse;
+use crate::stream::Stream;
+
+/// The traffic streams running, by id: any port's classifier hands them
+/// their frames, wherever they arrive (back from a reflector, over a
+/// cable at the far port).
+#[derive(Debug, Default)]
+pub struct StreamTable {
+    streams: RwLock<HashMap<u32, Arc<Stream>>>,
+}
+
+impl StreamTable {
+    /// Registers a stream.
+    pub fn insert(&self, s: Arc<Stream>) {
+        self.streams.write().unwrap().insert(s.id(), s);
+    }
+
+    /// Unregisters a stream.
+    pub fn remove(&self, id: u32) -> Option<Arc<Stream>> {
+        self.streams.write().unwrap().remove(&id)
+    }
+
+    /// A registered stream.
+    pub fn get(&self, id: u32) -> Option<Arc<Stream>> {
+        self.streams.read().unwrap().get(&id).cloned()
+    }
+}
+
+/// One port's receive classifier, installed as its ring engine's client.
+#[derive(Debug)]
+pub struct Classifier {
+    streams: Arc<StreamTable>,
+    unclaimed: AtomicU64,
+}
+
+impl Classifier {
+    /// A classifier delivering test frames to `streams`.
+    pub fn new(streams: Arc<StreamTable>) -> Self {
+        Self { streams, unclaimed: AtomicU64::new(0) }
+    }
+
+    /// Frames no client claimed (dropped).
+    pub fn unclaimed(&self) -> u64 {
+        self.unclaimed.load(Ordering::Relaxed)
+    }
+}
+
+impl RingClient for Classifier {
+    fn rx(&self, _ring: u16, frame: &[u8]) {
+        if let Some(h) = parse(frame)
+            && let Some(s) = self.streams.get(h.stream)
+        {
+            s.receive(&h, frame.len());
+            return;
+        }
+        self.unclaimed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// An L2 forwarder: every frame a port receives is sent back out of
+/// `out`, staged per poll and transmitted as one batch.
+pub struct Forwarder {
+    out: Arc<dyn crate::Tx>,
+    staged: std::sync::Mutex<(Vec<u8>, Vec<usize>)>,
+    forwarded: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Forwarder {
+    /// A forwarder sending over `out`.
+    pub fn new(out: Arc<dyn crate::Tx>) -> Self {
+        Self {
+            out,
+            staged: std::sync::Mutex::new((
+                Vec::with_capacity(256 * 2048),
+                Vec::with_capacity(256),
+            )),
+            forwarded: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Frames forwarded and frames the output refused.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.forwarded.load(Ordering::Relaxed), self.dropped.load(Ordering::Relaxed))
+    }
+}
+
+impl RingClient for Forwarder {
+    fn rx(&self, _ring: u16, frame: &[u8]) {
+        let mut st = self.staged.lock().unwrap();
+        st.0.extend_from_slice(frame);
+        st.1.push(frame.len());
+    }
+
+    fn rx_done(&self, ring: u16) {
+        let mut st = self.staged.lock().unwrap();
+        let (data, lens) = &mut *st;
+        let mut off = 0;
+        let frames: Vec<&[u8]> = lens
+            .iter()
+            .map(|&l| {
+                let f = &data[off..off + l];
+                off += l;
+                f
+            })
+            .collect();
+        let sent = self.out.send(u32::from(ring), &frames);
+        self.forwarded.fetch_add(sent as u64, Ordering::Relaxed);
+        self.dropped.fetch_add((frames.len() - sent) as u64, Ordering::Relaxed);
+        drop(frames);
+        data.clear();
+        lens.clear();
+    }
+}

@@ -1,0 +1,20 @@
+//! netadm's datapath clients: what sends and receives frames through the
+//! rings of [`netadm_rings`].
+//!
+//! - [`frame`]: sequenced, timestamped test frames;
+//! - [`stream`]: a stream's books (sent, received, lost, reordered,
+//!   duplicated, latency percentiles);
+//! - [`generator`]: the traffic generator thread and the [`generator::Tx`] path it
+//!   sends over;
+//! - [`classify`]: the per-port receive classifier;
+//! - [`tx`]: transmit paths over a port's rings.
+
+pub mod classify;
+pub mod frame;
+pub mod generator;
+pub mod stream;
+pub mod tx;
+
+pub use classify::{Classifier, StreamTable};
+pub use generator::{GenConfig, Generator, Tx};
+pub use stream::{Stream, StreamStats};

@@ -1,0 +1,303 @@
+//! A traffic stream's books: what was sent, what arrived, and what that
+//! says about loss, reordering, duplication and latency.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::frame::{TestHeader, now_ns};
+
+/// How far back a flow remembers which sequence numbers it has seen.
+const WINDOW: u64 = 4096;
+
+/// One flow's receive state: the highest sequence seen and a bitmap of the
+/// last [`WINDOW`] sequence numbers.
+#[derive(Debug, Clone)]
+struct FlowRx {
+    next: u64,
+    seen: Vec<u64>,
+}
+
+impl FlowRx {
+    fn new() -> Self {
+        Self { next: 0, seen: vec![0; (WINDOW / 64) as usize] }
+    }
+
+    fn bit(&mut self, seq: u64) -> (&mut u64, u64) {
+        let i = (seq % WINDOW) as usize;
+        (&mut self.seen[i / 64], 1 << (i % 64))
+    }
+
+    /// Records `seq`; returns (duplicate, late).
+    fn record(&mut self, seq: u64) -> (bool, bool) {
+        if seq >= self.next {
+            // Forget what falls out of the window as it slides forward.
+            let from = self.next.max(seq.saturating_sub(WINDOW - 1));
+            for s in from..seq {
+                let (w, b) = self.bit(s);
+                *w &= !b;
+            }
+            let (w, b) = self.bit(seq);
+            *w |= b;
+            self.next = seq + 1;
+            return (false, false);
+        }
+        if self.next - seq > WINDOW {
+            return (false, true); // too old to tell: late
+        }
+        let (w, b) = self.bit(seq);
+        if *w & b != 0 {
+            return (true, false);
+        }
+        *w |= b;
+        (false, true)
+    }
+}
+
+/// Latency histogram: log-linear buckets (16 per power of two), so
+/// percentiles are within 1/16 of the truth, in fixed memory.
+#[derive(Debug, Clone)]
+struct Histogram {
+    buckets: Vec<u64>,
+    count: u64,
+    sum: u128,
+    max: u64,
+}
+
+impl Histogram {
+    fn new() -> Self {
+        Self { buckets: vec![0; 64 * 16], count: 0, sum: 0, max: 0 }
+    }
+
+    fn index(v: u64) -> usize {
+        if v < 16 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize; // >= 4
+        (e - 3) * 16 + ((v >> (e - 4)) & 15) as usize
+    }
+
+    fn lower(i: usize) -> u64 {
+        if i < 16 {
+            return i as u64;
+        }
+        let e = i / 16 + 3;
+        (16 + (i % 16) as u64) << (e - 4)
+    }
+
+    fn add(&mut self, v: u64) {
+        self.buckets[Self::index(v)] += 1;
+        self.count += 1;
+        self.sum += u128::from(v);
+        self.max = self.max.max(v);
+    }
+
+    fn percentile(&self, p: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let want = ((self.count as f64) * p).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            acc += n;
+            if acc >= want {
+                return Self::lower(i);
+            }
+        }
+        self.max
+    }
+}
+
+#[derive(Debug)]
+struct Rx {
+    flows: Vec<FlowRx>,
+    received: u64,
+    bytes: u64,
+    reordered: u64,
+    duplicated: u64,
+    foreign: u64,
+    latency: Histogram,
+}
+
+/// A snapshot of a stream's books.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamStats {
+    /// Frames the link accepted for sending.
+    pub sent: u64,
+    /// Frames the link refused (ring full or not running).
+    pub refused: u64,
+    /// Distinct frames received.
+    pub received: u64,
+    /// Sent but not (yet) received: `sent - received`.
+    pub lost: u64,
+    /// Received after a later frame of the same flow.
+    pub reordered: u64,
+    /// Received more than once.
+    pub duplicated: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames with this stream's id but a flow it does not have.
+    pub foreign: u64,
+    /// Mean latency, ns.
+    pub latency_avg_ns: u64,
+    /// Median latency, ns.
+    pub latency_p50_ns: u64,
+    /// 99th percentile latency, ns.
+    pub latency_p99_ns: u64,
+    /// Largest latency, ns.
+    pub latency_max_ns: u64,
+}
+
+/// One traffic stream: its generator writes `sent`, its sink (on whichever
+/// port's interrupt thread receives it) the rest.
+#[derive(Debug)]
+pub struct Stream {
+    id: u32,
+    flows: u32,
+    sent: AtomicU64,
+    refused: AtomicU64,
+    rx: Mutex<Rx>,
+}
+
+impl Stream {
+    /// A stream of `flows` flows.
+    pub fn new(id: u32, flows: u32) -> Self {
+        let flows = flows.max(1);
+        Self {
+            id,
+            flows,
+            sent: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            rx: Mutex::new(Rx {
+                flows: (0..flows).map(|_| FlowRx::new()).collect(),
+                received: 0,
+                bytes: 0,
+                reordered: 0,
+                duplicated: 0,
+                foreign: 0,
+                latency: Histogram::new(),
+            }),
+        }
+    }
+
+    /// The stream's id, carried in its frames.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Flows in the stream.
+    pub fn flows(&self) -> u32 {
+        self.flows
+    }
+
+    /// The generator: `n` frames were accepted for sending.
+    pub fn sent(&self, n: u64) {
+        self.sent.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The generator: `n` frames were refused.
+    pub fn refused(&self, n: u64) {
+        self.refused.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The sink: a frame of this stream arrived.
+    pub fn receive(&self, h: &TestHeader, len: usize) {
+        let now = now_ns();
+        let mut rx = self.rx.lock().unwrap();
+        let Some(flow) = rx.flows.get_mut(h.flow as usize) else {
+            rx.foreign += 1;
+            return;
+        };
+        let (dup, late) = flow.record(h.seq);
+        if dup {
+            rx.duplicated += 1;
+            return;
+        }
+        rx.received += 1;
+        rx.bytes += len as u64;
+        if late {
+            rx.reordered += 1;
+        }
+        rx.latency.add(now.saturating_sub(h.sent_ns));
+    }
+
+    /// The books now.
+    pub fn stats(&self) -> StreamStats {
+        let sent = self.sent.load(Ordering::Relaxed);
+        let rx = self.rx.lock().unwrap();
+        let l = &rx.latency;
+        StreamStats {
+            sent,
+            refused: self.refused.load(Ordering::Relaxed),
+            received: rx.received,
+            lost: sent.saturating_sub(rx.received),
+            reordered: rx.reordered,
+            duplicated: rx.duplicated,
+            rx_bytes: rx.bytes,
+            foreign: rx.foreign,
+            latency_avg_ns: if l.count == 0 { 0 } else { (l.sum / u128::from(l.count)) as u64 },
+            latency_p50_ns: l.percentile(0.50),
+            latency_p99_ns: l.percentile(0.99),
+            latency_max_ns: l.max,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(flow: u32, seq: u64) -> TestHeader {
+        TestHeader { stream: 1, flow, seq, sent_ns: now_ns() }
+    }
+
+    #[test]
+    fn in_order_frames_are_clean() {
+        let s = Stream::new(1, 2);
+        s.sent(6);
+        for seq in 0..3 {
+            s.receive(&h(0, seq), 64);
+            s.receive(&h(1, seq), 64);
+        }
+        let st = s.stats();
+        assert_eq!((st.received, st.lost, st.reordered, st.duplicated), (6, 0, 0, 0));
+    }
+
+    #[test]
+    fn gaps_late_frames_and_duplicates_are_told_apart() {
+        let s = Stream::new(1, 1);
+        s.sent(5);
+        for seq in [0, 1, 3, 4] {
+            s.receive(&h(0, seq), 64);
+        }
+        assert_eq!(s.stats().lost, 1, "seq 2 missing");
+        s.receive(&h(0, 2), 64);
+        s.receive(&h(0, 3), 64);
+        let st = s.stats();
+        assert_eq!((st.received, st.lost, st.reordered, st.duplicated), (5, 0, 1, 1));
+        s.receive(&h(5, 0), 64);
+        assert_eq!(s.stats().foreign, 1);
+    }
+
+    #[test]
+    fn the_window_forgets_only_what_slid_out() {
+        let mut f = FlowRx::new();
+        assert_eq!(f.record(0), (false, false));
+        assert_eq!(f.record(WINDOW + 10), (false, false));
+        assert_eq!(f.record(WINDOW + 10), (true, false));
+        assert_eq!(f.record(20), (false, true), "within the window: late, not a duplicate");
+        assert_eq!(f.record(0), (false, true), "out of the window: late");
+    }
+
+    #[test]
+    fn percentiles_are_close() {
+        let mut hg = Histogram::new();
+        for v in 1..=10_000u64 {
+            hg.add(v * 1000);
+        }
+        let p50 = hg.percentile(0.5) as f64;
+        let p99 = hg.percentile(0.99) as f64;
+        assert!((p50 - 5e6).abs() / 5e6 < 0.07, "{p50}");
+        assert!((p99 - 9.9e6).abs() / 9.9e6 < 0.07, "{p99}");
+        assert_eq!(hg.max, 10_000_000);
+    }
+}
