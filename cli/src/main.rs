@@ -81,6 +81,9 @@ struct AggrOpts {
 enum Verb {
     /// Show physical links.
     ShowPhys {
+        /// Show traffic counters.
+        #[arg(short = 's')]
+        stats: bool,
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this link.
@@ -88,6 +91,9 @@ enum Verb {
     },
     /// Show datalinks.
     ShowLink {
+        /// Show traffic counters.
+        #[arg(short = 's')]
+        stats: bool,
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this link.
@@ -300,6 +306,35 @@ enum Verb {
         /// The strategy.
         strategy: String,
     },
+    /// Start a traffic generator on a link: sequenced, timestamped frames
+    /// whose loss, reordering, duplication and latency show-traffic reports.
+    StartTraffic {
+        /// The link to send from.
+        #[arg(short = 'l', value_name = "LINK")]
+        link: String,
+        /// Frames per second (0: as fast as the link takes them).
+        #[arg(long, default_value_t = 100_000)]
+        rate: u64,
+        /// Frame size in bytes.
+        #[arg(long, default_value_t = 64)]
+        size: u32,
+        /// Number of flows.
+        #[arg(long, default_value_t = 1)]
+        flows: u32,
+    },
+    /// Stop the traffic generator on a link (its counters stay).
+    StopTraffic {
+        /// The link.
+        #[arg(short = 'l', value_name = "LINK")]
+        link: String,
+    },
+    /// Show traffic generators and what their frames went through.
+    ShowTraffic {
+        #[command(flatten)]
+        show: ShowOpts,
+        /// Show only this link.
+        link: Option<String>,
+    },
     /// Start a private dbus-daemon and netadmd and run the seed's sequence
     /// under each ring lifecycle strategy, side by side.
     Demo(demo::DemoArgs),
@@ -422,7 +457,33 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         render::render(&Table { columns: cols, rows: vec![] }, fmt).map(drop)
     };
     match verb {
-        Verb::ShowPhys { show, link } => {
+        Verb::ShowPhys { stats: true, show, link } | Verb::ShowLink { stats: true, show, link } => {
+            let fmt = show.format(json);
+            check(show::stats(&[]).columns, &fmt)?;
+            let v = show::pick(
+                p.show_stats().await.map_err(err)?,
+                link.as_deref(),
+                |x| &x.link,
+                "link",
+            )?;
+            render::render(&show::stats(&v), &fmt)
+        }
+        Verb::ShowTraffic { show, link } => {
+            let fmt = show.format(json);
+            check(show::traffic(&[]).columns, &fmt)?;
+            let v = show::pick(
+                p.show_traffic().await.map_err(err)?,
+                link.as_deref(),
+                |x| &x.link,
+                "traffic on link",
+            )?;
+            render::render(&show::traffic(&v), &fmt)
+        }
+        Verb::StartTraffic { link, rate, size, flows } => {
+            ctx.mutate(&link, &link, || p.start_traffic(&link, rate, size, flows)).await
+        }
+        Verb::StopTraffic { link } => ctx.mutate(&link, &link, || p.stop_traffic(&link)).await,
+        Verb::ShowPhys { show, link, .. } => {
             let fmt = show.format(json);
             check(show::phys(&[]).columns, &fmt)?;
             let v = show::pick(
@@ -433,7 +494,7 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             )?;
             render::render(&show::phys(&v), &fmt)
         }
-        Verb::ShowLink { show, link } => {
+        Verb::ShowLink { show, link, .. } => {
             let fmt = show.format(json);
             check(show::link(&[]).columns, &fmt)?;
             let v = show::pick(

@@ -315,6 +315,66 @@ pub fn history(v: &[HistoryEntry]) -> Table {
     }
 }
 
+/// `show-link -s` / `show-phys -s`: traffic counters.
+pub fn stats(v: &[netadm_dbus::LinkStats]) -> Table {
+    Table {
+        columns: &["LINK", "IPACKETS", "RBYTES", "IDROPS", "OPACKETS", "OBYTES", "ODROPS"],
+        rows: v
+            .iter()
+            .map(|s| {
+                Row::new()
+                    .cell("LINK", Cell::text(&s.link))
+                    .cell("IPACKETS", Cell::num(s.ipackets))
+                    .cell("RBYTES", Cell::num(s.rbytes))
+                    .cell("IDROPS", Cell::num(s.idrops))
+                    .cell("OPACKETS", Cell::num(s.opackets))
+                    .cell("OBYTES", Cell::num(s.obytes))
+                    .cell("ODROPS", Cell::num(s.odrops))
+            })
+            .collect(),
+    }
+}
+
+/// `show-traffic`.
+pub fn traffic(v: &[netadm_dbus::TrafficInfo]) -> Table {
+    let us = |x: f64| Cell::text(format!("{x:.1}")).json_as(x);
+    Table {
+        columns: &[
+            "LINK",
+            "STATE",
+            "RATE",
+            "SIZE",
+            "FLOWS",
+            "SENT",
+            "RECEIVED",
+            "LOST",
+            "REORDERED",
+            "DUPLICATED",
+            "AVG_US",
+            "P99_US",
+        ],
+        rows: v
+            .iter()
+            .map(|t| {
+                Row::new()
+                    .cell("LINK", Cell::text(&t.link))
+                    .cell("STATE", Cell::text(if t.running { "running" } else { "stopped" }))
+                    .cell("RATE", Cell::num(t.rate))
+                    .cell("SIZE", Cell::num(t.size))
+                    .cell("FLOWS", Cell::num(t.flows))
+                    .cell("SENT", Cell::num(t.sent))
+                    .cell("RECEIVED", Cell::num(t.received))
+                    .cell("LOST", Cell::num(t.lost))
+                    .cell("REORDERED", Cell::num(t.reordered))
+                    .cell("DUPLICATED", Cell::num(t.duplicated))
+                    .cell("AVG_US", us(t.latency_avg_us))
+                    .cell("P99_US", us(t.latency_p99_us))
+                    .extra("refused", t.refused)
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use netadm_dbus::AggrPortInfo;

@@ -8,8 +8,8 @@ use netadm_core::{Core, CoreError, ErrorKind};
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
-    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, OpResult, PhysInfo,
-    PropInfo, ROOT_PATH, VnicInfo, link_path,
+    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, LinkStats, OpResult,
+    PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -296,6 +296,38 @@ impl Manager {
 
     async fn show_addr(&self) -> Vec<AddrInfo> {
         self.core.show_addr()
+    }
+
+    async fn start_traffic(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        link: String,
+        rate: u64,
+        size: u32,
+        flows: u32,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "start-traffic", move |c, _| {
+            c.start_traffic(&link, rate, size, flows)
+        })
+        .await
+    }
+
+    async fn stop_traffic(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        link: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "stop-traffic", move |c, _| c.stop_traffic(&link)).await
+    }
+
+    async fn show_traffic(&self) -> Vec<TrafficInfo> {
+        self.core.show_traffic()
+    }
+
+    async fn show_stats(&self) -> Vec<LinkStats> {
+        self.core.show_stats()
     }
 
     async fn show_history(&self) -> Vec<HistoryEntry> {

@@ -207,6 +207,11 @@ impl Daemon {
         let _ = self.child.wait();
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What it printed to stderr so far.
     pub fn stderr_so_far(&self) -> Vec<String> {
         self.stderr.try_iter().collect()

@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
+//! netadm-bench datapath [--json] [--frames N]
 //! ```
 
+mod datapath;
 mod rings;
 
 use std::process::ExitCode;
@@ -16,6 +18,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("rings") => rings::Opts::parse(&args[1..]).and_then(rings::run),
+        Some("datapath") => datapath::Opts::parse(&args[1..]).and_then(datapath::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

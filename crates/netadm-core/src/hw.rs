@@ -4,9 +4,11 @@
 use std::sync::Arc;
 
 use netadm_atl1c::{Atl1c, Atl1cConfig};
-use netadm_config::{HardwareConfig, PortClass, PortConfig};
+use netadm_config::{HardwareConfig, PortClass, PortConfig, Wire};
+use netadm_datapath::{Classifier, StreamTable};
 use netadm_i40e::{I40e, I40eConfig};
 use netadm_model::{LinkName, MacAddr};
+use netadm_nic::emu::{Device, WireMode};
 use netadm_nic::{Nic, NicClass};
 use netadm_rings::{RingEngine, Strategy};
 
@@ -38,7 +40,11 @@ pub struct Port {
     /// Its driver.
     pub driver: Driver,
     /// Its rings.
-    pub engine: RingEngine,
+    pub engine: Arc<RingEngine>,
+    /// Its receive classifier (the ring engine's client).
+    pub classifier: Arc<Classifier>,
+    /// What its wire is, as configured.
+    pub wire: Wire,
     /// Factory MAC address.
     pub mac: MacAddr,
     /// Link speed in Mb/s.
@@ -71,6 +77,14 @@ impl Port {
         (c.min_mtu, c.max_mtu)
     }
 
+    /// The emulated device behind the driver.
+    pub fn device_handle(&self) -> &Device {
+        match &self.driver {
+            Driver::I40e(d) => d.device(),
+            Driver::Atl1c(d) => d.device(),
+        }
+    }
+
     /// Rings running now.
     pub fn rings_started(&self) -> u32 {
         (0..self.engine.ring_count())
@@ -83,19 +97,49 @@ impl Port {
 #[derive(Debug)]
 pub struct Hardware {
     ports: Vec<Port>,
+    streams: Arc<StreamTable>,
 }
 
 impl Hardware {
     /// Powers on every configured port and attaches its driver.
     pub fn power_on(cfg: &HardwareConfig, strategy: Strategy) -> Result<Self, CoreError> {
+        let streams = Arc::new(StreamTable::default());
         let mut ports = Vec::with_capacity(cfg.ports.len());
         for (i, p) in cfg.ports.iter().enumerate() {
-            ports.push(Self::attach(i, p, strategy)?);
+            ports.push(Self::attach(i, p, strategy, &streams)?);
         }
-        Ok(Self { ports })
+        // Plug in the cables (the configuration checked they are mutual).
+        for (i, p) in ports.iter().enumerate() {
+            if let Wire::Cable { peer } = &p.wire
+                && let Some(j) = ports.iter().position(|q| &q.device == peer)
+                && i < j
+            {
+                Device::cable(p.device_handle(), ports[j].device_handle()).map_err(|e| {
+                    CoreError::hardware(format!("cable {}-{}: {e}", p.device, peer))
+                })?;
+            }
+        }
+        Ok(Self { ports, streams })
     }
 
-    fn attach(index: usize, p: &PortConfig, strategy: Strategy) -> Result<Port, CoreError> {
+    /// The traffic streams every port's classifier feeds.
+    pub fn streams(&self) -> &Arc<StreamTable> {
+        &self.streams
+    }
+
+    fn attach(
+        index: usize,
+        p: &PortConfig,
+        strategy: Strategy,
+        streams: &Arc<StreamTable>,
+    ) -> Result<Port, CoreError> {
+        // afpacket wires (a host interface) arrive with the kernel mirror;
+        // until then such a port's frames go nowhere, as on a sink.
+        let wire = match p.wire {
+            Wire::Sink | Wire::Afpacket { .. } => WireMode::Sink,
+            Wire::Reflector => WireMode::Reflector,
+            Wire::Cable { .. } => WireMode::Cable,
+        };
         let name = p.name.as_str();
         let hw_err = |e: &dyn std::fmt::Display| CoreError::hardware(format!("{name}: {e}"));
         let (driver, oui, speed) = match p.class {
@@ -110,12 +154,13 @@ impl Hardware {
                 if let Some(r) = p.ring_size {
                     c.ring_size = r;
                 }
+                c.wire = wire;
                 let d = I40e::attach(name, &c).map_err(|e| hw_err(&e))?;
                 // Intel's OUI; 40 GbE.
                 (Driver::I40e(Arc::new(d)), [0x00, 0x1b, 0x21], 40_000)
             }
             PortClass::Atl1c => {
-                let mut c = Atl1cConfig::default();
+                let mut c = Atl1cConfig { wire, ..Atl1cConfig::default() };
                 if let Some(r) = p.ring_size {
                     c.ring_size = r;
                 }
@@ -124,10 +169,20 @@ impl Hardware {
                 (Driver::Atl1c(Arc::new(d)), [0x00, 0x13, 0x74], 1_000)
             }
         };
-        let engine = RingEngine::new(driver.nic(), strategy).map_err(|e| hw_err(&e))?;
+        let engine = Arc::new(RingEngine::new(driver.nic(), strategy).map_err(|e| hw_err(&e))?);
+        let classifier = Arc::new(Classifier::new(streams.clone()));
+        engine.set_client(Some(classifier.clone()));
         let i = index as u32;
         let mac = MacAddr([oui[0], oui[1], oui[2], (i >> 16) as u8, (i >> 8) as u8, i as u8 + 1]);
-        Ok(Port { device: p.name.clone(), driver, engine, mac, speed })
+        Ok(Port {
+            device: p.name.clone(),
+            driver,
+            engine,
+            classifier,
+            wire: p.wire.clone(),
+            mac,
+            speed,
+        })
     }
 
     /// All ports.

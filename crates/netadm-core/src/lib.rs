@@ -23,6 +23,7 @@ mod error;
 pub mod hw;
 mod links;
 mod ops;
+mod traffic;
 mod view;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -56,6 +57,8 @@ struct PortPlan {
     rings: u16,
     /// atl1c rx-imt / tx-imt, i40e itr: (vector, units) writes.
     throttle: [Option<u32>; 3],
+    /// xmit-batch: the port's own, or its aggregation's.
+    xmit_batch: bool,
 }
 
 /// The state owner.
@@ -67,6 +70,7 @@ pub struct Core {
     mutation: Mutex<()>,
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
+    traffic: traffic::Traffic,
 }
 
 impl std::fmt::Debug for Core {
@@ -77,7 +81,7 @@ impl std::fmt::Debug for Core {
 
 /// Timing of one mutation as it runs.
 pub(crate) struct Timing {
-    started: Instant,
+    pub(crate) started: Instant,
     mark: Instant,
     phases: Vec<(String, u64)>,
     counts: BTreeMap<String, u64>,
@@ -85,7 +89,7 @@ pub(crate) struct Timing {
 }
 
 impl Timing {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let now = Instant::now();
         Self { started: now, mark: now, phases: vec![], counts: BTreeMap::new(), notes: vec![] }
     }
@@ -130,7 +134,7 @@ impl Timing {
         self.notes.push(s.into());
     }
 
-    fn finish(self, op: &str) -> OpResult {
+    pub(crate) fn finish(self, op: &str) -> OpResult {
         OpResult {
             op: op.to_owned(),
             total_us: self.started.elapsed().as_micros() as u64,
@@ -170,6 +174,7 @@ impl Core {
             mutation: Mutex::new(()),
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
+            traffic: traffic::Traffic::default(),
         };
         // Replay: the persistent configuration must still make sense on this
         // hardware, then it becomes the running one.
@@ -281,7 +286,7 @@ impl Core {
         Ok(())
     }
 
-    fn record(&self, command: &str, res: Result<&OpResult, &CoreError>, total_us: u64) {
+    pub(crate) fn record(&self, command: &str, res: Result<&OpResult, &CoreError>, total_us: u64) {
         let seq = {
             let mut s = self.seq.lock().unwrap();
             *s += 1;
@@ -332,11 +337,19 @@ impl Core {
                     .max()
                     .filter(|&n| n > 0)
                     .map_or(all, |n| n.min(all));
+                let name = v.phys_name(&p.device);
+                let batch_of = |l: &Link| v.prop(l, PropName::XmitBatch).and_then(|x| x.as_bool());
+                let xmit_batch = v
+                    .aggr_of(&name)
+                    .and_then(|a| batch_of(&Link::Aggr(a.clone())))
+                    .or_else(|| batch_of(&link))
+                    .unwrap_or(true);
                 PortPlan {
                     active: v.port_in_use(&p.device),
                     buf: buf_size_for_mtu(v.mtu(&link)),
                     rings: want,
                     throttle,
+                    xmit_batch,
                 }
             })
             .collect()
@@ -380,7 +393,13 @@ impl Core {
                 let buf = (0..p.engine.ring_count())
                     .find_map(|r| p.engine.info(r).ok().and_then(|i| i.buf_size))
                     .unwrap_or(w.buf);
-                PortPlan { active: started > 0, buf, rings: started.max(1), throttle: w.throttle }
+                PortPlan {
+                    active: started > 0,
+                    buf,
+                    rings: started.max(1),
+                    throttle: w.throttle,
+                    xmit_batch: p.engine.xmit_batch(),
+                }
             })
             .collect()
     }
@@ -455,11 +474,12 @@ impl Core {
                 return Err(e);
             }
         }
-        // Interrupt moderation registers.
+        // Interrupt moderation registers, and doorbell batching.
         for (i, (a, b)) in from.iter().zip(to).enumerate() {
             if a.throttle != b.throttle || (b.active && !a.active) {
                 apply_throttle(&ports[i], &b.throttle)?;
             }
+            ports[i].engine.set_xmit_batch(b.xmit_batch);
         }
         Ok(())
     }

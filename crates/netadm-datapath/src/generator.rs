@@ -88,9 +88,8 @@ fn run(cfg: &GenConfig, stream: &Stream, tx: &dyn Tx, stop: &AtomicBool) {
     let mut total = 0u64;
     // Pacing: each batch is due at `due`; a generator that fell behind
     // does not burst to catch up more than one batch.
-    let per_batch = Duration::from_nanos(
-        (1_000_000_000 * batch as u64).checked_div(cfg.rate_pps).unwrap_or(0),
-    );
+    let per_batch =
+        Duration::from_nanos((1_000_000_000 * batch as u64).checked_div(cfg.rate_pps).unwrap_or(0));
     let mut due = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let n = match cfg.limit {

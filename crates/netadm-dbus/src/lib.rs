@@ -281,6 +281,56 @@ pub struct AddrInfo {
     pub addr: String,
 }
 
+/// A traffic stream on a link (`show-traffic`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Type)]
+pub struct TrafficInfo {
+    /// The link it is sent from.
+    pub link: String,
+    /// Whether the generator is still sending.
+    pub running: bool,
+    /// Target rate, frames per second (0: as fast as the link takes).
+    pub rate: u64,
+    /// Frame size, bytes.
+    pub size: u32,
+    /// Flows.
+    pub flows: u32,
+    /// Frames the link accepted.
+    pub sent: u64,
+    /// Frames the link refused (ring full, link not running).
+    pub refused: u64,
+    /// Distinct frames received back (reflector) or at the far end (cable).
+    pub received: u64,
+    /// Sent and not received (includes frames still in flight while running).
+    pub lost: u64,
+    /// Received after a later frame of their flow.
+    pub reordered: u64,
+    /// Received more than once.
+    pub duplicated: u64,
+    /// Mean latency, µs.
+    pub latency_avg_us: f64,
+    /// 99th percentile latency, µs.
+    pub latency_p99_us: f64,
+}
+
+/// Traffic counters of a link (`show-link -s`, `show-phys -s`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct LinkStats {
+    /// Link name.
+    pub link: String,
+    /// Frames received.
+    pub ipackets: u64,
+    /// Bytes received.
+    pub rbytes: u64,
+    /// Frames sent.
+    pub opackets: u64,
+    /// Bytes sent.
+    pub obytes: u64,
+    /// Frames dropped on receive (no buffer, ring stopped).
+    pub idrops: u64,
+    /// Frames the wire lost on send (no carrier, far end full).
+    pub odrops: u64,
+}
+
 /// A recent mutating command and its timing (`show-history`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct HistoryEntry {
@@ -409,6 +459,21 @@ mod proxies {
         fn show_addr(&self) -> zbus::Result<Vec<AddrInfo>>;
         /// Recent mutating commands and their timings, oldest first.
         fn show_history(&self) -> zbus::Result<Vec<HistoryEntry>>;
+        /// Starts a traffic generator on `link`: `rate` frames per second (0:
+        /// as fast as it takes them) of `size` bytes over `flows` flows.
+        fn start_traffic(
+            &self,
+            link: &str,
+            rate: u64,
+            size: u32,
+            flows: u32,
+        ) -> zbus::Result<OpResult>;
+        /// Stops the traffic generator on `link`; its books stay readable.
+        fn stop_traffic(&self, link: &str) -> zbus::Result<OpResult>;
+        /// Traffic streams and their books.
+        fn show_traffic(&self) -> zbus::Result<Vec<TrafficInfo>>;
+        /// Traffic counters of every physical link and aggregation.
+        fn show_stats(&self) -> zbus::Result<Vec<LinkStats>>;
         /// Selects the ring lifecycle strategy: `batched`, `sequential`,
         /// `legacy` or `legacy@HZ` (for comparisons such as `netadm demo`).
         fn set_strategy(&self, strategy: &str) -> zbus::Result<OpResult>;

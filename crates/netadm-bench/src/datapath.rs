@@ -1,0 +1,256 @@
+//! `datapath`: 64-byte frames through the emulated rings, measured side by
+//! side in one run: one atl1c-class TX path with xmit-batch off and on, L2
+//! forwarding between two cabled ports, latency at rx-imt 200 and 10, and
+//! a bare SPSC ring of the same size as the floor.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use netadm_atl1c::{Atl1c, Atl1cConfig};
+use netadm_datapath::classify::Forwarder;
+use netadm_datapath::tx::PortTx;
+use netadm_datapath::{Classifier, GenConfig, Generator, Stream, StreamTable};
+use netadm_nic::emu::{Device, WireMode};
+use netadm_nic::{DmaAccount, DmaRing, Nic};
+use netadm_rings::{RingEngine, Strategy};
+use serde_json::json;
+
+/// Options of the `datapath` benchmark.
+pub struct Opts {
+    json: bool,
+    frames: u64,
+}
+
+impl Opts {
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut o = Opts { json: false, frames: 2_000_000 };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--json" => o.json = true,
+                "--frames" => o.frames = crate::value(a, it.next())?,
+                _ => return Err(format!("datapath: unknown option {a:?}")),
+            }
+        }
+        if o.frames < 10_000 {
+            return Err("datapath: --frames must be at least 10000".into());
+        }
+        Ok(o)
+    }
+}
+
+const SIZE: usize = 64;
+const RING: u32 = 1024;
+
+fn port(name: &str, wire: WireMode) -> Result<(Arc<Atl1c>, Arc<RingEngine>), String> {
+    let nic = Arc::new(
+        Atl1c::attach(name, &Atl1cConfig { ring_size: RING, wire, ..Default::default() })
+            .map_err(|e| e.to_string())?,
+    );
+    let e = Arc::new(RingEngine::new(nic.clone(), Strategy::Batched).map_err(|e| e.to_string())?);
+    e.start(&e.all_rings(), 1536).map_err(|e| e.to_string())?;
+    Ok((nic, e))
+}
+
+fn cfg(rate: u64, limit: u64) -> GenConfig {
+    GenConfig {
+        dst: [2, 8, 32, 0, 0, 2],
+        src: [2, 8, 32, 0, 0, 1],
+        rate_pps: rate,
+        size: SIZE,
+        batch: 32,
+        limit: Some(limit),
+    }
+}
+
+/// Waits for `cond`, yielding, up to a deadline.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cond() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}"));
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+/// Frames per second through one TX path to the wire, and doorbells per frame.
+fn tx_path(batch: bool, frames: u64) -> Result<(f64, f64), String> {
+    let (nic, e) = port(if batch { "txon0" } else { "txoff0" }, WireMode::Sink)?;
+    e.set_xmit_batch(batch);
+    let s = Arc::new(Stream::new(1, 1));
+    let d0 = nic.hw_stats().doorbells;
+    let t0 = Instant::now();
+    Generator::start(cfg(0, frames), s, Arc::new(PortTx::new(e.clone(), 1))).join();
+    wait_for("the device to send every frame", || nic.hw_stats().tx_frames >= frames)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let doorbells = (nic.hw_stats().doorbells - d0) as f64 / frames as f64;
+    Ok((frames as f64 / secs, doorbells))
+}
+
+/// L2 forwarding: port A sends to B over a cable, B forwards every frame
+/// back out of itself to A, where the sink counts it.
+fn forwarding(frames: u64) -> Result<(f64, u64), String> {
+    let (a, ea) = port("fwd0", WireMode::Cable)?;
+    let (b, eb) = port("fwd1", WireMode::Cable)?;
+    Device::cable(a.device(), b.device()).map_err(|e| e.to_string())?;
+    let streams = Arc::new(StreamTable::default());
+    ea.set_client(Some(Arc::new(Classifier::new(streams.clone()))));
+    let fwd = Arc::new(Forwarder::new(Arc::new(PortTx::new(eb.clone(), 1))));
+    eb.set_client(Some(fwd.clone()));
+    let s = Arc::new(Stream::new(2, 4));
+    streams.insert(s.clone());
+    let t0 = Instant::now();
+    Generator::start(cfg(0, frames), s.clone(), Arc::new(PortTx::new(ea.clone(), 4))).join();
+    // Every frame ends somewhere: received, or dropped and counted.
+    let accounted = || {
+        let (ha, hb) = (a.hw_stats(), b.hw_stats());
+        let lost_on_the_way =
+            ha.rx_dropped + hb.rx_dropped + ha.wire_dropped + hb.wire_dropped + fwd.counts().1;
+        s.stats().received + lost_on_the_way >= frames
+    };
+    wait_for("every forwarded frame to be accounted for", accounted)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let st = s.stats();
+    Ok((st.received as f64 / secs, st.lost))
+}
+
+/// Average and p99 latency in µs through a reflector at rx-imt `imt`.
+fn latency(imt: u32, frames: u64) -> Result<(f64, f64), String> {
+    let (nic, e) = port(&format!("lat{imt}"), WireMode::Reflector)?;
+    nic.set_rx_imt(imt).map_err(|e| e.to_string())?;
+    let streams = Arc::new(StreamTable::default());
+    e.set_client(Some(Arc::new(Classifier::new(streams.clone()))));
+    let s = Arc::new(Stream::new(3, 1));
+    streams.insert(s.clone());
+    // 50 kpps: a frame every 20 µs, more often than either timer fires.
+    Generator::start(
+        GenConfig { batch: 1, ..cfg(50_000, frames) },
+        s.clone(),
+        Arc::new(PortTx::new(e.clone(), 1)),
+    )
+    .join();
+    wait_for("every frame back", || s.stats().received >= frames)?;
+    let st = s.stats();
+    Ok((st.latency_avg_ns as f64 / 1e3, st.latency_p99_ns as f64 / 1e3))
+}
+
+/// The floor: 64-byte frames through a bare SPSC ring of the same size
+/// between two threads, no device, no doorbell.
+fn bare_ring(frames: u64) -> f64 {
+    let ring = Arc::new(DmaRing::new(RING, 1536, &DmaAccount::new()).expect("ring"));
+    let consumer = {
+        let ring = ring.clone();
+        std::thread::spawn(move || {
+            let mut got = 0;
+            while got < frames {
+                // SAFETY: this thread is the ring's only device-side user.
+                let n = unsafe { ring.device_process(256, |_, _| {}) };
+                if n == 0 {
+                    std::hint::spin_loop();
+                }
+                got += u64::from(n);
+            }
+        })
+    };
+    let frame = [0u8; SIZE];
+    let t0 = Instant::now();
+    let mut sent = 0;
+    while sent < frames {
+        // SAFETY: this thread is the ring's only driver-side user.
+        unsafe {
+            if ring.free() == 0 {
+                ring.driver_reap(u32::MAX, |_| {});
+            }
+            if ring.driver_push(&frame) {
+                sent += 1;
+            }
+        }
+    }
+    consumer.join().expect("consumer");
+    frames as f64 / t0.elapsed().as_secs_f64()
+}
+
+pub fn run(o: Opts) -> Result<(), String> {
+    let n = o.frames;
+    let say = |m: &str| {
+        if !o.json {
+            eprintln!("{m}");
+        }
+    };
+    say("TX path, xmit-batch off ...");
+    let (off_pps, off_db) = tx_path(false, n / 4)?;
+    say("TX path, xmit-batch on ...");
+    let (on_pps, on_db) = tx_path(true, n)?;
+    say("L2 forwarding between two cabled ports ...");
+    let (fwd_pps, fwd_lost) = forwarding(n / 2)?;
+    say("latency at rx-imt 200 and 10 ...");
+    let lat_n = 20_000;
+    let (l200_avg, l200_p99) = latency(200, lat_n)?;
+    let (l10_avg, l10_p99) = latency(10, lat_n)?;
+    say("bare SPSC ring ...");
+    let bare = bare_ring(n * 2);
+    if o.json {
+        let out = json!({
+            "benchmark": "datapath",
+            "frame_bytes": SIZE,
+            "ring_slots": RING,
+            "xmit_batch_off_pps": off_pps.round(),
+            "xmit_batch_on_pps": on_pps.round(),
+            "xmit_batch_ratio": on_pps / off_pps,
+            "doorbells_per_frame": { "off": off_db, "on": on_db },
+            "forward_pps": fwd_pps.round(),
+            "forward_lost": fwd_lost,
+            "latency_us": {
+                "rx_imt_200": { "avg": l200_avg, "p99": l200_p99 },
+                "rx_imt_10": { "avg": l10_avg, "p99": l10_p99 },
+            },
+            "latency_ratio": l200_avg / l10_avg,
+            "bare_ring_pps": bare.round(),
+            "tx_ns_per_frame": 1e9 / on_pps,
+            "bare_ns_per_frame": 1e9 / bare,
+            "tx_over_bare": on_pps / bare,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    let mpps = |p: f64| format!("{:.2} Mpps", p / 1e6);
+    println!("64-byte frames through emulated atl1c-class rings ({RING} slots), one run\n");
+    println!("{:<44} {:>12} {:>10} {:>14}", "PATH", "RATE", "NS/FRAME", "DOORBELLS/FR");
+    println!(
+        "{:<44} {:>12} {:>10.0} {:>14.3}",
+        "TX, xmit-batch off",
+        mpps(off_pps),
+        1e9 / off_pps,
+        off_db
+    );
+    println!(
+        "{:<44} {:>12} {:>10.0} {:>14.3}",
+        "TX, xmit-batch on",
+        mpps(on_pps),
+        1e9 / on_pps,
+        on_db
+    );
+    println!(
+        "{:<44} {:>12} {:>10.0} {:>14}",
+        "L2 forward: A -> cable -> B -> cable -> A",
+        mpps(fwd_pps),
+        1e9 / fwd_pps,
+        ""
+    );
+    println!("{:<44} {:>12} {:>10.0} {:>14}", "bare SPSC ring (floor)", mpps(bare), 1e9 / bare, "");
+    println!();
+    println!(
+        "xmit-batch on/off: {:.2}x   TX path vs bare ring: {:.0}% of the floor's rate",
+        on_pps / off_pps,
+        100.0 * on_pps / bare
+    );
+    println!("forwarding lost {fwd_lost} of {} frames (full rings under an unpaced source)", n / 2);
+    println!();
+    println!("{:<22} {:>10} {:>10}", "LATENCY (reflector)", "AVG", "P99");
+    println!("{:<22} {:>8.1}us {:>8.1}us", "rx-imt 200 (400 us)", l200_avg, l200_p99);
+    println!("{:<22} {:>8.1}us {:>8.1}us", "rx-imt 10 (20 us)", l10_avg, l10_p99);
+    println!("rx-imt 10 lowers average latency {:.1}x", l200_avg / l10_avg);
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! Traffic generators on links, and per-link counters.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use netadm_datapath::frame::HEADER;
+use netadm_datapath::tx::{MultiTx, PortTx};
+use netadm_datapath::{GenConfig, Generator, Stream, Tx};
+use netadm_dbus::{LinkStats, OpResult, TrafficInfo};
+use netadm_model::LinkName;
+
+use crate::links::{Link, View};
+use crate::{Core, CoreError, Timing};
+
+/// Most flows a stream may have.
+const MAX_FLOWS: u32 = 4096;
+
+struct Entry {
+    stream: Arc<Stream>,
+    generator: Option<Generator>,
+    rate: u64,
+    size: u32,
+}
+
+/// The generators, by the link they send from.
+#[derive(Default)]
+pub(crate) struct Traffic {
+    entries: Mutex<BTreeMap<LinkName, Entry>>,
+    next_id: AtomicU32,
+}
+
+impl Core {
+    /// `start-traffic`: a generator on `link`, replacing a stopped one.
+    pub fn start_traffic(
+        &self,
+        link: &str,
+        rate: u64,
+        size: u32,
+        flows: u32,
+    ) -> Result<OpResult, CoreError> {
+        let mut t = Timing::new();
+        let res = self.start_traffic_inner(link, rate, size, flows, &mut t);
+        let total = t.started.elapsed().as_micros() as u64;
+        let res = res.map(|()| t.finish("start-traffic"));
+        self.record(&format!("start-traffic {link}"), res.as_ref(), total);
+        res
+    }
+
+    fn start_traffic_inner(
+        &self,
+        link: &str,
+        rate: u64,
+        size: u32,
+        flows: u32,
+        t: &mut Timing,
+    ) -> Result<(), CoreError> {
+        let name: LinkName = link.parse()?;
+        let st = self.running();
+        let v = View { hw: self.hardware(), st: &st };
+        let l = v.require(link)?;
+        let mtu = v.mtu(&l);
+        let max = mtu + 14;
+        // 60: the smallest Ethernet frame without FCS (and > the header).
+        const MIN: u32 = 60;
+        const _: () = assert!(HEADER as u32 <= MIN);
+        if !(MIN..=max).contains(&size) {
+            return Err(CoreError::invalid_value(format!(
+                "frame size {size}: {link} carries {MIN}..={max} bytes (mtu {mtu})"
+            )));
+        }
+        if flows == 0 || flows > MAX_FLOWS {
+            return Err(CoreError::invalid_value(format!("flows {flows}: 1..={MAX_FLOWS}")));
+        }
+        if rate > 100_000_000 {
+            return Err(CoreError::invalid_value(format!("rate {rate} pps: at most 100000000")));
+        }
+        let ports: Vec<_> = v
+            .ports_under(&l)
+            .into_iter()
+            .filter_map(|d| self.hardware().port(d.as_str()))
+            .collect();
+        let running: Vec<_> = ports.iter().filter(|p| p.rings_started() > 0).collect();
+        if running.is_empty() {
+            return Err(CoreError::busy(format!(
+                "{link} has no running rings; plumb it first (create-if, create-vnic or create-aggr)"
+            )));
+        }
+        let src = match &l {
+            Link::Vnic(n) => st.vnic[n].mac.0,
+            _ => running[0].mac.0,
+        };
+        let members: Vec<PortTx> = running
+            .iter()
+            .map(|p| PortTx::new(p.engine.clone(), p.rings_started() as u16))
+            .collect();
+        let tx: Arc<dyn Tx> = if members.len() == 1 {
+            Arc::new(members.into_iter().next().expect("one"))
+        } else {
+            Arc::new(MultiTx::new(members))
+        };
+        let mut entries = self.traffic.entries.lock().unwrap();
+        if entries.get(&name).is_some_and(|e| e.generator.is_some()) {
+            return Err(CoreError::exists(format!(
+                "traffic is already running on {link}; stop-traffic -l {link} first"
+            )));
+        }
+        if let Some(old) = entries.remove(&name) {
+            self.hardware().streams().remove(old.stream.id());
+        }
+        let id = self.traffic.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let stream = Arc::new(Stream::new(id, flows));
+        self.hardware().streams().insert(stream.clone());
+        let cfg = GenConfig {
+            // A locally administered address nobody has: the reflector
+            // swaps it back, a cable delivers it to the far port.
+            dst: [0x02, 0x08, 0x20, 0xff, 0xff, 0xfe],
+            src,
+            rate_pps: rate,
+            size: size as usize,
+            batch: 32,
+            limit: None,
+        };
+        let generator = Generator::start(cfg, stream.clone(), tx);
+        entries.insert(name, Entry { stream, generator: Some(generator), rate, size });
+        t.phase("start");
+        t.note(format!(
+            "stream {id}: {flows} flow(s) of {size}-byte frames at {}",
+            if rate == 0 { "line rate".to_owned() } else { format!("{rate} pps") }
+        ));
+        Ok(())
+    }
+
+    /// `stop-traffic`: stops the generator on `link`; its books stay.
+    pub fn stop_traffic(&self, link: &str) -> Result<OpResult, CoreError> {
+        let mut t = Timing::new();
+        let res = (|| {
+            let name: LinkName = link.parse()?;
+            let mut entries = self.traffic.entries.lock().unwrap();
+            let e = entries
+                .get_mut(&name)
+                .filter(|e| e.generator.is_some())
+                .ok_or_else(|| CoreError::not_found(format!("no traffic is running on {link}")))?;
+            if let Some(g) = e.generator.take() {
+                g.stop();
+            }
+            t.phase("stop");
+            Ok(())
+        })();
+        let total = t.started.elapsed().as_micros() as u64;
+        let res = res.map(|()| t.finish("stop-traffic"));
+        self.record(&format!("stop-traffic {link}"), res.as_ref(), total);
+        res
+    }
+
+    /// `show-traffic`.
+    pub fn show_traffic(&self) -> Vec<TrafficInfo> {
+        let entries = self.traffic.entries.lock().unwrap();
+        entries
+            .iter()
+            .map(|(link, e)| {
+                let s = e.stream.stats();
+                TrafficInfo {
+                    link: link.to_string(),
+                    running: e.generator.is_some(),
+                    rate: e.rate,
+                    size: e.size,
+                    flows: e.stream.flows(),
+                    sent: s.sent,
+                    refused: s.refused,
+                    received: s.received,
+                    lost: s.lost,
+                    reordered: s.reordered,
+                    duplicated: s.duplicated,
+                    latency_avg_us: s.latency_avg_ns as f64 / 1e3,
+                    latency_p99_us: s.latency_p99_ns as f64 / 1e3,
+                }
+            })
+            .collect()
+    }
+
+    /// Traffic counters of every physical link and aggregation.
+    pub fn show_stats(&self) -> Vec<LinkStats> {
+        let st = self.running();
+        let v = View { hw: self.hardware(), st: &st };
+        v.links()
+            .into_iter()
+            .filter(|(_, l)| !matches!(l, Link::Vnic(_)))
+            .map(|(name, l)| {
+                let mut s = LinkStats {
+                    link: name.to_string(),
+                    ipackets: 0,
+                    rbytes: 0,
+                    opackets: 0,
+                    obytes: 0,
+                    idrops: 0,
+                    odrops: 0,
+                };
+                for d in v.ports_under(&l) {
+                    let Some(p) = self.hardware().port(d.as_str()) else { continue };
+                    for r in p.engine.all_rings() {
+                        if let Ok(i) = p.engine.info(r) {
+                            s.ipackets += i.rx_frames;
+                            s.rbytes += i.rx_bytes;
+                            s.opackets += i.tx_frames;
+                            s.obytes += i.tx_bytes;
+                        }
+                    }
+                    let hw = netadm_nic::Nic::hw_stats(&*p.driver.nic());
+                    s.idrops += hw.rx_dropped;
+                    s.odrops += hw.wire_dropped;
+                }
+                s
+            })
+            .collect()
+    }
+}
