@@ -146,7 +146,7 @@ fn mac_filters_and_rss_steer_received_frames() {
         for dst in [vnic, [2, 8, 32, 9, 9, 9]] {
             let mut f = vec![0u8; 64];
             f[..6].copy_from_slice(&dst);
-            f[30] = flow;
+            f[20] = flow; // within what the RSS hash covers for non-IP frames
             // SAFETY: as above.
             assert!(unsafe { tx[0].driver_push(&f) });
             sent += 1;
