@@ -44,6 +44,12 @@ pub enum WireMode {
     Cable,
 }
 
+/// How long a device thread keeps looking for work (yielding the CPU
+/// between looks) after its last piece of work before it parks: like
+/// NAPI's busy polling, it saves the wake-up on a busy link and costs
+/// nothing on an idle one.
+const LINGER: Duration = Duration::from_micros(50);
+
 /// Frames a wire holds in flight towards a port before it drops them.
 const WIRE_SLOTS: u32 = 4096;
 
@@ -555,15 +561,21 @@ fn spin_for(d: Duration) {
 }
 
 fn irq_thread(sh: &Shared) {
+    let mut last_work = Instant::now();
     loop {
         let bits = sh.irq_pending.swap(0, Ordering::AcqRel);
         if bits == 0 {
             if sh.shutdown.load(Ordering::Acquire) {
                 return;
             }
-            thread::park();
+            if last_work.elapsed() < LINGER {
+                thread::yield_now();
+            } else {
+                thread::park();
+            }
             continue;
         }
+        last_work = Instant::now();
         let handler = sh.irq_handler.read().unwrap().clone();
         if let Some(h) = handler {
             let mut b = bits;
@@ -614,13 +626,20 @@ impl Engine {
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         }
+        let mut last_work = Instant::now();
         while !self.sh.shutdown.load(Ordering::Acquire) {
             let mut busy = self.control();
             busy |= self.timers_due();
             busy |= self.transmit();
             busy |= self.receive_wire();
             self.raise_interrupts();
+            let now = Instant::now();
             if busy {
+                last_work = now;
+                continue;
+            }
+            if now - last_work < LINGER {
+                thread::yield_now();
                 continue;
             }
             match self.timers.peek() {
