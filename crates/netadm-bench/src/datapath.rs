@@ -84,7 +84,7 @@ fn tx_path(batch: bool, frames: u64) -> Result<(f64, f64), String> {
     let s = Arc::new(Stream::new(1, 1));
     let d0 = nic.hw_stats().doorbells;
     let t0 = Instant::now();
-    Generator::start(cfg(0, frames), s, Arc::new(PortTx::new(e.clone(), 1))).join();
+    Generator::start(cfg(0, frames), s, Arc::new(PortTx::fixed(e.clone(), 1))).join();
     wait_for("the device to send every frame", || nic.hw_stats().tx_frames >= frames)?;
     let secs = t0.elapsed().as_secs_f64();
     let doorbells = (nic.hw_stats().doorbells - d0) as f64 / frames as f64;
@@ -99,14 +99,14 @@ fn forwarding(frames: u64) -> Result<(f64, u64), String> {
     Device::cable(a.device(), b.device()).map_err(|e| e.to_string())?;
     let streams = Arc::new(StreamTable::default());
     ea.set_client(Some(Arc::new(Classifier::new(streams.clone()))));
-    let fwd = Arc::new(Forwarder::new(Arc::new(PortTx::new(eb.clone(), 1))));
+    let fwd = Arc::new(Forwarder::new(Arc::new(PortTx::fixed(eb.clone(), 1))));
     eb.set_client(Some(fwd.clone()));
     let s = Arc::new(Stream::new(2, 4));
     streams.insert(s.clone());
     let t0 = Instant::now();
     // Offered at FORWARD_OFFER pps, more than a forwarder on this machine
     // keeps up with: what arrives back is the forwarding rate.
-    Generator::start(cfg(FORWARD_OFFER, frames), s.clone(), Arc::new(PortTx::new(ea.clone(), 4)))
+    Generator::start(cfg(FORWARD_OFFER, frames), s.clone(), Arc::new(PortTx::fixed(ea.clone(), 4)))
         .join();
     // Every frame ends somewhere: received, or dropped and counted.
     let accounted = || {
@@ -133,7 +133,7 @@ fn latency(imt: u32, frames: u64) -> Result<(f64, f64), String> {
     Generator::start(
         GenConfig { batch: 1, ..cfg(50_000, frames) },
         s.clone(),
-        Arc::new(PortTx::new(e.clone(), 1)),
+        Arc::new(PortTx::fixed(e.clone(), 1)),
     )
     .join();
     wait_for("every frame back", || s.stats().received >= frames)?;

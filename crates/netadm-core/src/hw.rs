@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use netadm_atl1c::{Atl1c, Atl1cConfig};
 use netadm_config::{HardwareConfig, PortClass, PortConfig, Wire};
+use netadm_datapath::tx::TxMap;
 use netadm_datapath::{Classifier, StreamTable};
 use netadm_i40e::{I40e, I40eConfig};
 use netadm_model::{LinkName, MacAddr};
@@ -45,6 +46,8 @@ pub struct Port {
     pub classifier: Arc<Classifier>,
     /// What its wire is, as configured.
     pub wire: Wire,
+    /// The rings senders may use, steered by the ring lifecycle.
+    pub tx_map: Arc<TxMap>,
     /// Factory MAC address.
     pub mac: MacAddr,
     /// Link speed in Mb/s.
@@ -180,6 +183,7 @@ impl Hardware {
             engine,
             classifier,
             wire: p.wire.clone(),
+            tx_map: Arc::new(TxMap::default()),
             mac,
             speed,
         })

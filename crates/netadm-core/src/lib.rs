@@ -480,6 +480,8 @@ impl Core {
                 apply_throttle(&ports[i], &b.throttle)?;
             }
             ports[i].engine.set_xmit_batch(b.xmit_batch);
+            let running = if b.active { b.rings } else { 0 };
+            ports[i].tx_map.set((0..running).collect());
         }
         Ok(())
     }

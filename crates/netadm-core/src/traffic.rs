@@ -1,13 +1,14 @@
 //! Traffic generators on links, and per-link counters.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 
 use netadm_datapath::frame::HEADER;
-use netadm_datapath::tx::{MultiTx, PortTx};
+use netadm_datapath::tx::{HashLayers, MultiTx, PortTx, policy_hash};
 use netadm_datapath::{GenConfig, Generator, Stream, Tx};
 use netadm_dbus::{LinkStats, OpResult, TrafficInfo};
+use netadm_model::AggrLayer;
 use netadm_model::LinkName;
 
 use crate::links::{Link, View};
@@ -27,7 +28,7 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct Traffic {
     entries: Mutex<BTreeMap<LinkName, Entry>>,
-    next_id: AtomicU32,
+    next_id: AtomicU16,
 }
 
 impl Core {
@@ -90,14 +91,23 @@ impl Core {
             Link::Vnic(n) => st.vnic[n].mac.0,
             _ => running[0].mac.0,
         };
-        let members: Vec<PortTx> = running
-            .iter()
-            .map(|p| PortTx::new(p.engine.clone(), p.rings_started() as u16))
-            .collect();
-        let tx: Arc<dyn Tx> = if members.len() == 1 {
-            Arc::new(members.into_iter().next().expect("one"))
-        } else {
-            Arc::new(MultiTx::new(members))
+        let members: Vec<PortTx> =
+            running.iter().map(|p| PortTx::new(p.engine.clone(), p.tx_map.clone())).collect();
+        let tx: Arc<dyn Tx> = match &l {
+            Link::Aggr(n) => {
+                // The aggregation's policy picks the member for each flow.
+                let policy = st.aggr[n].policy;
+                let layers = HashLayers {
+                    l2: policy.contains(AggrLayer::L2),
+                    l3: policy.contains(AggrLayer::L3),
+                    l4: policy.contains(AggrLayer::L4),
+                };
+                Arc::new(MultiTx::with_hash(
+                    members,
+                    Box::new(move |_, frame, n| policy_hash(layers, frame) as usize % n),
+                ))
+            }
+            _ => Arc::new(members.into_iter().next().expect("one running port")),
         };
         let mut entries = self.traffic.entries.lock().unwrap();
         if entries.get(&name).is_some_and(|e| e.generator.is_some()) {
@@ -109,7 +119,7 @@ impl Core {
             self.hardware().streams().remove(old.stream.id());
         }
         let id = self.traffic.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let stream = Arc::new(Stream::new(id, flows));
+        let stream = Arc::new(Stream::new(id, flows as u16));
         self.hardware().streams().insert(stream.clone());
         let cfg = GenConfig {
             // A locally administered address nobody has: the reflector

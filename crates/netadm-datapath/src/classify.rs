@@ -15,7 +15,7 @@ use crate::stream::Stream;
 /// cable at the far port).
 #[derive(Debug, Default)]
 pub struct StreamTable {
-    streams: RwLock<HashMap<u32, Arc<Stream>>>,
+    streams: RwLock<HashMap<u16, Arc<Stream>>>,
 }
 
 impl StreamTable {
@@ -25,12 +25,12 @@ impl StreamTable {
     }
 
     /// Unregisters a stream.
-    pub fn remove(&self, id: u32) -> Option<Arc<Stream>> {
+    pub fn remove(&self, id: u16) -> Option<Arc<Stream>> {
         self.streams.write().unwrap().remove(&id)
     }
 
     /// A registered stream.
-    pub fn get(&self, id: u32) -> Option<Arc<Stream>> {
+    pub fn get(&self, id: u16) -> Option<Arc<Stream>> {
         self.streams.read().unwrap().get(&id).cloned()
     }
 }

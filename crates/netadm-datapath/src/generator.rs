@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::frame::{HEADER, TestHeader, now_ns, write};
+use crate::frame::{HEADER, TestHeader, stamp, write};
 use crate::stream::Stream;
 
 /// A link's transmit path as the generator sees it.
@@ -83,7 +83,7 @@ fn run(cfg: &GenConfig, stream: &Stream, tx: &dyn Tx, stop: &AtomicBool) {
     let batch = cfg.batch.max(1);
     let flows = stream.flows();
     let mut buf = vec![0u8; size * batch];
-    let mut seqs = vec![0u64; flows as usize];
+    let mut seqs = vec![0u32; flows as usize];
     let mut flow = 0u32;
     let mut total = 0u64;
     // Pacing: each batch is due at `due`; a generator that fell behind
@@ -101,19 +101,15 @@ fn run(cfg: &GenConfig, stream: &Stream, tx: &dyn Tx, stop: &AtomicBool) {
             wait_until(due, stop);
             due = (due + per_batch).max(Instant::now() - per_batch);
         }
-        let now = now_ns();
+        let now = stamp();
         for (i, f) in buf.chunks_mut(size).take(n).enumerate() {
-            let h = TestHeader {
-                stream: stream.id(),
-                flow,
-                seq: seqs[flow as usize] + i as u64,
-                sent_ns: now,
-            };
-            write(f, cfg.dst, cfg.src, h);
+            let seq = seqs[flow as usize].wrapping_add(i as u32);
+            let h = TestHeader { stream: stream.id(), flow: flow as u16, seq, sent: now };
+            write(f, size, cfg.dst, cfg.src, h);
         }
         let frames: Vec<&[u8]> = buf.chunks(size).take(n).collect();
         let sent = tx.send(flow, &frames);
-        seqs[flow as usize] += sent as u64;
+        seqs[flow as usize] = seqs[flow as usize].wrapping_add(sent as u32);
         total += sent as u64;
         stream.sent(sent as u64);
         stream.refused((n - sent) as u64);

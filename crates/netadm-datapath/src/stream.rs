@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::frame::{TestHeader, now_ns};
+use crate::frame::{TestHeader, latency_ns};
 
 /// How far back a flow remembers which sequence numbers it has seen.
 const WINDOW: u64 = 4096;
@@ -151,7 +151,7 @@ pub struct StreamStats {
 /// port's interrupt thread receives it) the rest.
 #[derive(Debug)]
 pub struct Stream {
-    id: u32,
+    id: u16,
     flows: u32,
     sent: AtomicU64,
     refused: AtomicU64,
@@ -160,8 +160,8 @@ pub struct Stream {
 
 impl Stream {
     /// A stream of `flows` flows.
-    pub fn new(id: u32, flows: u32) -> Self {
-        let flows = flows.max(1);
+    pub fn new(id: u16, flows: u16) -> Self {
+        let flows = u32::from(flows.max(1));
         Self {
             id,
             flows,
@@ -180,7 +180,7 @@ impl Stream {
     }
 
     /// The stream's id, carried in its frames.
-    pub fn id(&self) -> u32 {
+    pub fn id(&self) -> u16 {
         self.id
     }
 
@@ -201,13 +201,13 @@ impl Stream {
 
     /// The sink: a frame of this stream arrived.
     pub fn receive(&self, h: &TestHeader, len: usize) {
-        let now = now_ns();
+        let latency = latency_ns(h.sent);
         let mut rx = self.rx.lock().unwrap();
         let Some(flow) = rx.flows.get_mut(h.flow as usize) else {
             rx.foreign += 1;
             return;
         };
-        let (dup, late) = flow.record(h.seq);
+        let (dup, late) = flow.record(u64::from(h.seq));
         if dup {
             rx.duplicated += 1;
             return;
@@ -217,7 +217,7 @@ impl Stream {
         if late {
             rx.reordered += 1;
         }
-        rx.latency.add(now.saturating_sub(h.sent_ns));
+        rx.latency.add(latency);
     }
 
     /// The books now.
@@ -246,8 +246,8 @@ impl Stream {
 mod tests {
     use super::*;
 
-    fn h(flow: u32, seq: u64) -> TestHeader {
-        TestHeader { stream: 1, flow, seq, sent_ns: now_ns() }
+    fn h(flow: u16, seq: u32) -> TestHeader {
+        TestHeader { stream: 1, flow, seq, sent: crate::frame::stamp() }
     }
 
     #[test]

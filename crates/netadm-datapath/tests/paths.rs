@@ -63,7 +63,7 @@ fn tx_to_a_sink_sends_every_frame_once() {
     let streams = Arc::new(StreamTable::default());
     let e = engine(nic.clone(), &streams);
     let s = Arc::new(Stream::new(1, 4));
-    run(&s, traffic(0, 50_000), PortTx::new(e.clone(), 4));
+    run(&s, traffic(0, 50_000), PortTx::fixed(e.clone(), 4));
     wait_for("the device to send all", || nic.hw_stats().tx_frames == 50_000);
     let st = s.stats();
     assert_eq!(st.sent, 50_000);
@@ -89,7 +89,7 @@ fn through_a_reflector_nothing_is_lost_reordered_or_duplicated() {
     let e = engine(nic.clone(), &streams);
     let s = Arc::new(Stream::new(7, 8));
     streams.insert(s.clone());
-    run(&s, traffic(200_000, 40_000), PortTx::new(e.clone(), 8));
+    run(&s, traffic(200_000, 40_000), PortTx::fixed(e.clone(), 8));
     wait_for("every frame back", || s.stats().received == 40_000);
     let st = s.stats();
     assert_eq!(
@@ -118,7 +118,7 @@ fn over_a_cable_nothing_is_lost_reordered_or_duplicated() {
     let eb = engine(b.clone(), &streams);
     let s = Arc::new(Stream::new(9, 4));
     streams.insert(s.clone());
-    run(&s, traffic(100_000, 20_000), PortTx::new(ea.clone(), 4));
+    run(&s, traffic(100_000, 20_000), PortTx::fixed(ea.clone(), 4));
     wait_for("every frame across", || s.stats().received == 20_000);
     let st = s.stats();
     assert_eq!((st.lost, st.reordered, st.duplicated), (0, 0, 0));
@@ -150,7 +150,7 @@ fn a_stopped_ring_neither_sends_nor_receives() {
     // the device, never delivered.
     let s = Arc::new(Stream::new(3, 1));
     streams.insert(s.clone());
-    run(&s, traffic(0, 1_000), PortTx::new(e.clone(), 1));
+    run(&s, traffic(0, 1_000), PortTx::fixed(e.clone(), 1));
     wait_for("the device to have handled all", || {
         nic.hw_stats().rx_dropped - before.rx_dropped == 1_000
     });
@@ -170,11 +170,11 @@ fn xmit_batch_off_rings_a_doorbell_per_frame() {
     let s = Arc::new(Stream::new(4, 1));
     e.set_xmit_batch(false);
     let d0 = nic.hw_stats().doorbells;
-    run(&s, traffic(0, 4_000), PortTx::new(e.clone(), 1));
+    run(&s, traffic(0, 4_000), PortTx::fixed(e.clone(), 1));
     let per_frame_off = (nic.hw_stats().doorbells - d0) as f64 / 4_000.0;
     e.set_xmit_batch(true);
     let d1 = nic.hw_stats().doorbells;
-    run(&s, traffic(0, 4_000), PortTx::new(e.clone(), 1));
+    run(&s, traffic(0, 4_000), PortTx::fixed(e.clone(), 1));
     let per_frame_on = (nic.hw_stats().doorbells - d1) as f64 / 4_000.0;
     assert!(per_frame_off >= 1.0, "off: {per_frame_off} doorbells per frame");
     assert!(per_frame_on <= 1.0 / 8.0, "on: {per_frame_on} doorbells per frame (batches of 16)");

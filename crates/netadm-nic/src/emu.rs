@@ -943,7 +943,7 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
     }
     const SEED: u32 = 0x811c_9dc5;
     let get = |r: std::ops::Range<usize>| frame.get(r).unwrap_or(&[]);
-    match frame.get(12..14) {
+    let h = match frame.get(12..14) {
         Some([0x08, 0x00]) => {
             let ihl = usize::from(frame.get(14).map_or(5, |b| b & 0x0f)) * 4;
             let l4 = matches!(frame.get(23), Some(6 | 17));
@@ -956,5 +956,13 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
             if l4 { fnv(h, get(54..58)) } else { h }
         }
         _ => fnv(SEED, get(0..26)),
-    }
+    };
+    // MurmurHash3's finaliser: queues are picked by the low bits, where
+    // FNV is weak.
+    let mut h = h;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
 }
