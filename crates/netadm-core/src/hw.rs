@@ -96,6 +96,11 @@ impl Port {
     }
 }
 
+/// Wraps a port's driver before its ring engine takes it over: for tests
+/// that inject faults (`netadm_nic::testing::FaultyNic`). Gets the port's
+/// device name.
+pub type NicWrap = Box<dyn Fn(&str, Arc<dyn Nic>) -> Arc<dyn Nic>>;
+
 /// Every port of the machine, in configuration order.
 #[derive(Debug)]
 pub struct Hardware {
@@ -105,11 +110,15 @@ pub struct Hardware {
 
 impl Hardware {
     /// Powers on every configured port and attaches its driver.
-    pub fn power_on(cfg: &HardwareConfig, strategy: Strategy) -> Result<Self, CoreError> {
+    pub fn power_on(
+        cfg: &HardwareConfig,
+        strategy: Strategy,
+        wrap: Option<&NicWrap>,
+    ) -> Result<Self, CoreError> {
         let streams = Arc::new(StreamTable::default());
         let mut ports = Vec::with_capacity(cfg.ports.len());
         for (i, p) in cfg.ports.iter().enumerate() {
-            ports.push(Self::attach(i, p, strategy, &streams)?);
+            ports.push(Self::attach(i, p, strategy, &streams, wrap)?);
         }
         // Plug in the cables (the configuration checked they are mutual).
         for (i, p) in ports.iter().enumerate() {
@@ -135,6 +144,7 @@ impl Hardware {
         p: &PortConfig,
         strategy: Strategy,
         streams: &Arc<StreamTable>,
+        wrap: Option<&NicWrap>,
     ) -> Result<Port, CoreError> {
         // afpacket wires (a host interface) arrive with the kernel mirror;
         // until then such a port's frames go nowhere, as on a sink.
@@ -172,7 +182,11 @@ impl Hardware {
                 (Driver::Atl1c(Arc::new(d)), [0x00, 0x13, 0x74], 1_000)
             }
         };
-        let engine = Arc::new(RingEngine::new(driver.nic(), strategy).map_err(|e| hw_err(&e))?);
+        let nic = match wrap {
+            Some(w) => w(name, driver.nic()),
+            None => driver.nic(),
+        };
+        let engine = Arc::new(RingEngine::new(nic, strategy).map_err(|e| hw_err(&e))?);
         let classifier = Arc::new(Classifier::new(streams.clone()));
         engine.set_client(Some(classifier.clone()));
         let i = index as u32;

@@ -20,6 +20,7 @@
 //! never wait behind a long mutation.
 
 mod error;
+mod hitless;
 pub mod hw;
 mod links;
 mod ops;
@@ -37,7 +38,7 @@ use netadm_nic::buf_size_for_mtu;
 use netadm_rings::{OpReport, Strategy};
 
 pub use error::{CoreError, ErrorKind};
-pub use hw::{Driver, Hardware, Port};
+pub use hw::{Driver, Hardware, NicWrap, Port};
 pub use links::{DEFAULT_MTU, Link, View};
 
 /// Reports progress of a long operation: (phase, done, total).
@@ -161,7 +162,18 @@ impl Core {
         store: Option<Store>,
         strategy: Strategy,
     ) -> Result<Self, CoreError> {
-        let hw = Hardware::power_on(cfg, strategy)?;
+        Self::start_with(cfg, store, strategy, None)
+    }
+
+    /// [`Core::start`], with each port's driver wrapped by `wrap` first
+    /// (fault injection in tests).
+    pub fn start_with(
+        cfg: &HardwareConfig,
+        store: Option<Store>,
+        strategy: Strategy,
+        wrap: Option<&hw::NicWrap>,
+    ) -> Result<Self, CoreError> {
+        let hw = Hardware::power_on(cfg, strategy, wrap)?;
         let persisted = match &store {
             Some(s) => s.load().map_err(|e| CoreError::persistence(e.to_string()))?,
             None => LinkState::default(),
@@ -433,10 +445,20 @@ impl Core {
         type Work = [(usize, Vec<u16>)];
         let waves: [(&str, &Work, Job); 3] = [
             ("ring-stop", &stop, |p, set, _| p.engine.stop(set)),
-            ("reprogram", &restart, |p, set, buf| p.engine.restart(set, buf)),
+            ("reprogram", &restart, |p, set, buf| hitless::reprogram(p, set, buf)),
             ("ring-start", &start, |p, set, buf| p.engine.start(set, buf)),
         ];
         let total = (stop.len() + restart.len() + start.len()) as u32;
+        let dropped = || -> u64 {
+            ports
+                .iter()
+                .map(|p| {
+                    let h = netadm_nic::Nic::hw_stats(&*p.driver.nic());
+                    h.rx_dropped + h.wire_dropped
+                })
+                .sum()
+        };
+        let dropped_before = dropped();
         let mut done = 0;
         for (name, idx, job) in waves {
             if idx.is_empty() {
@@ -474,6 +496,10 @@ impl Core {
                 return Err(e);
             }
         }
+        if total > 0 {
+            // What the wires and devices dropped while rings changed.
+            t.count("frames_dropped", dropped() - dropped_before);
+        }
         // Interrupt moderation registers, and doorbell batching.
         for (i, (a, b)) in from.iter().zip(to).enumerate() {
             if a.throttle != b.throttle || (b.active && !a.active) {
@@ -482,6 +508,16 @@ impl Core {
             ports[i].engine.set_xmit_batch(b.xmit_batch);
             let running = if b.active { b.rings } else { 0 };
             ports[i].tx_map.set((0..running).collect());
+            // RSS spreads over the rings that run, and only those.
+            if let Driver::I40e(d) = &ports[i].driver
+                && running > 0
+                && (a.rings != b.rings || a.active != b.active)
+            {
+                for e in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
+                    d.set_rss_entry(e, e % running)
+                        .map_err(|e| CoreError::hardware(format!("{}: {e}", ports[i].device)))?;
+                }
+            }
         }
         Ok(())
     }

@@ -19,6 +19,8 @@ pub struct Faults {
     pub refuse_ring: BTreeSet<QueueId>,
     /// Disable requests for these queues are swallowed: they stay enabled.
     pub swallow_disable: BTreeSet<QueueId>,
+    /// Each fault strikes once, then the queue behaves again.
+    pub once: bool,
 }
 
 /// Wraps a [`Nic`] and injects [`Faults`]; everything else passes through.
@@ -72,15 +74,25 @@ impl Nic for FaultyNic {
         self.inner.set_interrupt_handler(handler);
     }
     fn request_enable(&self, q: QueueId) -> Result<(), NicError> {
-        if self.faults.lock().unwrap().swallow_enable.contains(&q) {
+        let mut f = self.faults.lock().unwrap();
+        if f.swallow_enable.contains(&q) {
+            if f.once {
+                f.swallow_enable.remove(&q);
+            }
             return Ok(());
         }
+        drop(f);
         self.inner.request_enable(q)
     }
     fn request_disable(&self, q: QueueId) -> Result<(), NicError> {
-        if self.faults.lock().unwrap().swallow_disable.contains(&q) {
+        let mut f = self.faults.lock().unwrap();
+        if f.swallow_disable.contains(&q) {
+            if f.once {
+                f.swallow_disable.remove(&q);
+            }
             return Ok(());
         }
+        drop(f);
         self.inner.request_disable(q)
     }
     fn tx_pre_disable(&self, q: u16) -> Result<(), NicError> {

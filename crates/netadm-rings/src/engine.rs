@@ -454,6 +454,16 @@ impl RingEngine {
         })
     }
 
+    /// Frames the device has placed in `rings`' RX rings that the interrupt
+    /// handler has not delivered yet.
+    pub fn rx_backlog(&self, rings: &[u16]) -> u64 {
+        rings
+            .iter()
+            .filter_map(|&r| self.sh.rings.get(r as usize))
+            .map(|r| r.rx.lock().unwrap().as_ref().map_or(0, |d| u64::from(d.completed())))
+            .sum()
+    }
+
     /// DMA bytes the port's rings hold now.
     pub fn dma_bytes(&self) -> u64 {
         self.sh.nic.dma_account().bytes()

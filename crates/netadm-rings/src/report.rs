@@ -77,8 +77,18 @@ impl OpReport {
         self
     }
 
+    /// Adds time to a named phase (a caller's own step, e.g. a steering
+    /// flip between ring operations).
+    pub fn add_phase(&mut self, name: &'static str, elapsed: Duration) {
+        match self.phases.iter_mut().find(|p| p.name == name) {
+            Some(p) => p.elapsed += elapsed,
+            None => self.phases.push(Phase { name, elapsed }),
+        }
+        self.total += elapsed;
+    }
+
     /// Appends `next`'s phases and counts to this report.
-    pub(crate) fn then(mut self, next: OpReport) -> Self {
+    pub fn then(mut self, next: OpReport) -> Self {
         for p in next.phases {
             match self.phases.iter_mut().find(|q| q.name == p.name) {
                 Some(q) => q.elapsed += p.elapsed,

@@ -1,0 +1,112 @@
+//! Reprogramming a running port's rings (an MTU change) without losing a
+//! frame: make before break.
+//!
+//! The rings are split into two waves. For each wave: steer every sender
+//! and the RSS indirection table away from it (pausing senders only while
+//! the rings in flight drain, so no flow is reordered), stop it, give it
+//! new buffers, start it (after the 50 ms re-enable gap, waited once for
+//! the wave) and carry on; then steer back over every ring. Traffic keeps
+//! flowing on the other wave throughout. A port without RSS (atl1c-class)
+//! cannot keep receiving while its only RX ring is reprogrammed: it is
+//! done with the shortest stop (senders paused, drained, all rings
+//! restarted), and what the wire delivered meanwhile is dropped and
+//! counted by the device.
+
+use std::time::{Duration, Instant};
+
+use netadm_nic::{NicError, QueueId};
+use netadm_rings::{OpReport, RingError};
+
+use crate::hw::{Driver, Port};
+
+/// How long in-flight frames get to drain before a steering flip.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// Reprograms `rings` (a port's running rings) to `buf`-byte buffers.
+pub(crate) fn reprogram(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, RingError> {
+    let rss = matches!(p.driver, Driver::I40e(_));
+    if rings.len() < 2 || !rss {
+        return short_stop(p, rings, buf);
+    }
+    let (w1, w2) = rings.split_at(rings.len() / 2);
+    let mut report: Option<OpReport> = None;
+    for (name, wave, rest) in [("wave1", w1, w2), ("wave2", w2, w1)] {
+        let t0 = Instant::now();
+        steer(p, rest)?;
+        let steer_time = t0.elapsed();
+        match p.engine.restart(wave, buf) {
+            Ok(mut r) => {
+                r.add_phase("steer", steer_time);
+                r.add_phase(name, t0.elapsed());
+                report = Some(match report {
+                    Some(acc) => acc.then(r),
+                    None => r,
+                });
+            }
+            Err(e) => {
+                // Put senders and RSS back over whatever runs now.
+                let running: Vec<u16> = rings
+                    .iter()
+                    .copied()
+                    .filter(|&r| p.engine.state(r) == Ok(netadm_rings::RingState::Started))
+                    .collect();
+                let _ = steer(p, &running);
+                return Err(e);
+            }
+        }
+    }
+    let t0 = Instant::now();
+    steer(p, rings)?;
+    let mut report = report.expect("two waves ran");
+    report.add_phase("steer", t0.elapsed());
+    Ok(report)
+}
+
+/// The shortest stop: pause senders, drain, restart every ring, resume.
+fn short_stop(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, RingError> {
+    let t0 = Instant::now();
+    p.tx_map.pause();
+    let res = drain(p, rings).and_then(|()| p.engine.restart(rings, buf));
+    p.tx_map.resume();
+    let mut r = res?;
+    r.add_phase("stop", t0.elapsed());
+    Ok(r)
+}
+
+/// Moves senders and the RSS table onto `set`: pauses senders, waits for
+/// every frame in flight to be sent and delivered, reprograms, resumes.
+fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
+    let running = p.tx_map.rings();
+    p.tx_map.pause();
+    let res = drain(p, &running).and_then(|()| {
+        if let Driver::I40e(d) = &p.driver
+            && !set.is_empty()
+        {
+            for i in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
+                d.set_rss_entry(i, set[usize::from(i) % set.len()])?;
+            }
+        }
+        p.tx_map.set(set.to_vec());
+        Ok(())
+    });
+    p.tx_map.resume();
+    res
+}
+
+/// Waits until `rings` hold nothing in flight: every TX frame taken by the
+/// device and every received frame delivered by the interrupt handler.
+fn drain(p: &Port, rings: &[u16]) -> Result<(), RingError> {
+    let deadline = Instant::now() + DRAIN;
+    let nic = p.engine.nic();
+    let txqs: Vec<u16> = rings.iter().copied().filter(|&r| r < nic.caps().tx_queues).collect();
+    nic.wait_tx_drained(&txqs, deadline).map_err(|rings| RingError::TxDrainTimeout { rings })?;
+    // Delivery is the interrupt handler's: wait for its effect, yielding.
+    while p.engine.rx_backlog(rings) > 0 {
+        if Instant::now() > deadline {
+            let pending: Vec<QueueId> = rings.iter().map(|&r| QueueId::rx(r)).collect();
+            return Err(RingError::Nic(NicError::Timeout { enable: true, pending }));
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
