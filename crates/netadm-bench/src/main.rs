@@ -4,9 +4,11 @@
 //! ```text
 //! netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
 //! netadm-bench datapath [--json] [--frames N]
+//! netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
 //! ```
 
 mod datapath;
+mod mtu;
 mod rings;
 
 use std::process::ExitCode;
@@ -19,6 +21,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("rings") => rings::Opts::parse(&args[1..]).and_then(rings::run),
         Some("datapath") => datapath::Opts::parse(&args[1..]).and_then(datapath::run),
+        Some("mtu") => mtu::Opts::parse(&args[1..]).and_then(mtu::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
