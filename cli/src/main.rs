@@ -322,6 +322,17 @@ enum Verb {
         #[arg(long, default_value_t = 1)]
         flows: u32,
     },
+    /// Cut a port's wire (both ends of a cable lose carrier): its
+    /// aggregation moves its flows to the other members.
+    CutCable {
+        /// The port.
+        port: String,
+    },
+    /// Plug a port's wire back in.
+    PlugCable {
+        /// The port.
+        port: String,
+    },
     /// Stop the traffic generator on a link (its counters stay).
     StopTraffic {
         /// The link.
@@ -483,6 +494,8 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             ctx.mutate(&link, &link, || p.start_traffic(&link, rate, size, flows)).await
         }
         Verb::StopTraffic { link } => ctx.mutate(&link, &link, || p.stop_traffic(&link)).await,
+        Verb::CutCable { port } => ctx.mutate(&port, &port, || p.set_carrier(&port, false)).await,
+        Verb::PlugCable { port } => ctx.mutate(&port, &port, || p.set_carrier(&port, true)).await,
         Verb::ShowPhys { show, link, .. } => {
             let fmt = show.format(json);
             check(show::phys(&[]).columns, &fmt)?;

@@ -322,6 +322,17 @@ impl Manager {
         self.mutate(&hdr, &em, "stop-traffic", move |c, _| c.stop_traffic(&link)).await
     }
 
+    async fn set_carrier(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        link: String,
+        up: bool,
+    ) -> Result<OpResult, Error> {
+        let op = if up { "plug-cable" } else { "cut-cable" };
+        self.mutate(&hdr, &em, op, move |c, _| c.set_carrier(&link, up)).await
+    }
+
     async fn show_traffic(&self) -> Vec<TrafficInfo> {
         self.core.show_traffic()
     }

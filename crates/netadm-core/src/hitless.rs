@@ -95,7 +95,7 @@ fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
 
 /// Waits until `rings` hold nothing in flight: every TX frame taken by the
 /// device and every received frame delivered by the interrupt handler.
-fn drain(p: &Port, rings: &[u16]) -> Result<(), RingError> {
+pub(crate) fn drain(p: &Port, rings: &[u16]) -> Result<(), RingError> {
     let deadline = Instant::now() + DRAIN;
     let nic = p.engine.nic();
     let txqs: Vec<u16> = rings.iter().copied().filter(|&r| r < nic.caps().tx_queues).collect();

@@ -72,6 +72,8 @@ pub struct Core {
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
     traffic: traffic::Traffic,
+    /// Each aggregation's transmit path, kept in step with its members.
+    aggr_tx: Mutex<BTreeMap<netadm_model::LinkName, Arc<netadm_datapath::tx::AggrTx>>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -187,6 +189,7 @@ impl Core {
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
+            aggr_tx: Mutex::new(BTreeMap::new()),
         };
         // Replay: the persistent configuration must still make sense on this
         // hardware, then it becomes the running one.
@@ -257,6 +260,8 @@ impl Core {
         let _m = self.mutation.lock().unwrap();
         let mut t = Timing::new();
         let res = self.mutate_locked(&mut t, progress, f);
+        // In step with whatever configuration runs now, new or old.
+        self.sync_datapath();
         let total = t.started.elapsed().as_micros() as u64;
         let res = res.map(|()| t.finish(op));
         self.record(&format!("{op} {subject}"), res.as_ref(), total);
@@ -275,6 +280,7 @@ impl Core {
         ops::check_state(&View { hw: &self.hw, st: &change.running })
             .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
         t.phase("validate");
+        self.presync_datapath(&change.running);
         self.execute(&cur, &change.running, t, progress)?;
         if let Some(p) = &change.persisted
             && let Some(store) = &self.store

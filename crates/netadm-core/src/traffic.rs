@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 
 use netadm_datapath::frame::HEADER;
-use netadm_datapath::tx::{HashLayers, MultiTx, PortTx, policy_hash};
+use netadm_datapath::tx::{AggrTx, HashLayers, Member, PortTx};
 use netadm_datapath::{GenConfig, Generator, Stream, Tx};
 use netadm_dbus::{LinkStats, OpResult, TrafficInfo};
 use netadm_model::AggrLayer;
@@ -94,19 +94,7 @@ impl Core {
         let members: Vec<PortTx> =
             running.iter().map(|p| PortTx::new(p.engine.clone(), p.tx_map.clone())).collect();
         let tx: Arc<dyn Tx> = match &l {
-            Link::Aggr(n) => {
-                // The aggregation's policy picks the member for each flow.
-                let policy = st.aggr[n].policy;
-                let layers = HashLayers {
-                    l2: policy.contains(AggrLayer::L2),
-                    l3: policy.contains(AggrLayer::L3),
-                    l4: policy.contains(AggrLayer::L4),
-                };
-                Arc::new(MultiTx::with_hash(
-                    members,
-                    Box::new(move |_, frame, n| policy_hash(layers, frame) as usize % n),
-                ))
-            }
+            Link::Aggr(n) => self.aggr_tx(&v, n),
             _ => Arc::new(members.into_iter().next().expect("one running port")),
         };
         let mut entries = self.traffic.entries.lock().unwrap();
@@ -223,5 +211,141 @@ impl Core {
                 s
             })
             .collect()
+    }
+}
+
+impl Core {
+    fn layers(policy: netadm_model::AggrPolicy) -> HashLayers {
+        HashLayers {
+            l2: policy.contains(AggrLayer::L2),
+            l3: policy.contains(AggrLayer::L3),
+            l4: policy.contains(AggrLayer::L4),
+        }
+    }
+
+    fn members(&self, v: &View<'_>, aggr: &LinkName) -> Vec<Member> {
+        v.ports_under(&Link::Aggr(aggr.clone()))
+            .iter()
+            .filter_map(|d| self.hardware().port(d.as_str()))
+            .map(|p| {
+                let engine = p.engine.clone();
+                let dev = p.driver.clone();
+                Member {
+                    name: p.device.to_string(),
+                    tx: Arc::new(PortTx::new(engine, p.tx_map.clone())),
+                    // A member whose wire has no carrier carries nothing.
+                    usable: Arc::new(move || match &dev {
+                        crate::Driver::I40e(d) => d.device().carrier(),
+                        crate::Driver::Atl1c(d) => d.device().carrier(),
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// The aggregation's transmit path, created on first use.
+    pub(crate) fn aggr_tx(&self, v: &View<'_>, aggr: &LinkName) -> Arc<AggrTx> {
+        let mut m = self.aggr_tx.lock().unwrap();
+        m.entry(aggr.clone())
+            .or_insert_with(|| {
+                Arc::new(AggrTx::new(Self::layers(v.st.aggr[aggr].policy), self.members(v, aggr)))
+            })
+            .clone()
+    }
+
+    /// Brings the datapath in step with the running configuration after a
+    /// change: aggregation members (added ones join) and policies, and
+    /// generators on links that no longer exist stopped.
+    pub(crate) fn sync_datapath(&self) {
+        let st = self.running();
+        let v = View { hw: self.hardware(), st: &st };
+        self.regroup(&v, |_, _| true);
+        self.aggr_tx.lock().unwrap().retain(|name, _| st.aggr.contains_key(name));
+        let mut entries = self.traffic.entries.lock().unwrap();
+        for (link, e) in entries.iter_mut() {
+            if v.resolve(link.as_str()).is_none()
+                && let Some(g) = e.generator.take()
+            {
+                g.stop();
+            }
+        }
+    }
+
+    /// Before a change executes: members an aggregation is about to lose
+    /// stop carrying its flows first, so nothing is in flight on a port
+    /// when its rings stop (break after make).
+    pub(crate) fn presync_datapath(&self, next: &netadm_config::LinkState) {
+        let v = View { hw: self.hardware(), st: next };
+        self.regroup(&v, |name, tx| tx.member_names().contains(&name.to_owned()));
+    }
+
+    /// Sets each aggregation's members to those `v` gives it that `keep`
+    /// accepts; senders on the ports involved are paused and drained while
+    /// the buckets move, so no flow is reordered.
+    fn regroup(&self, v: &View<'_>, keep: impl Fn(&str, &AggrTx) -> bool) {
+        let mut m = self.aggr_tx.lock().unwrap();
+        for (name, tx) in m.iter() {
+            let members: Vec<Member> = match v.st.aggr.get(name) {
+                Some(a) => {
+                    tx.set_layers(Self::layers(a.policy));
+                    self.members(v, name).into_iter().filter(|x| keep(&x.name, tx)).collect()
+                }
+                None => vec![],
+            };
+            let now: Vec<String> = members.iter().map(|x| x.name.clone()).collect();
+            let was = tx.member_names();
+            if now == was {
+                continue;
+            }
+            let ports: Vec<_> = self
+                .hardware()
+                .ports()
+                .iter()
+                .filter(|p| {
+                    now.contains(&p.device.to_string()) || was.contains(&p.device.to_string())
+                })
+                .collect();
+            for p in &ports {
+                p.tx_map.pause();
+            }
+            for p in &ports {
+                let _ = crate::hitless::drain(p, &p.tx_map.rings());
+            }
+            tx.set_members(members);
+            for p in &ports {
+                p.tx_map.resume();
+            }
+        }
+    }
+
+    /// `cut-cable` / `plug-cable`: drops or restores the carrier of a port's
+    /// wire (both ends of a cable). Not persisted: it is the machine's
+    /// state, not configuration.
+    pub fn set_carrier(&self, link: &str, up: bool) -> Result<OpResult, CoreError> {
+        let mut t = Timing::new();
+        let res = (|| {
+            let st = self.running();
+            let v = View { hw: self.hardware(), st: &st };
+            let Link::Phys(d) = v.require(link)? else {
+                return Err(CoreError::invalid_argument(format!(
+                    "{link} is not a physical link: it has no wire"
+                )));
+            };
+            let p = self.hardware().port(d.as_str()).expect("resolved");
+            p.device_handle().set_carrier(up);
+            if let netadm_config::Wire::Cable { peer } = &p.wire
+                && let Some(q) = self.hardware().port(peer.as_str())
+            {
+                q.device_handle().set_carrier(up);
+                t.note(format!("the cable to {peer} is {}", if up { "plugged in" } else { "cut" }));
+            }
+            t.phase("carrier");
+            Ok(())
+        })();
+        let total = t.started.elapsed().as_micros() as u64;
+        let op = if up { "plug-cable" } else { "cut-cable" };
+        let res = res.map(|()| t.finish(op));
+        self.record(&format!("{op} {link}"), res.as_ref(), total);
+        res
     }
 }

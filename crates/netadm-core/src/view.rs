@@ -24,7 +24,7 @@ impl Core {
             .map(|p| PhysInfo {
                 link: v.phys_name(&p.device).to_string(),
                 media: "Ethernet".into(),
-                state: "up".into(),
+                state: if p.device_handle().carrier() { "up" } else { "down" }.into(),
                 speed: p.speed,
                 duplex: "full".into(),
                 device: p.device.to_string(),

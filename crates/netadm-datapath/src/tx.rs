@@ -113,6 +113,129 @@ impl Tx for MultiTx {
     }
 }
 
+/// One member of an aggregation as its transmit path sees it.
+pub struct Member {
+    /// The member's port name.
+    pub name: String,
+    /// Its transmit path.
+    pub tx: Arc<dyn Tx>,
+    /// Whether it may carry traffic now (carrier, and later LACP
+    /// distributing); read on every send.
+    pub usable: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Hash buckets: a flow's hash picks a bucket, a bucket names a member.
+const BUCKETS: usize = 256;
+
+struct AggrState {
+    members: Vec<Member>,
+    buckets: Vec<u8>,
+    layers: HashLayers,
+}
+
+/// An aggregation's transmit path: flows hashed by policy into buckets,
+/// buckets assigned to members. Membership changes move only the buckets
+/// they must (flows on other members stay put); a member that is not
+/// usable (carrier down) has its flows spread over the others until it is
+/// back, without moving anyone else's.
+pub struct AggrTx {
+    state: RwLock<AggrState>,
+}
+
+impl AggrTx {
+    /// An aggregation path over `members`, hashing `layers`.
+    pub fn new(layers: HashLayers, members: Vec<Member>) -> Self {
+        let t = Self {
+            state: RwLock::new(AggrState { members: vec![], buckets: vec![0; BUCKETS], layers }),
+        };
+        t.set_members(members);
+        t
+    }
+
+    /// Changes the hash policy (`modify-aggr -P`).
+    pub fn set_layers(&self, layers: HashLayers) {
+        self.state.write().unwrap().layers = layers;
+    }
+
+    /// The member names, in order.
+    pub fn member_names(&self) -> Vec<String> {
+        self.state.read().unwrap().members.iter().map(|m| m.name.clone()).collect()
+    }
+
+    /// Replaces the members. Buckets of members that stay keep their
+    /// member; a new member takes an even share from the others.
+    pub fn set_members(&self, members: Vec<Member>) {
+        let mut st = self.state.write().unwrap();
+        let old: Vec<String> = st.members.iter().map(|m| m.name.clone()).collect();
+        let n = members.len();
+        if n == 0 {
+            st.members = members;
+            return;
+        }
+        // Map each bucket to the new index of its old member, if it stays.
+        let mut buckets: Vec<Option<usize>> = st
+            .buckets
+            .iter()
+            .map(|&b| {
+                old.get(b as usize).and_then(|name| members.iter().position(|m| &m.name == name))
+            })
+            .collect();
+        // Every member gets BUCKETS / n (+1) buckets: take the excess from
+        // the fullest, give orphans and the excess to the emptiest.
+        let target = |i: usize| BUCKETS / n + usize::from(i < BUCKETS % n);
+        let mut count = vec![0usize; n];
+        for b in buckets.iter().flatten() {
+            count[*b] += 1;
+        }
+        for slot in buckets.iter_mut() {
+            if let Some(m) = *slot
+                && count[m] > target(m)
+            {
+                count[m] -= 1;
+                *slot = None;
+            }
+        }
+        for slot in buckets.iter_mut().filter(|s| s.is_none()) {
+            let m = (0..n).find(|&m| count[m] < target(m)).unwrap_or(0);
+            count[m] += 1;
+            *slot = Some(m);
+        }
+        st.buckets = buckets.into_iter().map(|b| b.unwrap_or(0) as u8).collect();
+        st.members = members;
+    }
+
+    /// The member a frame goes to, by name (for tests and diagnostics).
+    pub fn member_for(&self, frame: &[u8]) -> Option<String> {
+        let st = self.state.read().unwrap();
+        Self::pick(&st, frame).map(|i| st.members[i].name.clone())
+    }
+
+    fn pick(st: &AggrState, frame: &[u8]) -> Option<usize> {
+        if st.members.is_empty() {
+            return None;
+        }
+        let h = policy_hash(st.layers, frame) as usize;
+        let m = st.buckets[h % BUCKETS] as usize;
+        if (st.members[m].usable)() {
+            return Some(m);
+        }
+        // Its member is down: spread its flows over the usable others.
+        let up: Vec<usize> = (0..st.members.len()).filter(|&i| (st.members[i].usable)()).collect();
+        (!up.is_empty()).then(|| up[(h / BUCKETS) % up.len()])
+    }
+}
+
+impl Tx for AggrTx {
+    fn send(&self, flow: u32, frames: &[&[u8]]) -> usize {
+        let st = self.state.read().unwrap();
+        let Some(first) = frames.first() else { return 0 };
+        match Self::pick(&st, first) {
+            Some(m) => st.members[m].tx.send(flow, frames),
+            None => 0,
+        }
+    }
+}
+
 /// Which headers an aggregation's transmit hash covers (dladm's `-P`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HashLayers {
@@ -201,9 +324,97 @@ mod tests {
             }
             assert!(per_member.iter().all(|&n| n >= 16), "{layers:?}: {per_member:?}");
         }
+        // (see also aggregation_buckets_move_only_what_they_must)
         // L2 alone sees one MAC pair: one member for everything.
         let l2 = HashLayers { l2: true, ..Default::default() };
         let first = policy_hash(l2, &frame(0, 0));
         assert!((0..64).all(|f| policy_hash(l2, &frame(f, 9)) == first));
+    }
+}
+
+#[cfg(test)]
+mod aggr_tests {
+    use super::*;
+    use crate::frame::{TestHeader, write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn frame(flow: u16) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        let h = TestHeader { stream: 1, flow, seq: 0, sent: 0 };
+        write(&mut b, 64, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], h);
+        b
+    }
+
+    struct Nowhere;
+    impl Tx for Nowhere {
+        fn send(&self, _: u32, frames: &[&[u8]]) -> usize {
+            frames.len()
+        }
+    }
+
+    fn member(name: &str, up: &Arc<AtomicBool>) -> Member {
+        let up = up.clone();
+        Member {
+            name: name.into(),
+            tx: Arc::new(Nowhere),
+            usable: Arc::new(move || up.load(Ordering::Relaxed)),
+        }
+    }
+
+    fn placement(a: &AggrTx) -> Vec<String> {
+        (0..512).map(|f| a.member_for(&frame(f)).unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn aggregation_buckets_move_only_what_they_must() {
+        let l4 = HashLayers { l4: true, ..Default::default() };
+        let (a_up, b_up, c_up) = (
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(true)),
+        );
+        let a = AggrTx::new(l4, vec![member("a", &a_up), member("b", &b_up)]);
+        let two = placement(&a);
+        let on = |p: &[String], m: &str| p.iter().filter(|x| *x == m).count();
+        assert!(
+            on(&two, "a") > 150 && on(&two, "b") > 150,
+            "spread: {} / {}",
+            on(&two, "a"),
+            on(&two, "b")
+        );
+
+        // A third member takes a share; nobody else's flows move.
+        a.set_members(vec![member("a", &a_up), member("b", &b_up), member("c", &c_up)]);
+        let three = placement(&a);
+        assert!(on(&three, "c") > 100);
+        for (before, after) in two.iter().zip(&three) {
+            assert!(after == before || after == "c", "a flow moved from {before} to {after}");
+        }
+
+        // b's carrier drops: only b's flows move, and back when it returns.
+        b_up.store(false, Ordering::Relaxed);
+        let down = placement(&a);
+        for (before, after) in three.iter().zip(&down) {
+            if before == "b" {
+                assert_ne!(after, "b");
+            } else {
+                assert_eq!(after, before, "a flow on a live member moved");
+            }
+        }
+        b_up.store(true, Ordering::Relaxed);
+        assert_eq!(placement(&a), three);
+
+        // Removing a member moves its flows only.
+        a.set_members(vec![member("a", &a_up), member("c", &c_up)]);
+        let removed = placement(&a);
+        for (before, after) in three.iter().zip(&removed) {
+            if before != "b" {
+                assert_eq!(after, before);
+            }
+        }
+        // Nobody usable: nothing is sent.
+        a_up.store(false, Ordering::Relaxed);
+        c_up.store(false, Ordering::Relaxed);
+        assert_eq!(a.send(0, &[&frame(1)]), 0);
     }
 }

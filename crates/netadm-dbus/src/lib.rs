@@ -470,6 +470,9 @@ mod proxies {
         ) -> zbus::Result<OpResult>;
         /// Stops the traffic generator on `link`; its books stay readable.
         fn stop_traffic(&self, link: &str) -> zbus::Result<OpResult>;
+        /// Cuts (`up` false) or plugs back in (`up` true) a port's wire; for a
+        /// cable, both ends lose or regain carrier.
+        fn set_carrier(&self, link: &str, up: bool) -> zbus::Result<OpResult>;
         /// Traffic streams and their books.
         fn show_traffic(&self) -> zbus::Result<Vec<TrafficInfo>>;
         /// Traffic counters of every physical link and aggregation.
