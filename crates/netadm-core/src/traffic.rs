@@ -283,7 +283,7 @@ impl Core {
     /// accepts; senders on the ports involved are paused and drained while
     /// the buckets move, so no flow is reordered.
     fn regroup(&self, v: &View<'_>, keep: impl Fn(&str, &AggrTx) -> bool) {
-        let mut m = self.aggr_tx.lock().unwrap();
+        let m = self.aggr_tx.lock().unwrap();
         for (name, tx) in m.iter() {
             let members: Vec<Member> = match v.st.aggr.get(name) {
                 Some(a) => {
