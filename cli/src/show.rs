@@ -108,17 +108,19 @@ pub fn aggr_lacp(v: &[AggrInfo]) -> Table {
         rows: v
             .iter()
             .flat_map(|a| {
-                let lacp_on = a.lacp_mode != "off";
                 a.ports.iter().map(move |p| {
+                    // The negotiated state, from the port's LACP actor
+                    // bits (all "no" when LACP is off).
+                    let bit = |b: u8| yn(p.lacp & b != 0);
                     Row::new()
                         .cell("LINK", Cell::text(&a.link))
                         .cell("PORT", Cell::text(&p.port))
-                        .cell("AGGREGATABLE", yn(true))
-                        .cell("SYNC", yn(false))
-                        .cell("COLL", yn(false))
-                        .cell("DIST", yn(false))
-                        .cell("DEFAULTED", yn(lacp_on))
-                        .cell("EXPIRED", yn(false))
+                        .cell("AGGREGATABLE", bit(0x04))
+                        .cell("SYNC", bit(0x08))
+                        .cell("COLL", bit(0x10))
+                        .cell("DIST", bit(0x20))
+                        .cell("DEFAULTED", bit(0x40))
+                        .cell("EXPIRED", bit(0x80))
                 })
             })
             .collect(),
@@ -392,7 +394,12 @@ mod tests {
             lacp_mode: "off".into(),
             lacp_timer: "short".into(),
             ports: ["i40e0", "i40e1"]
-                .map(|p| AggrPortInfo { port: p.into(), state: "attached".into(), speed: 40000 })
+                .map(|p| AggrPortInfo {
+                    port: p.into(),
+                    state: "attached".into(),
+                    speed: 40000,
+                    lacp: 0,
+                })
                 .to_vec(),
         }
     }
@@ -452,16 +459,26 @@ mod tests {
     }
 
     #[test]
-    fn lacp_defaults_honestly() {
+    fn lacp_columns_show_the_actor_state_bits() {
         let mut a = aggr0();
         let p = Format {
             parsable: true,
-            fields: Some("port,aggregatable,defaulted".into()),
+            fields: Some("port,aggregatable,sync,dist,defaulted".into()),
             ..Format::default()
         };
-        assert_eq!(render(&aggr_lacp(&[a.clone()]), &p).unwrap(), "i40e0:yes:no\ni40e1:yes:no\n");
-        a.lacp_mode = "active".into();
-        assert_eq!(render(&aggr_lacp(&[a]), &p).unwrap(), "i40e0:yes:yes\ni40e1:yes:yes\n");
+        // LACP off: no bits.
+        assert_eq!(
+            render(&aggr_lacp(&[a.clone()]), &p).unwrap(),
+            "i40e0:no:no:no:no\ni40e1:no:no:no:no\n"
+        );
+        // Negotiated on i40e0 (aggregatable, sync, collecting,
+        // distributing); defaulted on i40e1.
+        a.ports[0].lacp = 0x04 | 0x08 | 0x10 | 0x20;
+        a.ports[1].lacp = 0x04 | 0x40;
+        assert_eq!(
+            render(&aggr_lacp(&[a]), &p).unwrap(),
+            "i40e0:yes:yes:yes:no\ni40e1:yes:no:no:yes\n"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@
 mod error;
 mod hitless;
 pub mod hw;
+mod lacp;
 mod links;
 mod ops;
 mod traffic;
@@ -72,6 +73,8 @@ pub struct Core {
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
     traffic: traffic::Traffic,
+    /// LACP on the ports of aggregations that run it.
+    lacp: lacp::Lacp,
     /// Each aggregation's transmit path, kept in step with its members.
     aggr_tx: Mutex<BTreeMap<netadm_model::LinkName, Arc<netadm_datapath::tx::AggrTx>>>,
 }
@@ -190,7 +193,11 @@ impl Core {
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
             aggr_tx: Mutex::new(BTreeMap::new()),
+            lacp: lacp::Lacp::start(),
         };
+        for p in core.hw.ports() {
+            p.classifier.set_slow_handler(Some(core.lacp.receiver(p.device.as_str())));
+        }
         // Replay: the persistent configuration must still make sense on this
         // hardware, then it becomes the running one.
         ops::check_state(&View { hw: &core.hw, st: &persisted }).map_err(|e| {
@@ -201,6 +208,7 @@ impl Core {
         let mut t = Timing::new();
         core.execute(&LinkState::default(), &persisted, &mut t, &|_, _, _| {})?;
         *core.running.write().unwrap() = Arc::new(persisted);
+        core.sync_datapath();
         Ok(core)
     }
 

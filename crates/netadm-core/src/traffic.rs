@@ -224,23 +224,67 @@ impl Core {
     }
 
     fn members(&self, v: &View<'_>, aggr: &LinkName) -> Vec<Member> {
+        let lacp_on =
+            v.st.aggr.get(aggr).is_some_and(|a| a.lacp_mode != netadm_model::LacpMode::Off);
         v.ports_under(&Link::Aggr(aggr.clone()))
             .iter()
             .filter_map(|d| self.hardware().port(d.as_str()))
             .map(|p| {
                 let engine = p.engine.clone();
-                let dev = p.driver.clone();
+                let carrier = carrier_of(&p.driver);
+                let distributing = self.lacp.flag(p.device.as_str());
                 Member {
                     name: p.device.to_string(),
                     tx: Arc::new(PortTx::new(engine, p.tx_map.clone())),
-                    // A member whose wire has no carrier carries nothing.
-                    usable: Arc::new(move || match &dev {
-                        crate::Driver::I40e(d) => d.device().carrier(),
-                        crate::Driver::Atl1c(d) => d.device().carrier(),
+                    // A member without carrier carries nothing; with LACP,
+                    // only once it is distributing.
+                    usable: Arc::new(move || {
+                        carrier()
+                            && (!lacp_on || distributing.load(std::sync::atomic::Ordering::Acquire))
                     }),
                 }
             })
             .collect()
+    }
+
+    /// Runs LACP on exactly the ports of aggregations whose mode is not off.
+    fn configure_lacp(&self, v: &View<'_>) {
+        use netadm_model::{LacpMode, LacpTimer};
+        let mut cfgs = Vec::new();
+        for (name, a) in &v.st.aggr {
+            if a.lacp_mode == LacpMode::Off {
+                continue;
+            }
+            let ports: Vec<_> = v
+                .ports_under(&Link::Aggr(name.clone()))
+                .iter()
+                .filter_map(|d| self.hardware().port(d.as_str()))
+                .collect();
+            let system =
+                a.mac.map(|m| m.0).or_else(|| ports.first().map(|p| p.mac.0)).unwrap_or_default();
+            // The key names the aggregation within the system.
+            let key = name
+                .as_str()
+                .bytes()
+                .fold(0u16, |h, b| h.wrapping_mul(31).wrapping_add(u16::from(b)))
+                | 1;
+            for (i, p) in ports.iter().enumerate() {
+                cfgs.push(crate::lacp::PortCfg {
+                    device: p.device.to_string(),
+                    system,
+                    key,
+                    number: i as u16 + 1,
+                    mode: netadm_datapath::lacp::Mode {
+                        active: a.lacp_mode == LacpMode::Active,
+                        short: a.lacp_timer == LacpTimer::Short,
+                    },
+                    mac: p.mac.0,
+                    engine: p.engine.clone(),
+                    carrier: carrier_of(&p.driver),
+                });
+            }
+        }
+        self.lacp.configure(cfgs);
     }
 
     /// The aggregation's transmit path, created on first use.
@@ -259,6 +303,7 @@ impl Core {
     pub(crate) fn sync_datapath(&self) {
         let st = self.running();
         let v = View { hw: self.hardware(), st: &st };
+        self.configure_lacp(&v);
         self.regroup(&v, |_, _| true);
         self.aggr_tx.lock().unwrap().retain(|name, _| st.aggr.contains_key(name));
         let mut entries = self.traffic.entries.lock().unwrap();
@@ -333,6 +378,7 @@ impl Core {
             };
             let p = self.hardware().port(d.as_str()).expect("resolved");
             p.device_handle().set_carrier(up);
+            self.lacp.kick();
             if let netadm_config::Wire::Cable { peer } = &p.wire
                 && let Some(q) = self.hardware().port(peer.as_str())
             {
@@ -348,4 +394,13 @@ impl Core {
         self.record(&format!("{op} {link}"), res.as_ref(), total);
         res
     }
+}
+
+/// Reads a port's carrier.
+fn carrier_of(d: &crate::Driver) -> Arc<dyn Fn() -> bool + Send + Sync> {
+    let d = d.clone();
+    Arc::new(move || match &d {
+        crate::Driver::I40e(x) => x.device().carrier(),
+        crate::Driver::Atl1c(x) => x.device().carrier(),
+    })
 }

@@ -79,15 +79,19 @@ impl Core {
                     .iter()
                     .map(|p| {
                         let port = v.device_of(p).and_then(|d| self.hardware().port(d.as_str()));
+                        let lacp = port.and_then(|p| self.lacp.actor_state(p.device.as_str()));
+                        // Attached: running, with carrier, and (with LACP)
+                        // distributing; else standby.
+                        let attached = port
+                            .is_some_and(|p| p.rings_started() > 0 && p.device_handle().carrier())
+                            && lacp.is_none_or(|s| {
+                                s & netadm_datapath::lacp::state::DISTRIBUTING != 0
+                            });
                         AggrPortInfo {
                             port: p.to_string(),
-                            state: if port.is_some_and(|p| p.rings_started() > 0) {
-                                "attached"
-                            } else {
-                                "standby"
-                            }
-                            .into(),
+                            state: if attached { "attached" } else { "standby" }.into(),
                             speed: port.map_or(0, |p| p.speed),
+                            lacp: lacp.unwrap_or(0),
                         }
                     })
                     .collect();

@@ -233,3 +233,90 @@ fn adding_and_removing_members_under_traffic_loses_nothing() {
     let t = traffic(&c);
     assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
 }
+
+fn lacp_bits(c: &Core, aggr: &str) -> Vec<u8> {
+    c.show_aggr()
+        .into_iter()
+        .find(|a| a.link == aggr)
+        .unwrap()
+        .ports
+        .iter()
+        .map(|p| p.lacp)
+        .collect()
+}
+
+const DIST: u8 = 0x20;
+
+#[test]
+fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
+    let hw = HardwareConfig::parse(CABLED, Path::new("cabled.toml")).unwrap();
+    let c = Core::start(&hw, None, Strategy::Batched).unwrap();
+    c.create_aggr(
+        "aggr1",
+        &["atl1c0".into(), "atl1c1".into()],
+        "L4",
+        "active",
+        "short",
+        "",
+        true,
+        &none,
+    )
+    .unwrap();
+    c.start_traffic("aggr1", 50_000, 128, 16).unwrap();
+    // Alone, nobody answers: no member distributes, nothing is sent.
+    wait_for("refusals", || traffic(&c).refused > 100);
+    assert_eq!(traffic(&c).sent, 0);
+    assert!(
+        lacp_bits(&c, "aggr1").iter().all(|b| b & DIST == 0 && b & 0x40 != 0),
+        "defaulted, not distributing"
+    );
+
+    // A passive partner answers: both ends distribute and traffic flows.
+    c.create_aggr(
+        "aggr2",
+        &["atl1c2".into(), "atl1c3".into()],
+        "L4",
+        "passive",
+        "short",
+        "",
+        true,
+        &none,
+    )
+    .unwrap();
+    wait_for("LACP to negotiate", || {
+        lacp_bits(&c, "aggr1").iter().chain(lacp_bits(&c, "aggr2").iter()).all(|b| b & DIST != 0)
+    });
+    let x = c.show_aggr().into_iter().find(|a| a.link == "aggr1").unwrap();
+    assert!(
+        x.ports.iter().all(|p| p.state == "attached" && p.lacp & 0x08 != 0 && p.lacp & 0x40 == 0),
+        "{x:?}"
+    );
+    wait_for("traffic over both members", || {
+        opackets(&c, "atl1c0") > 500 && opackets(&c, "atl1c1") > 500
+    });
+
+    // Cut one cable: that member stops distributing at both ends; flows move.
+    c.set_carrier("atl1c1", false).unwrap();
+    wait_for("atl1c1 out", || {
+        lacp_bits(&c, "aggr1")[1] & DIST == 0 && lacp_bits(&c, "aggr2")[1] & DIST == 0
+    });
+    assert_eq!(
+        c.show_aggr().into_iter().find(|a| a.link == "aggr1").unwrap().ports[1].state,
+        "standby"
+    );
+    let r = traffic(&c).received;
+    wait_for("traffic over atl1c0 alone", || traffic(&c).received > r + 5_000);
+
+    // Plug it back: LACP negotiates again and it carries flows again.
+    c.set_carrier("atl1c1", true).unwrap();
+    wait_for("atl1c1 back", || lacp_bits(&c, "aggr1").iter().all(|b| b & DIST != 0));
+    let a1 = opackets(&c, "atl1c1");
+    wait_for("atl1c1 carrying again", || opackets(&c, "atl1c1") > a1 + 500);
+    c.stop_traffic("aggr1").unwrap();
+    wait_for("quiet", || {
+        let t = traffic(&c);
+        t.received + t.lost == t.sent
+    });
+    let t = traffic(&c);
+    assert_eq!((t.reordered, t.duplicated), (0, 0), "{t:?}");
+}

@@ -36,16 +36,31 @@ impl StreamTable {
 }
 
 /// One port's receive classifier, installed as its ring engine's client.
-#[derive(Debug)]
 pub struct Classifier {
     streams: Arc<StreamTable>,
     unclaimed: AtomicU64,
+    /// Where Slow Protocols frames (LACPDUs) go.
+    slow: RwLock<Option<SlowHandler>>,
+}
+
+/// Receives the Slow Protocols frames (LACPDUs) a port gets.
+pub type SlowHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+impl std::fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classifier").field("unclaimed", &self.unclaimed()).finish_non_exhaustive()
+    }
 }
 
 impl Classifier {
     /// A classifier delivering test frames to `streams`.
     pub fn new(streams: Arc<StreamTable>) -> Self {
-        Self { streams, unclaimed: AtomicU64::new(0) }
+        Self { streams, unclaimed: AtomicU64::new(0), slow: RwLock::new(None) }
+    }
+
+    /// Sends Slow Protocols frames (ethertype 0x8809) to `h`.
+    pub fn set_slow_handler(&self, h: Option<SlowHandler>) {
+        *self.slow.write().unwrap() = h;
     }
 
     /// Frames no client claimed (dropped).
@@ -56,6 +71,12 @@ impl Classifier {
 
 impl RingClient for Classifier {
     fn rx(&self, _ring: u16, frame: &[u8]) {
+        if frame.get(12..14) == Some(&crate::lacp::ETHERTYPE.to_be_bytes())
+            && let Some(h) = self.slow.read().unwrap().as_ref()
+        {
+            h(frame);
+            return;
+        }
         if let Some(h) = parse(frame)
             && let Some(s) = self.streams.get(h.stream)
         {

@@ -12,6 +12,7 @@
 pub mod classify;
 pub mod frame;
 pub mod generator;
+pub mod lacp;
 pub mod stream;
 pub mod tx;
 

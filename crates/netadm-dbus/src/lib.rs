@@ -196,6 +196,10 @@ pub struct AggrPortInfo {
     pub state: String,
     /// Port speed, Mb/s.
     pub speed: u64,
+    /// LACP actor state bits (802.1AX: 0x01 active, 0x02 short timeout,
+    /// 0x04 aggregatable, 0x08 sync, 0x10 collecting, 0x20 distributing,
+    /// 0x40 defaulted, 0x80 expired); 0 when LACP is off.
+    pub lacp: u8,
 }
 
 /// An aggregation (`show-aggr`).
