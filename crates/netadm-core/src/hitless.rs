@@ -28,6 +28,7 @@ pub(crate) fn reprogram(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, R
     if rings.len() < 2 || !rss {
         return short_stop(p, rings, buf);
     }
+    let started = Instant::now();
     let (w1, w2) = rings.split_at(rings.len() / 2);
     let mut report: Option<OpReport> = None;
     for (name, wave, rest) in [("wave1", w1, w2), ("wave2", w2, w1)] {
@@ -59,6 +60,7 @@ pub(crate) fn reprogram(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, R
     steer(p, rings)?;
     let mut report = report.expect("two waves ran");
     report.add_phase("steer", t0.elapsed());
+    report.total = started.elapsed();
     Ok(report)
 }
 
@@ -70,25 +72,31 @@ fn short_stop(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, RingError> 
     p.tx_map.resume();
     let mut r = res?;
     r.add_phase("stop", t0.elapsed());
+    r.total = t0.elapsed();
     Ok(r)
 }
 
-/// Moves senders and the RSS table onto `set`: pauses senders, waits for
-/// every frame in flight to be sent and delivered, reprograms, resumes.
-fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
+/// Moves senders and the RSS table onto `set`: pauses this port's
+/// senders, waits for their frames to leave, points RSS at `set`, waits
+/// for every frame already received on the rings that leave to be
+/// delivered (frames from outside — a cable peer — keep arriving until RSS
+/// moves), then lets senders go on over `set`.
+pub(crate) fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
     let running = p.tx_map.rings();
     p.tx_map.pause();
-    let res = drain(p, &running).and_then(|()| {
-        if let Driver::I40e(d) = &p.driver
-            && !set.is_empty()
-        {
-            for i in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
-                d.set_rss_entry(i, set[usize::from(i) % set.len()])?;
+    let res = drain_tx(p, &running)
+        .and_then(|()| {
+            if let Driver::I40e(d) = &p.driver
+                && !set.is_empty()
+            {
+                for i in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
+                    d.set_rss_entry(i, set[usize::from(i) % set.len()])?;
+                }
             }
-        }
-        p.tx_map.set(set.to_vec());
-        Ok(())
-    });
+            Ok(())
+        })
+        .and_then(|()| drain_rx(p, &running, Instant::now() + DRAIN))
+        .map(|()| p.tx_map.set(set.to_vec()));
     p.tx_map.resume();
     res
 }
@@ -96,10 +104,18 @@ fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
 /// Waits until `rings` hold nothing in flight: every TX frame taken by the
 /// device and every received frame delivered by the interrupt handler.
 pub(crate) fn drain(p: &Port, rings: &[u16]) -> Result<(), RingError> {
-    let deadline = Instant::now() + DRAIN;
+    drain_tx(p, rings)?;
+    drain_rx(p, rings, Instant::now() + DRAIN)
+}
+
+fn drain_tx(p: &Port, rings: &[u16]) -> Result<(), RingError> {
     let nic = p.engine.nic();
     let txqs: Vec<u16> = rings.iter().copied().filter(|&r| r < nic.caps().tx_queues).collect();
-    nic.wait_tx_drained(&txqs, deadline).map_err(|rings| RingError::TxDrainTimeout { rings })?;
+    nic.wait_tx_drained(&txqs, Instant::now() + DRAIN)
+        .map_err(|rings| RingError::TxDrainTimeout { rings })
+}
+
+fn drain_rx(p: &Port, rings: &[u16], deadline: Instant) -> Result<(), RingError> {
     // Delivery is the interrupt handler's: wait for its effect, yielding.
     while p.engine.rx_backlog(rings) > 0 {
         if Instant::now() > deadline {

@@ -437,23 +437,50 @@ impl Core {
         t: &mut Timing,
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
+        use netadm_rings::RingState;
         let ports = self.hw.ports();
-        // Per port: the rings to stop, to reprogram (new buffers) and to
-        // start, from the two plans.
+        // Per port, from what its rings actually are (after a failure that
+        // may differ from any plan): the rings to stop, to reprogram (new
+        // buffers) and to start.
         let (mut stop, mut restart, mut start) = (vec![], vec![], vec![]);
-        for (i, (a, b)) in from.iter().zip(to).enumerate() {
-            let old = if a.active { a.rings } else { 0 };
+        let mut shrink = vec![];
+        for (i, b) in to.iter().enumerate() {
+            let e = &ports[i].engine;
             let new = if b.active { b.rings } else { 0 };
-            if new < old {
-                stop.push((i, (new..old).collect::<Vec<u16>>()));
+            let info = |r: u16| e.info(r).ok();
+            let gone: Vec<u16> = (new..e.ring_count())
+                .filter(|&r| {
+                    info(r).is_some_and(|x| {
+                        x.state != RingState::Freed && x.state != RingState::Unallocated
+                    })
+                })
+                .collect();
+            let stale: Vec<u16> = (0..new)
+                .filter(|&r| {
+                    info(r)
+                        .is_some_and(|x| x.state == RingState::Started && x.buf_size != Some(b.buf))
+                })
+                .collect();
+            let missing: Vec<u16> = (0..new)
+                .filter(|&r| info(r).is_some_and(|x| x.state != RingState::Started))
+                .collect();
+            if !gone.is_empty() {
+                if new > 0 {
+                    shrink.push((i, new));
+                }
+                stop.push((i, gone));
             }
-            let kept = old.min(new);
-            if kept > 0 && a.buf != b.buf {
-                restart.push((i, (0..kept).collect()));
+            if !stale.is_empty() {
+                restart.push((i, stale));
             }
-            if new > old {
-                start.push((i, (old..new).collect()));
+            if !missing.is_empty() {
+                start.push((i, missing));
             }
+        }
+        // Make before break: senders and RSS leave rings before they stop.
+        for &(i, new) in &shrink {
+            hitless::steer(&ports[i], &(0..new).collect::<Vec<u16>>())
+                .map_err(|e| CoreError::hardware(format!("{}: {e}", ports[i].device)))?;
         }
         type Job = fn(&Port, &[u16], u32) -> Result<OpReport, netadm_rings::RingError>;
         type Work = [(usize, Vec<u16>)];
@@ -463,8 +490,24 @@ impl Core {
             ("ring-start", &start, |p, set, buf| p.engine.start(set, buf)),
         ];
         let total = (stop.len() + restart.len() + start.len()) as u32;
+        // Drops are charged to the ports whose rings change, and the far
+        // ends of their cables.
+        let touched: Vec<&Port> = ports
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                [&stop, &restart, &start].iter().any(|w| w.iter().any(|(j, _)| j == i))
+            })
+            .flat_map(|(_, p)| {
+                let peer = match &p.wire {
+                    netadm_config::Wire::Cable { peer } => self.hw.port(peer.as_str()),
+                    _ => None,
+                };
+                std::iter::once(p).chain(peer)
+            })
+            .collect();
         let dropped = || -> u64 {
-            ports
+            touched
                 .iter()
                 .map(|p| {
                     let h = netadm_nic::Nic::hw_stats(&*p.driver.nic());
@@ -473,6 +516,7 @@ impl Core {
                 .sum()
         };
         let dropped_before = dropped();
+        let discarded_before = t.counts.get("rx_discarded").copied().unwrap_or(0);
         let mut done = 0;
         for (name, idx, job) in waves {
             if idx.is_empty() {
@@ -511,25 +555,27 @@ impl Core {
             }
         }
         if total > 0 {
-            // What the wires and devices dropped while rings changed.
-            t.count("frames_dropped", dropped() - dropped_before);
+            // What the devices and wires dropped, and the rings discarded,
+            // while rings changed.
+            let discarded = t.counts.get("rx_discarded").copied().unwrap_or(0) - discarded_before;
+            t.count("frames_dropped", dropped() - dropped_before + discarded);
         }
-        // Interrupt moderation registers, and doorbell batching.
+        // Interrupt moderation, doorbell batching, and senders and RSS over
+        // the rings that run now (steered: growing moves flows to new
+        // rings, which must not reorder them).
         for (i, (a, b)) in from.iter().zip(to).enumerate() {
+            let p = &ports[i];
             if a.throttle != b.throttle || (b.active && !a.active) {
-                apply_throttle(&ports[i], &b.throttle)?;
+                apply_throttle(p, &b.throttle)?;
             }
-            ports[i].engine.set_xmit_batch(b.xmit_batch);
-            let running = if b.active { b.rings } else { 0 };
-            ports[i].tx_map.set((0..running).collect());
-            // RSS spreads over the rings that run, and only those.
-            if let Driver::I40e(d) = &ports[i].driver
-                && running > 0
-                && (a.rings != b.rings || a.active != b.active)
-            {
-                for e in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
-                    d.set_rss_entry(e, e % running)
-                        .map_err(|e| CoreError::hardware(format!("{}: {e}", ports[i].device)))?;
+            p.engine.set_xmit_batch(b.xmit_batch);
+            let running: Vec<u16> = if b.active { (0..b.rings).collect() } else { vec![] };
+            if p.tx_map.rings() != running {
+                if running.is_empty() {
+                    p.tx_map.set(running);
+                } else {
+                    hitless::steer(p, &running)
+                        .map_err(|e| CoreError::hardware(format!("{}: {e}", p.device)))?;
                 }
             }
         }

@@ -106,7 +106,7 @@ impl Core {
         if let Some(old) = entries.remove(&name) {
             self.hardware().streams().remove(old.stream.id());
         }
-        let id = self.traffic.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = self.traffic.next_id.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let stream = Arc::new(Stream::new(id, flows as u16));
         self.hardware().streams().insert(stream.clone());
         let cfg = GenConfig {

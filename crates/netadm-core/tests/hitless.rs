@@ -40,6 +40,19 @@ fn traffic(c: &Core) -> netadm_dbus::TrafficInfo {
     c.show_traffic().into_iter().next().unwrap()
 }
 
+/// Waits (yielding) until in-flight frames have arrived or a deadline
+/// passes; the books are then asserted, so loss shows as numbers.
+fn settle(c: &Core) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let t = traffic(c);
+        if t.received == t.sent {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !cond() {
@@ -59,10 +72,7 @@ fn finish_and_check(c: &Core) {
     let before = traffic(c).received;
     wait_for("traffic to keep flowing", || traffic(c).received > before + 5_000);
     c.stop_traffic("aggr0").unwrap();
-    wait_for("frames in flight", || {
-        let t = traffic(c);
-        t.received == t.sent
-    });
+    settle(c);
     let t = traffic(c);
     assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
     // Both members carried flows.
@@ -107,7 +117,16 @@ fn twenty_mtu_changes_under_sequenced_traffic_lose_nothing() {
 }
 
 #[test]
+fn a_failure_in_the_first_wave_leaves_the_old_mtu_working() {
+    failure_leaves_old_mtu(QueueId::tx(10));
+}
+
+#[test]
 fn a_failure_in_the_middle_of_an_mtu_change_leaves_the_old_mtu_working() {
+    failure_leaves_old_mtu(QueueId::tx(40));
+}
+
+fn failure_leaves_old_mtu(q: QueueId) {
     let faulty: Arc<Mutex<Option<Arc<FaultyNic>>>> = Arc::default();
     let keep = faulty.clone();
     let wrap: NicWrap = Box::new(move |name, nic| {
@@ -122,11 +141,7 @@ fn a_failure_in_the_middle_of_an_mtu_change_leaves_the_old_mtu_working() {
     aggregation_under_traffic(&c);
     // The second wave's start on i40e1 never gets an enable acknowledged.
     let f = faulty.lock().unwrap().clone().unwrap();
-    f.set_faults(Faults {
-        swallow_enable: [QueueId::tx(40)].into(),
-        once: true,
-        ..Faults::default()
-    });
+    f.set_faults(Faults { swallow_enable: [q].into(), once: true, ..Faults::default() });
     let e = c.set_link_prop("aggr0", &mtu("9000"), true, &none).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Hardware, "{}", e.message);
     // The old MTU everywhere: configuration, every ring's buffers, every
@@ -226,10 +241,7 @@ fn adding_and_removing_members_under_traffic_loses_nothing() {
     let r = traffic(&c).received;
     wait_for("traffic over the remaining member", || traffic(&c).received > r + 5_000);
     c.stop_traffic("aggr0").unwrap();
-    wait_for("in flight", || {
-        let t = traffic(&c);
-        t.received == t.sent
-    });
+    settle(&c);
     let t = traffic(&c);
     assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
 }
@@ -319,4 +331,25 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
     });
     let t = traffic(&c);
     assert_eq!((t.reordered, t.duplicated), (0, 0), "{t:?}");
+}
+
+#[test]
+fn changing_rxrings_under_traffic_loses_nothing() {
+    let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
+    aggregation_under_traffic(&c);
+    for n in ["8", "64", "16"] {
+        let p = BTreeMap::from([("rxrings".to_string(), n.to_string())]);
+        for port in ["i40e0", "i40e1"] {
+            let r = c.set_link_prop(port, &p, true, &none).unwrap();
+            assert_eq!(
+                r.counts.get("frames_dropped").copied().unwrap_or(0),
+                0,
+                "{port} rxrings {n}: {r:?}"
+            );
+            assert_eq!(c.hardware().port(port).unwrap().rings_started(), n.parse::<u32>().unwrap());
+        }
+        let before = traffic(&c).received;
+        wait_for("traffic over the new rings", || traffic(&c).received > before + 3_000);
+    }
+    finish_and_check(&c);
 }

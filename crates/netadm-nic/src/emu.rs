@@ -487,8 +487,15 @@ impl Device {
     /// receives. Both must have been built with [`WireMode::Cable`]; each
     /// port has one cable, connected once.
     pub fn cable(a: &Device, b: &Device) -> Result<(), NicError> {
+        // One lock for every cabling: the checks and both ends' setting are
+        // one step, so no inbox ever gets two producers.
+        static CABLING: Mutex<()> = Mutex::new(());
+        let _g = CABLING.lock().unwrap();
         for d in [a, b] {
-            if d.sh.cfg.wire != WireMode::Cable || d.sh.peer.get().is_some() {
+            if d.sh.cfg.wire != WireMode::Cable
+                || d.sh.peer.get().is_some()
+                || Arc::ptr_eq(&a.sh, &b.sh)
+            {
                 return Err(NicError::Unsupported {
                     class: d.sh.cfg.caps.class,
                     feature: "free cable port",

@@ -457,9 +457,12 @@ impl RingEngine {
     /// Frames the device has placed in `rings`' RX rings that the interrupt
     /// handler has not delivered yet.
     pub fn rx_backlog(&self, rings: &[u16]) -> u64 {
+        // Only running rings count: a ring whose gate is closed is never
+        // polled; its frames are discarded (and counted) when it stops.
         rings
             .iter()
             .filter_map(|&r| self.sh.rings.get(r as usize))
+            .filter(|r| r.state() == RingState::Started)
             .map(|r| r.rx.lock().unwrap().as_ref().map_or(0, |d| u64::from(d.completed())))
             .sum()
     }

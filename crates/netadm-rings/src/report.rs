@@ -78,13 +78,13 @@ impl OpReport {
     }
 
     /// Adds time to a named phase (a caller's own step, e.g. a steering
-    /// flip between ring operations).
+    /// flip between ring operations, or a wave enclosing others). The total
+    /// is the caller's to set: phases may nest.
     pub fn add_phase(&mut self, name: &'static str, elapsed: Duration) {
         match self.phases.iter_mut().find(|p| p.name == name) {
             Some(p) => p.elapsed += elapsed,
             None => self.phases.push(Phase { name, elapsed }),
         }
-        self.total += elapsed;
     }
 
     /// Appends `next`'s phases and counts to this report.
