@@ -525,7 +525,7 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             } else if extended {
                 show::aggr_extended(&[], &[], &[]).columns
             } else if stats {
-                show::aggr_stats(&[]).columns
+                show::aggr_stats(&[], &[]).columns
             } else {
                 show::aggr(&[]).columns
             };
@@ -543,7 +543,7 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
                 let phys = p.show_phys().await.map_err(err)?;
                 show::aggr_extended(&v, &links, &phys)
             } else if stats {
-                show::aggr_stats(&v)
+                show::aggr_stats(&v, &p.show_stats().await.map_err(err)?)
             } else {
                 show::aggr(&v)
             };

@@ -180,24 +180,30 @@ pub fn aggr_extended(v: &[AggrInfo], links: &[LinkInfo], phys: &[PhysInfo]) -> T
 /// All zero: there is no datapath counting frames through an aggregation
 /// yet. The datapath issue adds the counters to the D-Bus contract and fills
 /// these in.
-pub fn aggr_stats(v: &[AggrInfo]) -> Table {
-    let counters = |row: Row| {
-        row.cell("IPACKETS", Cell::num(0u64))
-            .cell("RBYTES", Cell::num(0u64))
-            .cell("OPACKETS", Cell::num(0u64))
-            .cell("OBYTES", Cell::num(0u64))
+pub fn aggr_stats(v: &[AggrInfo], stats: &[netadm_dbus::LinkStats]) -> Table {
+    let counters = |row: Row, link: &str| {
+        let s = stats.iter().find(|s| s.link == link);
+        let n = |f: fn(&netadm_dbus::LinkStats) -> u64| Cell::num(s.map_or(0, f));
+        row.cell("IPACKETS", n(|s| s.ipackets))
+            .cell("RBYTES", n(|s| s.rbytes))
+            .cell("OPACKETS", n(|s| s.opackets))
+            .cell("OBYTES", n(|s| s.obytes))
     };
     let mut rows = Vec::new();
     for a in v {
         rows.push(
-            counters(Row::new().cell("LINK", Cell::text(&a.link)).cell("PORT", Cell::text("--")))
-                .not_json(),
+            counters(
+                Row::new().cell("LINK", Cell::text(&a.link)).cell("PORT", Cell::text("--")),
+                &a.link,
+            )
+            .not_json(),
         );
         for p in &a.ports {
             rows.push(counters(
                 Row::new()
                     .cell("LINK", Cell::text(&a.link).table_as(""))
                     .cell("PORT", Cell::text(&p.port)),
+                &p.port,
             ));
         }
     }
