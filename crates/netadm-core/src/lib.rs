@@ -20,6 +20,7 @@
 //! never wait behind a long mutation.
 
 mod error;
+mod groups;
 mod hitless;
 pub mod hw;
 mod lacp;
@@ -49,14 +50,16 @@ pub type Progress<'a> = &'a (dyn Fn(&str, u32, u32) + Sync);
 const HISTORY: usize = 200;
 
 /// What a port's rings should be doing under a configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct PortPlan {
     /// Rings run.
     active: bool,
     /// Buffer size they run with.
     buf: u32,
-    /// How many rings run (rings `0..rings`).
+    /// How many rings the primary group runs (rings `0..rings`).
     rings: u16,
+    /// VNIC ring groups on the port: (first ring, rings).
+    groups: Vec<(u16, u16)>,
     /// atl1c rx-imt / tx-imt, i40e itr: (vector, units) writes.
     throttle: [Option<u32>; 3],
     /// xmit-batch: the port's own, or its aggregation's.
@@ -73,6 +76,8 @@ pub struct Core {
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
     traffic: traffic::Traffic,
+    /// VNIC ring groups, as the running configuration has them.
+    groups: Mutex<groups::Groups>,
     /// LACP on the ports of aggregations that run it.
     lacp: lacp::Lacp,
     /// Each aggregation's transmit path, kept in step with its members.
@@ -193,6 +198,7 @@ impl Core {
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
             aggr_tx: Mutex::new(BTreeMap::new()),
+            groups: Mutex::new(BTreeMap::new()),
             lacp: lacp::Lacp::start(),
         };
         for p in core.hw.ports() {
@@ -339,7 +345,7 @@ impl Core {
         h.push_back(entry);
     }
 
-    fn plans(&self, st: &LinkState) -> Vec<PortPlan> {
+    fn plans(&self, st: &LinkState, groups: &groups::Groups) -> Vec<PortPlan> {
         let v = View { hw: &self.hw, st };
         self.hw
             .ports()
@@ -363,6 +369,13 @@ impl Core {
                     .max()
                     .filter(|&n| n > 0)
                     .map_or(all, |n| n.min(all));
+                let mine: Vec<(u16, u16)> = groups
+                    .values()
+                    .filter(|g| g.device == p.device)
+                    .map(|g| (g.base, g.count))
+                    .collect();
+                // The primary group keeps the rings below the VNICs' groups.
+                let want = mine.iter().map(|g| g.0).min().map_or(want, |lo| want.min(lo));
                 let name = v.phys_name(&p.device);
                 let batch_of = |l: &Link| v.prop(l, PropName::XmitBatch).and_then(|x| x.as_bool());
                 let xmit_batch = v
@@ -374,6 +387,7 @@ impl Core {
                     active: v.port_in_use(&p.device),
                     buf: buf_size_for_mtu(v.mtu(&link)),
                     rings: want,
+                    groups: mine,
                     throttle,
                     xmit_batch,
                 }
@@ -390,14 +404,19 @@ impl Core {
         t: &mut Timing,
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
-        let (a, b) = (self.plans(from), self.plans(to));
-        match self.drive(&a, &b, t, progress) {
-            Ok(()) => Ok(()),
+        let ga = self.groups.lock().unwrap().clone();
+        let gb = self.assign_groups(to)?;
+        let (a, b) = (self.plans(from, &ga), self.plans(to, &gb));
+        match self.drive(&a, &b, &ga, &gb, t, progress) {
+            Ok(()) => {
+                *self.groups.lock().unwrap() = gb;
+                Ok(())
+            }
             Err(e) => {
                 // Put back what was done: every port to its old plan.
                 let mut undo = Timing::new();
                 let now = self.actual_plans(&b);
-                if let Err(u) = self.drive(&now, &a, &mut undo, &|_, _, _| {}) {
+                if let Err(u) = self.drive(&now, &a, &gb, &ga, &mut undo, &|_, _, _| {}) {
                     return Err(CoreError::hardware(format!(
                         "{}; and putting it back failed: {u}",
                         e.message
@@ -423,6 +442,7 @@ impl Core {
                     active: started > 0,
                     buf,
                     rings: started.max(1),
+                    groups: w.groups.clone(),
                     throttle: w.throttle,
                     xmit_batch: p.engine.xmit_batch(),
                 }
@@ -430,15 +450,30 @@ impl Core {
             .collect()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn drive(
         &self,
         from: &[PortPlan],
         to: &[PortPlan],
+        ga: &groups::Groups,
+        gb: &groups::Groups,
         t: &mut Timing,
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
         use netadm_rings::RingState;
         let ports = self.hw.ports();
+        // VNIC groups that go (or move): their filters and senders leave
+        // first, and what they hold in flight is delivered.
+        for (name, g) in ga {
+            if gb
+                .get(name)
+                .is_none_or(|n| n.device != g.device || n.base != g.base || n.count != g.count)
+                && let Some(p) = self.hw.port(g.device.as_str())
+            {
+                groups::unplug(p, g)
+                    .map_err(|e| CoreError::hardware(format!("{}: {e}", p.device)))?;
+            }
+        }
         // Per port, from what its rings actually are (after a failure that
         // may differ from any plan): the rings to stop, to reprogram (new
         // buffers) and to start.
@@ -447,25 +482,34 @@ impl Core {
         for (i, b) in to.iter().enumerate() {
             let e = &ports[i].engine;
             let new = if b.active { b.rings } else { 0 };
+            let mut want: Vec<u16> = (0..new).collect();
+            if b.active {
+                want.extend(b.groups.iter().flat_map(|&(base, n)| base..base + n));
+            }
             let info = |r: u16| e.info(r).ok();
-            let gone: Vec<u16> = (new..e.ring_count())
+            let gone: Vec<u16> = (0..e.ring_count())
+                .filter(|r| !want.contains(r))
                 .filter(|&r| {
                     info(r).is_some_and(|x| {
                         x.state != RingState::Freed && x.state != RingState::Unallocated
                     })
                 })
                 .collect();
-            let stale: Vec<u16> = (0..new)
+            let stale: Vec<u16> = want
+                .iter()
+                .copied()
                 .filter(|&r| {
                     info(r)
                         .is_some_and(|x| x.state == RingState::Started && x.buf_size != Some(b.buf))
                 })
                 .collect();
-            let missing: Vec<u16> = (0..new)
+            let missing: Vec<u16> = want
+                .iter()
+                .copied()
                 .filter(|&r| info(r).is_some_and(|x| x.state != RingState::Started))
                 .collect();
             if !gone.is_empty() {
-                if new > 0 {
+                if new > 0 && gone.iter().any(|r| ports[i].tx_map.rings().contains(r)) {
                     shrink.push((i, new));
                 }
                 stop.push((i, gone));
@@ -477,6 +521,16 @@ impl Core {
                 start.push((i, missing));
             }
         }
+        // VNIC groups whose rings get new buffers: traffic aside first.
+        for g in gb.values() {
+            let stale = restart.iter().any(|(i, set)| {
+                ports[*i].device == g.device && set.iter().any(|r| g.rings().contains(r))
+            });
+            if stale && let Some(p) = self.hw.port(g.device.as_str()) {
+                groups::unplug(p, g)
+                    .map_err(|e| CoreError::hardware(format!("{}: {e}", p.device)))?;
+            }
+        }
         // Make before break: senders and RSS leave rings before they stop.
         for &(i, new) in &shrink {
             hitless::steer(&ports[i], &(0..new).collect::<Vec<u16>>())
@@ -486,7 +540,26 @@ impl Core {
         type Work = [(usize, Vec<u16>)];
         let waves: [(&str, &Work, Job); 3] = [
             ("ring-stop", &stop, |p, set, _| p.engine.stop(set)),
-            ("reprogram", &restart, |p, set, buf| hitless::reprogram(p, set, buf)),
+            ("reprogram", &restart, |p, set, buf| {
+                // The primary group's rings in two waves; VNIC groups'
+                // rings with their traffic moved aside (groups::restart).
+                let primary: Vec<u16> =
+                    set.iter().copied().filter(|r| p.tx_map.rings().contains(r)).collect();
+                let rest: Vec<u16> = set.iter().copied().filter(|r| !primary.contains(r)).collect();
+                let mut rep = if primary.is_empty() {
+                    None
+                } else {
+                    Some(hitless::reprogram(p, &primary, buf)?)
+                };
+                if !rest.is_empty() {
+                    let r = groups::restart(p, &rest, buf)?;
+                    rep = Some(match rep {
+                        Some(a) => a.then(r),
+                        None => r,
+                    });
+                }
+                Ok(rep.expect("something to reprogram"))
+            }),
             ("ring-start", &start, |p, set, buf| p.engine.start(set, buf)),
         ];
         let total = (stop.len() + restart.len() + start.len()) as u32;
@@ -559,6 +632,15 @@ impl Core {
             // while rings changed.
             let discarded = t.counts.get("rx_discarded").copied().unwrap_or(0) - discarded_before;
             t.count("frames_dropped", dropped() - dropped_before + discarded);
+        }
+        // VNIC groups: filters on and senders over their rings.
+        for g in gb.values() {
+            if let Some(p) = self.hw.port(g.device.as_str())
+                && p.rings_started() > 0
+            {
+                groups::plug(p, g)
+                    .map_err(|e| CoreError::hardware(format!("{}: {e}", p.device)))?;
+            }
         }
         // Interrupt moderation, doorbell batching, and senders and RSS over
         // the rings that run now (steered: growing moves flows to new

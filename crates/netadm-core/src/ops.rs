@@ -230,11 +230,13 @@ fn check_prop(
                     "{link_name} has no ring groups (atl1c-class)"
                 )));
             }
-            if !matches!(link, Link::Phys(_)) {
+            if let Link::Aggr(_) = link {
                 return Err(CoreError::not_supported(format!(
-                    "{prop} on {link_name}: dedicated VNIC ring groups are not implemented yet"
+                    "{prop} on {link_name}: set it on the ports or VNICs"
                 )));
             }
+            // A VNIC's group must fit its port: checked when groups are
+            // assigned (Core::assign_groups), before anything changes.
             let max = v
                 .ports_under(link)
                 .iter()

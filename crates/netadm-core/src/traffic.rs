@@ -93,8 +93,17 @@ impl Core {
         };
         let members: Vec<PortTx> =
             running.iter().map(|p| PortTx::new(p.engine.clone(), p.tx_map.clone())).collect();
+        let group = match &l {
+            Link::Vnic(n) => self.groups.lock().unwrap().get(n).cloned(),
+            _ => None,
+        };
         let tx: Arc<dyn Tx> = match &l {
             Link::Aggr(n) => self.aggr_tx(&v, n),
+            // A VNIC with a ring group sends over its own rings.
+            Link::Vnic(_) if group.is_some() => {
+                let g = group.expect("checked");
+                Arc::new(PortTx::new(running[0].engine.clone(), g.tx.clone()))
+            }
             _ => Arc::new(members.into_iter().next().expect("one running port")),
         };
         let mut entries = self.traffic.entries.lock().unwrap();

@@ -199,8 +199,7 @@ impl Core {
             | PropName::RxRingsEffective
             | PropName::TxRingsEffective
             | PropName::RxRingsAvailable
-            // Ring groups of VNICs are not implemented yet.
-            | PropName::TxRingsAvailable => class != Some(Atl1c) && l.class() == LinkClass::Phys,
+            | PropName::TxRingsAvailable => class != Some(Atl1c) && l.class() != LinkClass::Aggr,
             _ => true,
         }
     }
@@ -233,9 +232,13 @@ impl Core {
             PropName::State => Some(PropValue::Text("up".into())),
             PropName::Speed => Some(PropValue::Uint(ports.iter().map(|p| p.speed).sum())),
             PropName::Duplex => Some(PropValue::Text("full".into())),
-            PropName::RxRingsEffective | PropName::TxRingsEffective => {
-                Some(PropValue::Uint(rings_started()))
-            }
+            PropName::RxRingsEffective | PropName::TxRingsEffective => match l {
+                // A VNIC: its own group's rings, else none dedicated.
+                Link::Vnic(n) => Some(PropValue::Uint(
+                    self.groups.lock().unwrap().get(n).map_or(0, |g| u64::from(g.count)),
+                )),
+                _ => Some(PropValue::Uint(rings_started())),
+            },
             PropName::RxRingsAvailable | PropName::TxRingsAvailable => {
                 Some(PropValue::Uint(rings_total() - rings_started().min(rings_total())))
             }

@@ -353,3 +353,75 @@ fn changing_rxrings_under_traffic_loses_nothing() {
     }
     finish_and_check(&c);
 }
+
+fn stream(c: &Core, link: &str) -> netadm_dbus::TrafficInfo {
+    c.show_traffic().into_iter().find(|t| t.link == link).unwrap()
+}
+
+fn rx_on(c: &Core, port: &str, rings: std::ops::Range<u16>) -> u64 {
+    let e = &c.hardware().port(port).unwrap().engine;
+    rings.map(|r| e.info(r).unwrap().rx_frames).sum()
+}
+
+#[test]
+fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
+    let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
+    c.create_if("i40e0", true, &none).unwrap();
+    let four = BTreeMap::from([("rxrings".to_string(), "4".to_string())]);
+    c.create_vnic("vnic0", "i40e0", "auto", 0, &four, true, &none).unwrap();
+    assert_eq!(c.hardware().port("i40e0").unwrap().rings_started(), 64, "60 primary + 4 for vnic0");
+    c.start_traffic("i40e0", 50_000, 128, 16).unwrap();
+    c.start_traffic("vnic0", 50_000, 128, 16).unwrap();
+    wait_for("both flowing", || {
+        stream(&c, "i40e0").received > 2_000 && stream(&c, "vnic0").received > 2_000
+    });
+
+    // Another VNIC comes and goes: vnic0 keeps its rings, nobody loses a frame.
+    let two = BTreeMap::from([("rxrings".to_string(), "2".to_string())]);
+    c.create_vnic("vnic1", "i40e0", "auto", 0, &two, true, &none).unwrap();
+    let before = stream(&c, "vnic0").received;
+    wait_for("vnic0 carrying on", || stream(&c, "vnic0").received > before + 2_000);
+    c.delete_vnic("vnic1", true, &none).unwrap();
+    let before = stream(&c, "i40e0").received;
+    wait_for("i40e0 carrying on", || stream(&c, "i40e0").received > before + 2_000);
+
+    c.stop_traffic("vnic0").unwrap();
+    c.stop_traffic("i40e0").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline
+        && ["i40e0", "vnic0"].iter().any(|l| {
+            let t = stream(&c, l);
+            t.received != t.sent
+        })
+    {
+        std::thread::yield_now();
+    }
+    let (a, b) = (stream(&c, "i40e0"), stream(&c, "vnic0"));
+    for t in [&a, &b] {
+        assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
+    }
+    // The MAC filter put vnic0's frames on its own rings, and only there.
+    assert_eq!(rx_on(&c, "i40e0", 60..64), b.received, "vnic0's traffic arrives only on its group");
+    assert_eq!(
+        rx_on(&c, "i40e0", 0..60),
+        a.received,
+        "and the primary group's only on the primary rings"
+    );
+
+    // An MTU change under traffic reprograms the group too, losing nothing.
+    c.start_traffic("vnic0", 50_000, 128, 16).unwrap();
+    wait_for("vnic0 flowing", || stream(&c, "vnic0").received > 1_000);
+    let r = c.set_link_prop("i40e0", &mtu("9000"), true, &none).unwrap();
+    assert_eq!(r.counts["frames_dropped"], 0, "{r:?}");
+    let e = &c.hardware().port("i40e0").unwrap().engine;
+    assert!((0..64).all(|r| e.info(r).unwrap().buf_size == Some(9088)));
+    let before = stream(&c, "vnic0").received;
+    wait_for("vnic0 after the change", || stream(&c, "vnic0").received > before + 1_000);
+    c.stop_traffic("vnic0").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && stream(&c, "vnic0").received != stream(&c, "vnic0").sent {
+        std::thread::yield_now();
+    }
+    let t = stream(&c, "vnic0");
+    assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
+}

@@ -364,6 +364,11 @@ fn rxrings_on_a_port_sets_how_many_rings_run() {
     let e = c.set_link_prop("atl1c0", &props(&[("rxrings", "1")]), false, &none).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotSupported);
     c.create_vnic("vnic0", "i40e1", "auto", 0, &props(&[]), false, &none).unwrap();
-    let e = c.set_link_prop("vnic0", &props(&[("rxrings", "2")]), false, &none).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::NotSupported, "{}", e.message);
+    // A VNIC's ring group comes out of its port's 16 rings, leaving one.
+    let e = c.set_link_prop("vnic0", &props(&[("rxrings", "16")]), false, &none).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidValue, "{}", e.message);
+    c.set_link_prop("vnic0", &props(&[("rxrings", "4")]), false, &none).unwrap();
+    assert_eq!(rings(&c, "i40e1"), 16, "12 primary + 4 for vnic0");
+    let eff = c.show_link_prop("vnic0", &s(&["rxrings-effective"])).unwrap();
+    assert_eq!(eff[0].value, "4");
 }
