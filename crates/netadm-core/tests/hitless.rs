@@ -205,12 +205,12 @@ fn a_cut_cable_moves_its_flows_to_the_other_member_and_back() {
     );
     let (a0, a1) = (opackets(&c, "atl1c0"), opackets(&c, "atl1c1"));
     let r0 = traffic(&c).received;
-    wait_for("traffic to carry on over atl1c1", || traffic(&c).received > r0 + 10_000);
+    wait_for("its flows to move to atl1c1", || opackets(&c, "atl1c1") > a1 + 10_000);
+    wait_for("and to arrive", || traffic(&c).received > r0 + 5_000);
     assert!(
         opackets(&c, "atl1c0") - a0 < 64,
         "the cut member stops carrying (at most a batch in flight)"
     );
-    assert!(opackets(&c, "atl1c1") - a1 > 10_000, "its flows moved to atl1c1");
 
     c.set_carrier("atl1c0", true).unwrap();
     let a0 = opackets(&c, "atl1c0");
