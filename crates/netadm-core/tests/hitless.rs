@@ -358,6 +358,18 @@ fn stream(c: &Core, link: &str) -> netadm_dbus::TrafficInfo {
     c.show_traffic().into_iter().find(|t| t.link == link).unwrap()
 }
 
+/// [`settle`] for one link's stream among several.
+fn settle_link(c: &Core, link: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let t = stream(c, link);
+        if t.received == t.sent {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
 fn rx_on(c: &Core, port: &str, rings: std::ops::Range<u16>) -> u64 {
     let e = &c.hardware().port(port).unwrap().engine;
     rings.map(|r| e.info(r).unwrap().rx_frames).sum()
@@ -387,15 +399,8 @@ fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
 
     c.stop_traffic("vnic0").unwrap();
     c.stop_traffic("i40e0").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline
-        && ["i40e0", "vnic0"].iter().any(|l| {
-            let t = stream(&c, l);
-            t.received != t.sent
-        })
-    {
-        std::thread::yield_now();
-    }
+    settle_link(&c, "i40e0");
+    settle_link(&c, "vnic0");
     let (a, b) = (stream(&c, "i40e0"), stream(&c, "vnic0"));
     for t in [&a, &b] {
         assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
@@ -418,10 +423,7 @@ fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
     let before = stream(&c, "vnic0").received;
     wait_for("vnic0 after the change", || stream(&c, "vnic0").received > before + 1_000);
     c.stop_traffic("vnic0").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline && stream(&c, "vnic0").received != stream(&c, "vnic0").sent {
-        std::thread::yield_now();
-    }
+    settle_link(&c, "vnic0");
     let t = stream(&c, "vnic0");
     assert_eq!((t.lost, t.reordered, t.duplicated), (0, 0, 0), "{t:?}");
 }
