@@ -1,0 +1,71 @@
+//! The kernel side of netadm: TAP devices that mirror IP interfaces, and
+//! one long-lived rtnetlink handle that configures and reads them back.
+//!
+//! Raw `NETLINK_ROUTE` messages, built and parsed here (a few message
+//! types, no dependency on an rtnetlink stack): links are brought up and
+//! given an MTU with `RTM_NEWLINK`, read with `RTM_GETLINK`; addresses are
+//! added, removed and listed with `RTM_NEWADDR`, `RTM_DELADDR` and an
+//! `RTM_GETADDR` dump. Every request asks for an acknowledgement, so a
+//! refusal comes back as the kernel's own errno, typed.
+
+mod netlink;
+mod tap;
+
+pub use netlink::{KernelLink, Netlink};
+pub use tap::Tap;
+
+/// Why a kernel operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// A system call failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// What was being done.
+        op: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The object already exists (EEXIST).
+    #[error("{what} already exists")]
+    Exists {
+        /// What.
+        what: String,
+    },
+    /// No such device or address (ENODEV, EADDRNOTAVAIL, ESRCH).
+    #[error("{what} does not exist")]
+    NotFound {
+        /// What.
+        what: String,
+    },
+    /// The kernel refused the request.
+    #[error("{op}: the kernel refused it: {source}")]
+    Refused {
+        /// What was asked.
+        op: String,
+        /// The kernel's errno.
+        source: std::io::Error,
+    },
+    /// A name the kernel cannot take (too long, or characters it rejects).
+    #[error("interface name {name:?}: {reason}")]
+    BadName {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+/// Checks a name as the kernel's `dev_valid_name` does.
+pub fn check_ifname(name: &str) -> Result<(), KernelError> {
+    let bad = |reason| Err(KernelError::BadName { name: name.to_owned(), reason });
+    if name.is_empty() || name.len() > 15 {
+        return bad("must be 1 to 15 bytes");
+    }
+    if name == "." || name == ".." {
+        return bad("is reserved");
+    }
+    if name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0) {
+        return bad("may not contain '/', ':' or whitespace");
+    }
+    Ok(())
+}
