@@ -196,7 +196,9 @@ async fn daemon(
 ) -> Result<(Proc, zbus::Connection), String> {
     let state = dir.join(format!("state-{strategy}-{group}"));
     let mut cmd = Command::new(netadmd);
-    cmd.args(["--bus", bus, "--strategy", strategy, "--state-dir"]).arg(&state);
+    // The demo plumbs interfaces but must not create devices on the host.
+    cmd.args(["--bus", bus, "--strategy", strategy, "--kernel-mirror", "off", "--state-dir"])
+        .arg(&state);
     if rings != FULL {
         cmd.arg("--config").arg(small_config(dir, rings)?);
     }

@@ -34,6 +34,10 @@ struct Args {
     /// Ring lifecycle strategy: batched, sequential, legacy or legacy@HZ.
     #[arg(long, default_value = "batched")]
     strategy: Strategy,
+    /// Mirror IP interfaces into the kernel as TAP devices (needs
+    /// CAP_NET_ADMIN and /dev/net/tun); `off` for an unprivileged run.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
+    kernel_mirror: String,
     /// Group whose members may change the network (besides root).
     #[arg(long, value_name = "GROUP", default_value = "netadm")]
     admin_group: String,
@@ -65,7 +69,11 @@ fn run(args: Args) -> Result<(), String> {
         None => HardwareConfig::embedded_default(),
     };
     let store = Store::open(&args.state_dir).map_err(|e| e.to_string())?;
-    let core = Arc::new(Core::start(&hw, Some(store), args.strategy).map_err(|e| e.to_string())?);
+    let mirror = args.kernel_mirror == "on";
+    let core = Arc::new(
+        Core::start_with(&hw, Some(store), args.strategy, None, mirror)
+            .map_err(|e| e.to_string())?,
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

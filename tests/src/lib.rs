@@ -174,6 +174,9 @@ impl Daemon {
         let mut child = Command::new(bin("netadmd"))
             .args(["--bus", bus.address(), "--state-dir"])
             .arg(state_dir)
+            // Tests run in the host's network namespace unless they made
+            // one: no TAP devices there.
+            .args(["--kernel-mirror", "off"])
             .args(extra)
             .stderr(Stdio::piped())
             .spawn()
@@ -186,7 +189,7 @@ impl Daemon {
     /// Runs `netadmd` expecting it to refuse to start; returns its stderr.
     pub fn start_fails(bus: &Bus, state_dir: &Path) -> String {
         let out = Command::new(bin("netadmd"))
-            .args(["--bus", bus.address(), "--state-dir"])
+            .args(["--bus", bus.address(), "--kernel-mirror", "off", "--state-dir"])
             .arg(state_dir)
             .output()
             .unwrap();

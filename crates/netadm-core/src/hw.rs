@@ -120,6 +120,14 @@ impl Hardware {
         for (i, p) in cfg.ports.iter().enumerate() {
             ports.push(Self::attach(i, p, strategy, &streams, wrap)?);
         }
+        // Host interfaces for afpacket wires.
+        for p in &ports {
+            if let Wire::Afpacket { interface } = &p.wire {
+                p.device_handle().attach_afpacket(interface).map_err(|e| {
+                    CoreError::hardware(format!("{}: afpacket wire to {interface}: {e}", p.device))
+                })?;
+            }
+        }
         // Plug in the cables (the configuration checked they are mutual).
         for (i, p) in ports.iter().enumerate() {
             if let Wire::Cable { peer } = &p.wire
@@ -146,10 +154,9 @@ impl Hardware {
         streams: &Arc<StreamTable>,
         wrap: Option<&NicWrap>,
     ) -> Result<Port, CoreError> {
-        // afpacket wires (a host interface) arrive with the kernel mirror;
-        // until then such a port's frames go nowhere, as on a sink.
         let wire = match p.wire {
-            Wire::Sink | Wire::Afpacket { .. } => WireMode::Sink,
+            Wire::Sink => WireMode::Sink,
+            Wire::Afpacket { .. } => WireMode::Afpacket,
             Wire::Reflector => WireMode::Reflector,
             Wire::Cable { .. } => WireMode::Cable,
         };

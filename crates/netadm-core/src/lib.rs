@@ -25,6 +25,7 @@ mod hitless;
 pub mod hw;
 mod lacp;
 mod links;
+mod mirror;
 mod ops;
 mod traffic;
 mod view;
@@ -76,6 +77,8 @@ pub struct Core {
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
     traffic: traffic::Traffic,
+    /// The kernel mirror (TAP devices), when this netadmd has one.
+    mirror: Option<mirror::Mirror>,
     /// VNIC ring groups, as the running configuration has them.
     groups: Mutex<groups::Groups>,
     /// LACP on the ports of aggregations that run it.
@@ -172,7 +175,7 @@ impl Core {
         store: Option<Store>,
         strategy: Strategy,
     ) -> Result<Self, CoreError> {
-        Self::start_with(cfg, store, strategy, None)
+        Self::start_with(cfg, store, strategy, None, false)
     }
 
     /// [`Core::start`], with each port's driver wrapped by `wrap` first
@@ -182,6 +185,7 @@ impl Core {
         store: Option<Store>,
         strategy: Strategy,
         wrap: Option<&hw::NicWrap>,
+        kernel_mirror: bool,
     ) -> Result<Self, CoreError> {
         let hw = Hardware::power_on(cfg, strategy, wrap)?;
         let persisted = match &store {
@@ -199,6 +203,7 @@ impl Core {
             traffic: traffic::Traffic::default(),
             aggr_tx: Mutex::new(BTreeMap::new()),
             groups: Mutex::new(BTreeMap::new()),
+            mirror: if kernel_mirror { Some(mirror::Mirror::open()?) } else { None },
             lacp: lacp::Lacp::start(),
         };
         for p in core.hw.ports() {
@@ -213,8 +218,9 @@ impl Core {
         })?;
         let mut t = Timing::new();
         core.execute(&LinkState::default(), &persisted, &mut t, &|_, _, _| {})?;
-        *core.running.write().unwrap() = Arc::new(persisted);
+        *core.running.write().unwrap() = Arc::new(persisted.clone());
         core.sync_datapath();
+        core.sync_kernel(&LinkState::default(), &persisted, &mut t)?;
         Ok(core)
     }
 
@@ -296,11 +302,19 @@ impl Core {
         t.phase("validate");
         self.presync_datapath(&change.running);
         self.execute(&cur, &change.running, t, progress)?;
+        if let Err(e) = self.sync_kernel(&cur, &change.running, t) {
+            // Put the kernel and the rings back as they were.
+            let mut undo = Timing::new();
+            let _ = self.sync_kernel(&change.running, &cur, &mut undo);
+            let _ = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {});
+            return Err(e);
+        }
         if let Some(p) = &change.persisted
             && let Some(store) = &self.store
             && let Err(e) = store.save(p)
         {
             let mut undo = Timing::new();
+            let _ = self.sync_kernel(&change.running, &cur, &mut undo);
             if let Err(u) = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {}) {
                 return Err(CoreError::persistence(format!(
                     "{e}; and putting the hardware back failed: {u}"

@@ -741,7 +741,6 @@ impl Core {
                 st.interface.insert(n.clone(), IfConf::default());
                 Ok(st)
             })?;
-            t.note("no kernel device was made: this netadmd has no kernel mirror");
             Ok(res)
         })
     }

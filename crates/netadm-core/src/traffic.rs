@@ -87,25 +87,7 @@ impl Core {
                 "{link} has no running rings; plumb it first (create-if, create-vnic or create-aggr)"
             )));
         }
-        let src = match &l {
-            Link::Vnic(n) => st.vnic[n].mac.0,
-            _ => running[0].mac.0,
-        };
-        let members: Vec<PortTx> =
-            running.iter().map(|p| PortTx::new(p.engine.clone(), p.tx_map.clone())).collect();
-        let group = match &l {
-            Link::Vnic(n) => self.groups.lock().unwrap().get(n).cloned(),
-            _ => None,
-        };
-        let tx: Arc<dyn Tx> = match &l {
-            Link::Aggr(n) => self.aggr_tx(&v, n),
-            // A VNIC with a ring group sends over its own rings.
-            Link::Vnic(_) if group.is_some() => {
-                let g = group.expect("checked");
-                Arc::new(PortTx::new(running[0].engine.clone(), g.tx.clone()))
-            }
-            _ => Arc::new(members.into_iter().next().expect("one running port")),
-        };
+        let (tx, src) = self.link_tx(&v, &l).expect("running ports");
         let mut entries = self.traffic.entries.lock().unwrap();
         if entries.get(&name).is_some_and(|e| e.generator.is_some()) {
             return Err(CoreError::exists(format!(
@@ -294,6 +276,35 @@ impl Core {
             }
         }
         self.lacp.configure(cfgs);
+    }
+
+    /// A link's transmit path and source MAC: an aggregation's hashed path,
+    /// a VNIC's own ring group, or its port's primary rings. `None` when
+    /// none of its ports runs.
+    pub(crate) fn link_tx(&self, v: &View<'_>, l: &Link) -> Option<(Arc<dyn Tx>, [u8; 6])> {
+        let running: Vec<_> = v
+            .ports_under(l)
+            .into_iter()
+            .filter_map(|d| self.hardware().port(d.as_str()))
+            .filter(|p| p.rings_started() > 0)
+            .collect();
+        let first = running.first()?;
+        let mac = match l {
+            Link::Vnic(n) => v.st.vnic[n].mac.0,
+            Link::Aggr(n) => v.st.aggr[n].mac.map_or(first.mac.0, |m| m.0),
+            Link::Phys(_) => first.mac.0,
+        };
+        let group = match l {
+            Link::Vnic(n) => self.groups.lock().unwrap().get(n).cloned(),
+            _ => None,
+        };
+        let tx: Arc<dyn Tx> = match (l, group) {
+            (Link::Aggr(n), _) => self.aggr_tx(v, n),
+            // A VNIC with a ring group sends over its own rings.
+            (Link::Vnic(_), Some(g)) => Arc::new(PortTx::new(first.engine.clone(), g.tx.clone())),
+            _ => Arc::new(PortTx::new(first.engine.clone(), first.tx_map.clone())),
+        };
+        Some((tx, mac))
     }
 
     /// The aggregation's transmit path, created on first use.

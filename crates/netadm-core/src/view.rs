@@ -266,7 +266,11 @@ impl Core {
                     current: "bm--------46".into(),
                     persistent: if persisted.interface.contains_key(n) { "-46" } else { "--" }
                         .into(),
-                    kernel_device: String::new(),
+                    kernel_device: self
+                        .mirror
+                        .as_ref()
+                        .and_then(|m| m.device(n))
+                        .unwrap_or_default(),
                 }
             })
             .collect()

@@ -137,7 +137,7 @@ fn failure_leaves_old_mtu(q: QueueId) {
         *keep.lock().unwrap() = Some(f.clone());
         f as Arc<dyn Nic>
     });
-    let c = Core::start_with(&hw(), None, Strategy::Batched, Some(&wrap)).unwrap();
+    let c = Core::start_with(&hw(), None, Strategy::Batched, Some(&wrap), false).unwrap();
     aggregation_under_traffic(&c);
     // The second wave's start on i40e1 never gets an enable acknowledged.
     let f = faulty.lock().unwrap().clone().unwrap();

@@ -41,6 +41,9 @@ pub struct Classifier {
     unclaimed: AtomicU64,
     /// Where Slow Protocols frames (LACPDUs) go.
     slow: RwLock<Option<SlowHandler>>,
+    /// Clients by destination MAC (IP interfaces' TAP devices); broadcast
+    /// and multicast frames go to all of them.
+    endpoints: RwLock<HashMap<[u8; 6], SlowHandler>>,
 }
 
 /// Receives the Slow Protocols frames (LACPDUs) a port gets.
@@ -55,7 +58,22 @@ impl std::fmt::Debug for Classifier {
 impl Classifier {
     /// A classifier delivering test frames to `streams`.
     pub fn new(streams: Arc<StreamTable>) -> Self {
-        Self { streams, unclaimed: AtomicU64::new(0), slow: RwLock::new(None) }
+        Self {
+            streams,
+            unclaimed: AtomicU64::new(0),
+            slow: RwLock::new(None),
+            endpoints: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Delivers frames for `mac` (and broadcast and multicast) to `h`, or
+    /// stops delivering them.
+    pub fn set_endpoint(&self, mac: [u8; 6], h: Option<SlowHandler>) {
+        let mut e = self.endpoints.write().unwrap();
+        match h {
+            Some(h) => e.insert(mac, h),
+            None => e.remove(&mac),
+        };
     }
 
     /// Sends Slow Protocols frames (ethertype 0x8809) to `h`.
@@ -82,6 +100,18 @@ impl RingClient for Classifier {
         {
             s.receive(&h, frame.len());
             return;
+        }
+        if let Some(dst) = frame.get(..6) {
+            let e = self.endpoints.read().unwrap();
+            if dst[0] & 1 == 1 {
+                e.values().for_each(|h| h(frame));
+                if !e.is_empty() {
+                    return;
+                }
+            } else if let Some(h) = e.get(<&[u8; 6]>::try_from(dst).unwrap()) {
+                h(frame);
+                return;
+            }
         }
         self.unclaimed.fetch_add(1, Ordering::Relaxed);
     }

@@ -233,6 +233,14 @@ impl Netlink {
         self.request(RTM_NEWLINK, 0, &body, &format!("configure link {index}")).map(drop)
     }
 
+    /// Sets a link's MAC address.
+    pub fn set_mac(&self, index: u32, mac: [u8; 6]) -> Result<(), KernelError> {
+        let mut body = vec![0u8; 16];
+        body[4..8].copy_from_slice(&(index as i32).to_ne_bytes());
+        attr(&mut body, IFLA_ADDRESS, &mac);
+        self.request(RTM_NEWLINK, 0, &body, &format!("set the MAC of link {index}")).map(drop)
+    }
+
     fn addr_body(index: u32, ip: IpAddr, prefix: u8) -> Vec<u8> {
         let (family, bytes) = ip_bytes(ip);
         let mut body = vec![family, prefix, 0, 0];

@@ -48,6 +48,11 @@ impl Tap {
         Ok(Self { file, name: name.to_owned() })
     }
 
+    /// The file descriptor (for poll).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+
     /// Its interface name.
     pub fn name(&self) -> &str {
         &self.name

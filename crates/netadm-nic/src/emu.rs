@@ -42,6 +42,10 @@ pub enum WireMode {
     /// A cable to another emulated port ([`Device::cable`]); until it is
     /// connected, frames are lost as on an unplugged port.
     Cable,
+    /// A host interface through an `AF_PACKET` socket
+    /// ([`Device::attach_afpacket`]): what the port sends leaves on it,
+    /// what arrives on it the port receives.
+    Afpacket,
 }
 
 /// How long a device thread keeps looking for work (yielding the CPU
@@ -179,6 +183,10 @@ struct Shared {
     peer: OnceLock<Peer>,
     /// Link carrier: a cut wire neither sends nor receives.
     carrier: AtomicBool,
+    /// The AF_PACKET socket of an afpacket wire, once attached.
+    packet: OnceLock<std::os::fd::OwnedFd>,
+    /// Wakes the afpacket reader to stop.
+    packet_stop: OnceLock<std::os::fd::OwnedFd>,
 }
 
 /// The far end of a cable.
@@ -208,6 +216,8 @@ impl Shared {
 pub struct Device {
     sh: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// Threads started after power-on (an afpacket reader).
+    extra: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -259,6 +269,8 @@ impl Device {
             ),
             peer: OnceLock::new(),
             carrier: AtomicBool::new(true),
+            packet: OnceLock::new(),
+            packet_stop: OnceLock::new(),
             cfg,
         });
         let engine = {
@@ -277,7 +289,7 @@ impl Device {
         };
         let _ = sh.engine_thread.set(engine.thread().clone());
         let _ = sh.irq_thread.set(irq.thread().clone());
-        Self { sh, threads: vec![engine, irq] }
+        Self { sh, threads: vec![engine, irq], extra: Mutex::new(vec![]) }
     }
 
     /// The device's capabilities.
@@ -511,6 +523,116 @@ impl Device {
         Ok(())
     }
 
+    /// Wires the port to host interface `ifname` (in the calling thread's
+    /// network namespace) through an `AF_PACKET` socket: promiscuous, not
+    /// seeing its own transmissions; a reader thread puts what arrives in
+    /// the port's inbox (the only producer), as a cable would.
+    pub fn attach_afpacket(&self, ifname: &str) -> std::io::Result<()> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        if self.sh.cfg.wire != WireMode::Afpacket || self.sh.packet.get().is_some() {
+            return Err(std::io::Error::other("not a free afpacket port"));
+        }
+        let c = std::ffi::CString::new(ifname).map_err(std::io::Error::other)?;
+        // SAFETY: c is a valid C string.
+        let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        if index == 0 {
+            return Err(std::io::Error::other(format!("no interface {ifname}")));
+        }
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: socket(2); checked.
+        let fd = unsafe {
+            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto))
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_ll zeroed then filled; sizes are the struct's.
+        let rc = unsafe {
+            let mut sa: libc::sockaddr_ll = std::mem::zeroed();
+            sa.sll_family = libc::AF_PACKET as u16;
+            sa.sll_protocol = proto;
+            sa.sll_ifindex = index as i32;
+            libc::bind(
+                fd,
+                (&sa as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt with an int (PACKET_IGNORE_OUTGOING = 23).
+        unsafe {
+            libc::setsockopt(fd, libc::SOL_PACKET, 23, (&one as *const libc::c_int).cast(), 4);
+        }
+        // SAFETY: packet_mreq for PACKET_MR_PROMISC on the interface.
+        unsafe {
+            let mut mr: libc::packet_mreq = std::mem::zeroed();
+            mr.mr_ifindex = index as i32;
+            mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                (&mr as *const libc::packet_mreq).cast(),
+                std::mem::size_of::<libc::packet_mreq>() as u32,
+            );
+        }
+        // SAFETY: eventfd(2); checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let stop = unsafe { OwnedFd::from_raw_fd(efd) };
+        let _ = self.sh.packet.set(sock);
+        let _ = self.sh.packet_stop.set(stop);
+        let sh = Arc::clone(&self.sh);
+        let t = thread::Builder::new().name(format!("{ifname}-pkt")).spawn(move || {
+            let sock = sh.packet.get().expect("set").as_raw_fd();
+            let stop = sh.packet_stop.get().expect("set").as_raw_fd();
+            let mut buf = vec![0u8; 65536];
+            loop {
+                let mut fds = [
+                    libc::pollfd { fd: sock, events: libc::POLLIN, revents: 0 },
+                    libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
+                ];
+                // SAFETY: two valid pollfds.
+                let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+                if n < 0 || fds[1].revents != 0 || sh.shutdown.load(Ordering::Acquire) {
+                    return;
+                }
+                // SAFETY: buf is valid for its length.
+                let len = unsafe {
+                    libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+                };
+                if len <= 0 {
+                    continue;
+                }
+                if !sh.carrier.load(Ordering::Acquire) {
+                    sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                // SAFETY: this thread is the inbox's only producer (an
+                // afpacket port has no cable).
+                unsafe {
+                    if sh.inbox.free() == 0 {
+                        sh.inbox.driver_reap(u32::MAX, |_| {});
+                    }
+                    if !sh.inbox.driver_push(&buf[..len as usize]) {
+                        sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                sh.wake_engine();
+            }
+        })?;
+        self.extra.lock().unwrap().push(t);
+        Ok(())
+    }
+
     /// Plugs or cuts the port's wire: without carrier nothing is sent or
     /// received (frames are dropped and counted).
     pub fn set_carrier(&self, up: bool) {
@@ -544,12 +666,18 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
+        if let Some(fd) = self.sh.packet_stop.get() {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writing 8 bytes to our own eventfd.
+            unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(fd), one.as_ptr().cast(), 8) };
+        }
         self.sh.shutdown.store(true, Ordering::Release);
         self.sh.wake_engine();
         if let Some(t) = self.sh.irq_thread.get() {
             t.unpark();
         }
-        for t in self.threads.drain(..) {
+        let extra = std::mem::take(&mut *self.extra.lock().unwrap());
+        for t in self.threads.drain(..).chain(extra) {
             let _ = t.join();
         }
     }
@@ -792,6 +920,24 @@ impl Engine {
                                 }
                                 self.deliver(frame);
                             }
+                            WireMode::Afpacket => match sh.packet.get() {
+                                Some(fd) => {
+                                    // (Within the unsafe block above:) sending
+                                    // `frame` on our own socket.
+                                    let n = libc::send(
+                                        std::os::fd::AsRawFd::as_raw_fd(fd),
+                                        frame.as_ptr().cast(),
+                                        frame.len(),
+                                        libc::MSG_DONTWAIT,
+                                    );
+                                    if n < 0 {
+                                        sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                                None => {
+                                    sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                                }
+                            },
                             WireMode::Cable => match peer {
                                 Some(p) => {
                                     if p.inbox.free() == 0 {

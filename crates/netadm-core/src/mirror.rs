@@ -1,0 +1,222 @@
+//! The kernel mirror: every IP interface is a TAP device in the daemon's
+//! network namespace, configured over the one rtnetlink handle and read
+//! back after every change. Frames the kernel sends on the TAP go out
+//! through the link's transmit path; frames the link's ports receive for
+//! the TAP's MAC (and broadcast/multicast) are written to the TAP.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use netadm_config::{LinkState, parse_addr_prefix};
+use netadm_kernel::{KernelError, Netlink, Tap};
+use netadm_model::LinkName;
+
+use crate::links::View;
+use crate::{Core, CoreError, Timing};
+
+struct MirrorIf {
+    tap: Arc<Tap>,
+    index: u32,
+    mac: [u8; 6],
+    stop: std::os::fd::OwnedFd,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Drop for MirrorIf {
+    fn drop(&mut self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes to our own eventfd.
+        unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&self.stop), one.as_ptr().cast(), 8) };
+        if let Some(t) = self.reader.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The TAP devices and the rtnetlink handle.
+pub(crate) struct Mirror {
+    nl: Netlink,
+    ifs: Mutex<BTreeMap<LinkName, MirrorIf>>,
+}
+
+fn kerr(e: KernelError) -> CoreError {
+    match e {
+        KernelError::Exists { what } => CoreError::exists(format!("{what} (in the kernel)")),
+        KernelError::NotFound { what } => CoreError::not_found(format!("{what} (in the kernel)")),
+        KernelError::BadName { name, reason } => {
+            CoreError::invalid_name(format!("{name}: the kernel {reason}"))
+        }
+        e => CoreError::hardware(e.to_string()),
+    }
+}
+
+impl Mirror {
+    pub(crate) fn open() -> Result<Self, CoreError> {
+        Ok(Self { nl: Netlink::open().map_err(kerr)?, ifs: Mutex::new(BTreeMap::new()) })
+    }
+
+    /// The kernel device of an interface, if one was made.
+    pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
+        self.ifs.lock().unwrap().get(name).map(|i| i.tap.name().to_owned())
+    }
+}
+
+fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::Tx>) {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: fds is a valid array of two pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 || fds[1].revents != 0 {
+            return;
+        }
+        if fds[0].revents & libc::POLLIN == 0 {
+            continue;
+        }
+        let Ok(len) = tap.read_frame(&mut buf) else { return };
+        let frame = &buf[..len];
+        // One flow per 5-tuple keeps each flow on one ring.
+        let flow = netadm_nic::emu::flow_hash(frame);
+        // A full ring drops the frame, as a NIC would; the kernel's
+        // protocols recover.
+        let _ = tx.send(flow, &[frame]);
+    }
+}
+
+impl Core {
+    /// Brings the kernel from `from` to `to`: removes TAPs and addresses
+    /// that go, makes those that come (MAC = the link's, MTU = the link's,
+    /// up), follows MTU changes, then reads everything back.
+    pub(crate) fn sync_kernel(
+        &self,
+        from: &LinkState,
+        to: &LinkState,
+        t: &mut Timing,
+    ) -> Result<(), CoreError> {
+        let Some(m) = &self.mirror else {
+            if to.interface.keys().any(|n| !from.interface.contains_key(n)) {
+                t.note("no kernel device was made: this netadmd runs without a kernel mirror");
+            }
+            return Ok(());
+        };
+        let (vf, vt) =
+            (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
+        let addr =
+            |s: &str| parse_addr_prefix(s).map_err(|e| CoreError::invalid_argument(e.to_string()));
+        let mut ifs = m.ifs.lock().unwrap();
+        // Addresses that go, then interfaces that go.
+        for (obj, a) in &from.address {
+            if !to.address.contains_key(obj)
+                && let Some(i) = ifs.get(obj.interface())
+            {
+                let (ip, p) = addr(&a.addr)?;
+                m.nl.del_addr(i.index, ip, p).map_err(kerr)?;
+            }
+        }
+        for n in from.interface.keys() {
+            if !to.interface.contains_key(n)
+                && let Some(i) = ifs.remove(n)
+            {
+                for p in self.hardware().ports() {
+                    p.classifier.set_endpoint(i.mac, None);
+                }
+            }
+        }
+        // Interfaces that come.
+        for n in to.interface.keys() {
+            if ifs.contains_key(n) {
+                continue;
+            }
+            let l = vt.require(n.as_str())?;
+            let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
+                CoreError::internal(format!("{n}: its link has no running rings"))
+            })?;
+            let tap = Arc::new(Tap::create(n.as_str()).map_err(kerr)?);
+            let index = m.nl.index(n.as_str()).map_err(kerr)?;
+            m.nl.set_mac(index, mac).map_err(kerr)?;
+            m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
+            // SAFETY: eventfd(2); checked.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+            if efd < 0 {
+                return Err(CoreError::hardware(format!(
+                    "eventfd: {}",
+                    std::io::Error::last_os_error()
+                )));
+            }
+            // SAFETY: a fresh descriptor we own.
+            let stop =
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(efd) };
+            let r = {
+                let tap = tap.clone();
+                std::thread::Builder::new()
+                    .name(format!("tap-{n}"))
+                    .spawn(move || reader(tap, efd, tx))
+                    .map_err(|e| CoreError::hardware(e.to_string()))?
+            };
+            ifs.insert(n.clone(), MirrorIf { tap, index, mac, stop, reader: Some(r) });
+        }
+        // Every interface: receive on the ports under its link, MTU as the
+        // link's, addresses as configured.
+        for (n, i) in ifs.iter() {
+            let Some(l) = vt.resolve(n.as_str()) else { continue };
+            let under = vt.ports_under(&l);
+            for p in self.hardware().ports() {
+                if under.contains(&p.device) {
+                    let tap = i.tap.clone();
+                    p.classifier.set_endpoint(
+                        i.mac,
+                        Some(Arc::new(move |f: &[u8]| {
+                            let _ = tap.write_frame(f);
+                        })),
+                    );
+                } else {
+                    p.classifier.set_endpoint(i.mac, None);
+                }
+            }
+            let mtu = vt.mtu(&l);
+            if vf.resolve(n.as_str()).is_none_or(|lf| vf.mtu(&lf) != mtu) {
+                m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
+            }
+        }
+        for (obj, a) in &to.address {
+            if !from.address.contains_key(obj)
+                && let Some(i) = ifs.get(obj.interface())
+            {
+                let (ip, p) = addr(&a.addr)?;
+                m.nl.add_addr(i.index, ip, p).map_err(|e| match e {
+                    KernelError::Exists { .. } => {
+                        CoreError::exists(format!("{ip} is already present in the kernel"))
+                    }
+                    e => kerr(e),
+                })?;
+            }
+        }
+        // Read back and verify.
+        for (n, i) in ifs.iter() {
+            let Some(l) = vt.resolve(n.as_str()) else { continue };
+            let k = m.nl.link(i.index).map_err(kerr)?;
+            let want: Vec<(IpAddr, u8)> = to
+                .address
+                .iter()
+                .filter(|(o, _)| o.interface() == n)
+                .filter_map(|(_, a)| parse_addr_prefix(&a.addr).ok())
+                .collect();
+            let have = m.nl.addrs(i.index).map_err(kerr)?;
+            if !k.up || k.mtu != vt.mtu(&l) || want.iter().any(|w| !have.contains(w)) {
+                return Err(CoreError::hardware(format!(
+                    "{n}: the kernel reports up={} mtu={} addresses {have:?}; expected up, mtu {}, {want:?}",
+                    k.up,
+                    k.mtu,
+                    vt.mtu(&l)
+                )));
+            }
+        }
+        t.phase("kernel");
+        Ok(())
+    }
+}
