@@ -30,7 +30,13 @@ struct Netns {
 
 impl Netns {
     fn new() -> Self {
-        let id = std::process::id();
+        // Unique per test: tests in this file run in parallel threads.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let id = format!(
+            "{}x{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let (a, b) = (format!("na{id}"), format!("nb{id}"));
         sh(&["ip", "netns", "add", &a]);
         sh(&["ip", "netns", "add", &b]);
@@ -50,6 +56,14 @@ impl Netns {
             sh(&["ip", "-n", &n.b, "link", "set", &format!("vb{i}"), "master", "br0"]);
         }
         sh(&["ip", "-n", &n.b, "link", "set", "br0", "mtu", "9000", "up"]);
+        // veth hands frames to its peer with the TCP/UDP checksum still to
+        // be filled in (offload); netadm's afpacket wire passes frames on
+        // as they are, so the peer computes its checksums itself.
+        if have("ethtool") {
+            for dev in ["vb0", "vb1", "br0"] {
+                sh(&["ip", "netns", "exec", &n.b, "ethtool", "-K", dev, "tx", "off"]);
+            }
+        }
         sh(&["ip", "-n", &n.b, "addr", "add", "192.0.2.2/24", "dev", "br0"]);
         n
     }
@@ -62,14 +76,8 @@ impl Drop for Netns {
     }
 }
 
-#[test]
-fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind() {
-    if !is_root() || !have("ip") || !have("ping") {
-        eprintln!("skipped: needs root, iproute2 and ping (apt-get install iproute2 iputils-ping)");
-        return;
-    }
-    let ns = Netns::new();
-    let bus = Bus::start();
+/// netadmd in namespace `a`, its ports wired to va0/va1.
+fn daemon_in(ns: &Netns, bus: &Bus) -> std::process::Child {
     let dir = bus.subdir("kernel");
     let hw = dir.join("hw.toml");
     let port = |i: u8| {
@@ -78,7 +86,7 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
         )
     };
     std::fs::write(&hw, format!("{}\n{}", port(0), port(1))).unwrap();
-    let mut daemon = Command::new("ip")
+    let daemon = Command::new("ip")
         .args(["netns", "exec", &ns.a])
         .arg(bin("netadmd"))
         .args(["--bus", bus.address(), "--kernel-mirror", "on", "--config"])
@@ -89,10 +97,22 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !netadm(&bus, &["show-link"]).status.success() {
+    while !netadm(bus, &["show-link"]).status.success() {
         assert!(Instant::now() < deadline, "netadmd did not come up");
         std::thread::yield_now();
     }
+    daemon
+}
+
+#[test]
+fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind() {
+    if !is_root() || !have("ip") || !have("ping") {
+        eprintln!("skipped: needs root, iproute2 and ping (apt-get install iproute2 iputils-ping)");
+        return;
+    }
+    let ns = Netns::new();
+    let bus = Bus::start();
+    let mut daemon = daemon_in(&ns, &bus);
 
     json(&bus, &["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"]);
     let r = json(&bus, &["create-if", "aggr0"]);
@@ -134,4 +154,99 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
     assert!(!gone.status.success(), "delete-if removes the TAP");
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();
     let _ = daemon.wait();
+}
+
+#[test]
+fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
+    if !is_root() || !have("ip") || !have("iperf3") || !have("ethtool") {
+        eprintln!(
+            "skipped: needs root, iproute2, iperf3 and ethtool (apt-get install iproute2 iperf3 ethtool)"
+        );
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    let ns = Netns::new();
+    let bus = Bus::start();
+    let mut daemon = daemon_in(&ns, &bus);
+    json(&bus, &["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"]);
+    json(&bus, &["create-if", "aggr0"]);
+    json(&bus, &["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"]);
+
+    // The server, one test and out; ready once it says it listens.
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &ns.b, "iperf3", "-s", "-1", "--forceflush"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l.contains("Server listening"))),
+        "iperf3 server did not start"
+    );
+    std::thread::spawn(move || lines.for_each(drop));
+
+    // The client reports every second; each report toggles the MTU.
+    let mut client = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.a,
+            "iperf3",
+            "-c",
+            "192.0.2.2",
+            "-t",
+            "12",
+            "-i",
+            "1",
+            "--forceflush",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(client.stdout.take().unwrap());
+    let (mut intervals, mut toggles, mut all) = (Vec::new(), 0, String::new());
+    for line in out.lines().map_while(Result::ok) {
+        all.push_str(&line);
+        all.push('\n');
+        // "[  5]   3.00-4.00   sec  52.5 MBytes   440 Mbits/sec    0    ..."
+        if line.starts_with("[  5]")
+            && line.contains("bits/sec")
+            && !line.contains("sender")
+            && !line.contains("receiver")
+        {
+            let rate = line.split_whitespace().collect::<Vec<_>>();
+            if let Some(i) = rate.iter().position(|w| w.ends_with("bits/sec")) {
+                let v: f64 = rate[i - 1].parse().unwrap_or(0.0);
+                let scale = match rate[i] {
+                    "Gbits/sec" => 1e3,
+                    "Mbits/sec" => 1.0,
+                    "Kbits/sec" => 1e-3,
+                    _ => 1e-6,
+                };
+                intervals.push(v * scale);
+            }
+            let mtu = if toggles % 2 == 0 { "mtu=9000" } else { "mtu=1500" };
+            json(&bus, &["set-linkprop", "-p", mtu, "aggr0"]);
+            toggles += 1;
+        }
+    }
+    let status = client.wait().unwrap();
+    if !status.success() {
+        let _ = server.kill();
+    }
+    let _ = server.wait();
+    eprintln!("{all}");
+    assert!(status.success(), "iperf3 failed:\n{all}");
+    assert!(!all.to_lowercase().contains("reset"), "{all}");
+    assert!(intervals.len() >= 10, "{} intervals:\n{all}", intervals.len());
+    let slowest = intervals.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(slowest > 0.0, "an interval without throughput:\n{all}");
+    eprintln!("{toggles} MTU changes; slowest 1 s interval {slowest:.1} Mbit/s");
+
+    json(&bus, &["delete-if", "aggr0"]);
+    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
+    let _ = daemon.wait();
+    let left = Command::new("ip").args(["-n", &ns.a, "-o", "link"]).output().unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(!left.contains("aggr0"), "no interface left behind: {left}");
 }

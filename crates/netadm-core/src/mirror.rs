@@ -82,9 +82,13 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::
         let frame = &buf[..len];
         // One flow per 5-tuple keeps each flow on one ring.
         let flow = netadm_nic::emu::flow_hash(frame);
-        // A full ring drops the frame, as a NIC would; the kernel's
-        // protocols recover.
-        let _ = tx.send(flow, &[frame]);
+        // Senders are paused only while a steering flip drains (µs to a
+        // few ms): wait that out rather than drop; a ring that stays full
+        // drops the frame, as a NIC would, and TCP recovers.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
+        while tx.send(flow, &[frame]) == 0 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
     }
 }
 
