@@ -149,6 +149,21 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
         json_err(&bus, &["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4b"]);
     assert_eq!(kind, "Exists");
 
+    // A name the kernel rejects (dladm allows 31 bytes, Linux 15): typed,
+    // and nothing is left half-made.
+    json(&bus, &["create-vnic", "-l", "aggr0", "averyverylongvnic0"]);
+    let (kind, msg) = json_err(&bus, &["create-if", "averyverylongvnic0"]);
+    assert_eq!(kind, "InvalidName", "{msg}");
+    assert!(rows(&json(&bus, &["show-if"]), "ifname", "averyverylongvnic0").is_empty());
+    // And a device it did not make is never touched: an interface that
+    // already exists under the name is refused.
+    json(&bus, &["create-vnic", "-l", "aggr0", "lo0"]);
+    sh(&["ip", "-n", &ns.a, "link", "add", "lo0", "type", "bridge"]);
+    let (kind, _) = json_err(&bus, &["create-if", "lo0"]);
+    assert_eq!(kind, "Exists");
+    let out = Command::new("ip").args(["-n", &ns.a, "-d", "link", "show", "lo0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bridge"), "left as it was");
+
     json(&bus, &["delete-if", "aggr0"]);
     let gone = Command::new("ip").args(["-n", &ns.a, "link", "show", "aggr0"]).output().unwrap();
     assert!(!gone.status.success(), "delete-if removes the TAP");

@@ -20,6 +20,12 @@ impl Tap {
     /// network namespace.
     pub fn create(name: &str) -> Result<Self, KernelError> {
         check_ifname(name)?;
+        // Someone else's interface of that name (of any kind) stays theirs.
+        let c = std::ffi::CString::new(name).expect("checked: no NUL");
+        // SAFETY: c is a valid C string.
+        if unsafe { libc::if_nametoindex(c.as_ptr()) } != 0 {
+            return Err(KernelError::Exists { what: format!("interface {name}") });
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -28,7 +34,9 @@ impl Tap {
         // struct ifreq: 16 bytes of name, then the flags (short), padded.
         let mut ifr = [0u8; 40];
         ifr[..name.len()].copy_from_slice(name.as_bytes());
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as u16;
+        // IFF_TUN_EXCL: never attach to a TAP that already exists (someone
+        // else's): netadm only touches devices it creates.
+        let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as u16 | 0x8000;
         ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
         // SAFETY: TUNSETIFF reads and writes a struct ifreq, which `ifr`
         // covers (40 bytes is its size on Linux); the fd is open.
