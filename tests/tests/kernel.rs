@@ -76,8 +76,26 @@ impl Drop for Netns {
     }
 }
 
+/// A child process killed when dropped, so a failing test leaves no
+/// daemon behind.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
 /// netadmd in namespace `a`, its ports wired to va0/va1.
-fn daemon_in(ns: &Netns, bus: &Bus) -> std::process::Child {
+fn daemon_in(ns: &Netns, bus: &Bus) -> Reaped {
     let dir = bus.subdir("kernel");
     let hw = dir.join("hw.toml");
     let port = |i: u8| {
@@ -101,7 +119,7 @@ fn daemon_in(ns: &Netns, bus: &Bus) -> std::process::Child {
         assert!(Instant::now() < deadline, "netadmd did not come up");
         std::thread::yield_now();
     }
-    daemon
+    Reaped(daemon)
 }
 
 #[test]
@@ -112,7 +130,7 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
     }
     let ns = Netns::new();
     let bus = Bus::start();
-    let mut daemon = daemon_in(&ns, &bus);
+    let daemon = daemon_in(&ns, &bus);
 
     json(&bus, &["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"]);
     let r = json(&bus, &["create-if", "aggr0"]);
@@ -167,8 +185,7 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
     json(&bus, &["delete-if", "aggr0"]);
     let gone = Command::new("ip").args(["-n", &ns.a, "link", "show", "aggr0"]).output().unwrap();
     assert!(!gone.status.success(), "delete-if removes the TAP");
-    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
-    let _ = daemon.wait();
+    drop(daemon);
 }
 
 #[test]
@@ -182,7 +199,7 @@ fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
     use std::io::{BufRead, BufReader};
     let ns = Netns::new();
     let bus = Bus::start();
-    let mut daemon = daemon_in(&ns, &bus);
+    let daemon = daemon_in(&ns, &bus);
     json(&bus, &["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"]);
     json(&bus, &["create-if", "aggr0"]);
     json(&bus, &["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"]);
@@ -194,6 +211,7 @@ fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let mut server = Reaped(server);
     assert!(
         lines.any(|l| l.is_ok_and(|l| l.contains("Server listening"))),
         "iperf3 server did not start"
@@ -247,9 +265,9 @@ fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
     }
     let status = client.wait().unwrap();
     if !status.success() {
-        let _ = server.kill();
+        let _ = server.0.kill();
     }
-    let _ = server.wait();
+    let _ = server.0.wait();
     eprintln!("{all}");
     assert!(status.success(), "iperf3 failed:\n{all}");
     assert!(!all.to_lowercase().contains("reset"), "{all}");
@@ -259,8 +277,7 @@ fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
     eprintln!("{toggles} MTU changes; slowest 1 s interval {slowest:.1} Mbit/s");
 
     json(&bus, &["delete-if", "aggr0"]);
-    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
-    let _ = daemon.wait();
+    drop(daemon);
     let left = Command::new("ip").args(["-n", &ns.a, "-o", "link"]).output().unwrap();
     let left = String::from_utf8_lossy(&left.stdout);
     assert!(!left.contains("aggr0"), "no interface left behind: {left}");
