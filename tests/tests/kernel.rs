@@ -87,13 +87,6 @@ impl Drop for Reaped {
     }
 }
 
-impl std::ops::Deref for Reaped {
-    type Target = std::process::Child;
-    fn deref(&self) -> &std::process::Child {
-        &self.0
-    }
-}
-
 /// netadmd in namespace `a`, its ports wired to va0/va1.
 fn daemon_in(ns: &Netns, bus: &Bus) -> Reaped {
     let dir = bus.subdir("kernel");
