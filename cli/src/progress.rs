@@ -57,22 +57,20 @@ where
     };
     let me = conn.unique_name().map(|n| n.to_string()).unwrap_or_default();
     let mut call = pin!(start());
-    let mut delay = pin!(tokio::time::sleep(DELAY));
-    let mut bar: Option<ProgressBar> = None;
+    // The call's own completion, with a deadline: a quick call returns
+    // here and never shows a bar. Signals sent meanwhile wait in the stream.
+    if let Ok(res) = tokio::time::timeout(DELAY, &mut call).await {
+        return res;
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(100));
     let mut last = Report { op: op.to_owned(), ..Report::default() };
+    draw(&bar, &last);
     loop {
         tokio::select! {
             res = &mut call => {
-                if let Some(b) = bar {
-                    b.finish_and_clear();
-                }
+                bar.finish_and_clear();
                 return res;
-            }
-            () = &mut delay, if bar.is_none() => {
-                let b = ProgressBar::new_spinner();
-                b.enable_steady_tick(Duration::from_millis(100));
-                draw(&b, &last);
-                bar = Some(b);
             }
             Some(sig) = signals.next() => {
                 let Ok(a) = sig.args() else { continue };
@@ -85,9 +83,7 @@ where
                     done: *a.done(),
                     total: *a.total(),
                 };
-                if let Some(b) = &bar {
-                    draw(b, &last);
-                }
+                draw(&bar, &last);
             }
         }
     }

@@ -67,6 +67,8 @@ impl Generator {
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
+            // Wakes a generator waiting for its next batch's due time.
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -122,16 +124,18 @@ fn run(cfg: &GenConfig, stream: &Stream, tx: &dyn Tx, stop: &AtomicBool) {
     }
 }
 
-/// Waits for a pacing deadline: sleeps while it is far, then yields.
+/// Waits until a batch's due time (the rate), or until told to stop
+/// (`Generator::halt` unparks the thread): parked while the deadline is
+/// far, yielding for the last stretch, which parking would overshoot.
 fn wait_until(due: Instant, stop: &AtomicBool) {
     loop {
         let now = Instant::now();
-        if now >= due || stop.load(Ordering::Relaxed) {
+        if now >= due || stop.load(Ordering::Acquire) {
             return;
         }
         let left = due - now;
         if left > Duration::from_micros(200) {
-            std::thread::sleep(left - Duration::from_micros(100));
+            std::thread::park_timeout(left - Duration::from_micros(100));
         } else {
             std::thread::yield_now();
         }
