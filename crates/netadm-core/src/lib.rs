@@ -65,6 +65,8 @@ struct PortPlan {
     throttle: [Option<u32>; 3],
     /// xmit-batch: the port's own, or its aggregation's.
     xmit_batch: bool,
+    /// rx-csum: the port's own, or its aggregation's.
+    rx_csum: bool,
 }
 
 /// The state owner.
@@ -301,7 +303,23 @@ impl Core {
             .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
         t.phase("validate");
         self.presync_datapath(&change.running);
-        self.execute(&cur, &change.running, t, progress)?;
+        // MTUs put back as they were if anything below fails.
+        let undo_mtus = || {
+            let _ = self.sync_kernel(&change.running, &cur, &mut Timing::new());
+        };
+        let shrunk = match self.shrink_kernel_mtus(&cur, &change.running) {
+            Ok(s) => s,
+            Err(e) => {
+                undo_mtus();
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.execute(&cur, &change.running, t, progress) {
+            if shrunk {
+                undo_mtus();
+            }
+            return Err(e);
+        }
         if let Err(e) = self.sync_kernel(&cur, &change.running, t) {
             // Put the kernel and the rings back as they were.
             let mut undo = Timing::new();
@@ -391,12 +409,15 @@ impl Core {
                 // The primary group keeps the rings below the VNICs' groups.
                 let want = mine.iter().map(|g| g.0).min().map_or(want, |lo| want.min(lo));
                 let name = v.phys_name(&p.device);
-                let batch_of = |l: &Link| v.prop(l, PropName::XmitBatch).and_then(|x| x.as_bool());
-                let xmit_batch = v
-                    .aggr_of(&name)
-                    .and_then(|a| batch_of(&Link::Aggr(a.clone())))
-                    .or_else(|| batch_of(&link))
-                    .unwrap_or(true);
+                let flag = |n: PropName| {
+                    let of = |l: &Link| v.prop(l, n).and_then(|x| x.as_bool());
+                    v.aggr_of(&name)
+                        .and_then(|a| of(&Link::Aggr(a.clone())))
+                        .or_else(|| of(&link))
+                        .unwrap_or(true)
+                };
+                let xmit_batch = flag(PropName::XmitBatch);
+                let rx_csum = flag(PropName::RxCsum);
                 PortPlan {
                     active: v.port_in_use(&p.device),
                     buf: buf_size_for_mtu(v.mtu(&link)),
@@ -404,6 +425,7 @@ impl Core {
                     groups: mine,
                     throttle,
                     xmit_batch,
+                    rx_csum,
                 }
             })
             .collect()
@@ -459,6 +481,7 @@ impl Core {
                     groups: w.groups.clone(),
                     throttle: w.throttle,
                     xmit_batch: p.engine.xmit_batch(),
+                    rx_csum: p.device_handle().rx_csum(),
                 }
             })
             .collect()
@@ -665,6 +688,7 @@ impl Core {
                 apply_throttle(p, &b.throttle)?;
             }
             p.engine.set_xmit_batch(b.xmit_batch);
+            p.device_handle().write_rx_csum(b.rx_csum);
             let running: Vec<u16> = if b.active { (0..b.rings).collect() } else { vec![] };
             if p.tx_map.rings() != running {
                 if running.is_empty() {

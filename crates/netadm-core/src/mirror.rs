@@ -20,6 +20,8 @@ struct MirrorIf {
     tap: Arc<Tap>,
     index: u32,
     mac: [u8; 6],
+    /// The offloads the TAP lets the kernel leave to netadm: (tx-csum, tso).
+    offload: (bool, bool),
     stop: std::os::fd::OwnedFd,
     reader: Option<JoinHandle<()>>,
 }
@@ -64,7 +66,8 @@ impl Mirror {
 }
 
 fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::Tx>) {
-    let mut buf = vec![0u8; 65536];
+    // A virtio-net header and the largest superframe.
+    let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
     loop {
         let mut fds = [
             libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 },
@@ -78,21 +81,80 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::
         if fds[0].revents & libc::POLLIN == 0 {
             continue;
         }
-        let Ok(len) = tap.read_frame(&mut buf) else { return };
-        let frame = &buf[..len];
-        // One flow per 5-tuple keeps each flow on one ring.
-        let flow = netadm_nic::emu::flow_hash(frame);
-        // Senders are paused only while a steering flip drains (µs to a
-        // few ms): wait that out rather than drop; a ring that stays full
-        // drops the frame, as a NIC would, and TCP recovers.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
-        while tx.send(flow, &[frame]) == 0 && std::time::Instant::now() < deadline {
-            std::thread::yield_now();
+        // Everything queued, one poll per burst.
+        loop {
+            let (off, frame) = match tap.read_frame(&mut buf) {
+                Ok(Some((off, f))) if !f.is_empty() => (off, f),
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(_) => return,
+            };
+            // One flow per 5-tuple keeps each flow on one ring.
+            let flow = netadm_nic::emu::flow_hash(frame);
+            // Senders are paused only while a steering flip drains (µs to
+            // a few ms): wait that out rather than drop; a ring that stays
+            // full drops the frame, as a NIC would, and TCP recovers.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
+            while !tx.send_offload(flow, frame, off) && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
         }
     }
 }
 
+/// The offloads an interface's TAP offers the kernel: (tx-csum, tso), as
+/// the link's properties (a VNIC: those of the link it is over) allow and
+/// every port under it can do.
+fn offloads(v: &View<'_>, l: &crate::Link) -> (bool, bool) {
+    use crate::Link;
+    use netadm_model::PropName;
+    let own = match l {
+        Link::Vnic(n) => v.st.vnic.get(n).and_then(|x| v.resolve(x.over.as_str())),
+        l => Some(l.clone()),
+    };
+    let prop = |n: PropName| {
+        own.as_ref().and_then(|o| v.prop(o, n)).and_then(|x| x.as_bool()).unwrap_or(true)
+    };
+    let ports: Vec<netadm_nic::Offloads> = v
+        .ports_under(l)
+        .iter()
+        .filter_map(|d| v.hw.port(d.as_str()))
+        .map(|p| p.engine.nic().caps().offloads)
+        .collect();
+    let csum = prop(PropName::TxCsum) && ports.iter().all(|o| o.tx_csum);
+    let tso = csum && prop(PropName::Tso) && ports.iter().all(|o| o.tso);
+    (csum, tso)
+}
+
 impl Core {
+    /// Before the rings change: an interface whose MTU shrinks gets it in
+    /// the kernel first, so the stack stops making frames the new MTU does
+    /// not allow while the rings still carry the old size; the frames it
+    /// had already queued leave through rings that take them (a frame
+    /// spans as many descriptors as it needs). Growing waits for the
+    /// rings ([`Core::sync_kernel`]). Returns whether it changed anything.
+    pub(crate) fn shrink_kernel_mtus(
+        &self,
+        from: &LinkState,
+        to: &LinkState,
+    ) -> Result<bool, CoreError> {
+        let Some(m) = &self.mirror else { return Ok(false) };
+        let (vf, vt) =
+            (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
+        let ifs = m.ifs.lock().unwrap();
+        let mut changed = false;
+        for (n, i) in ifs.iter() {
+            let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
+                continue;
+            };
+            if vt.mtu(&lt) < vf.mtu(&lf) {
+                changed = true;
+                m.nl.set_link(i.index, None, Some(vt.mtu(&lt))).map_err(kerr)?;
+            }
+        }
+        Ok(changed)
+    }
+
     /// Brings the kernel from `from` to `to`: removes TAPs and addresses
     /// that go, makes those that come (MAC = the link's, MTU = the link's,
     /// up), follows MTU changes, then reads everything back.
@@ -141,6 +203,8 @@ impl Core {
                 CoreError::internal(format!("{n}: its link has no running rings"))
             })?;
             let tap = Arc::new(Tap::create(n.as_str()).map_err(kerr)?);
+            let offload = offloads(&vt, &l);
+            tap.set_offload(offload.0, offload.1).map_err(kerr)?;
             let index = m.nl.index(n.as_str()).map_err(kerr)?;
             m.nl.set_mac(index, mac).map_err(kerr)?;
             m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
@@ -162,20 +226,25 @@ impl Core {
                     .spawn(move || reader(tap, efd, tx))
                     .map_err(|e| CoreError::hardware(e.to_string()))?
             };
-            ifs.insert(n.clone(), MirrorIf { tap, index, mac, stop, reader: Some(r) });
+            ifs.insert(n.clone(), MirrorIf { tap, index, mac, offload, stop, reader: Some(r) });
         }
         // Every interface: receive on the ports under its link, MTU as the
         // link's, addresses as configured.
-        for (n, i) in ifs.iter() {
+        for (n, i) in ifs.iter_mut() {
             let Some(l) = vt.resolve(n.as_str()) else { continue };
+            let offload = offloads(&vt, &l);
+            if offload != i.offload {
+                i.tap.set_offload(offload.0, offload.1).map_err(kerr)?;
+                i.offload = offload;
+            }
             let under = vt.ports_under(&l);
             for p in self.hardware().ports() {
                 if under.contains(&p.device) {
                     let tap = i.tap.clone();
                     p.classifier.set_endpoint(
                         i.mac,
-                        Some(Arc::new(move |f: &[u8]| {
-                            let _ = tap.write_frame(f);
+                        Some(Arc::new(move |f: &[u8], off| {
+                            let _ = tap.write_frame(f, off);
                         })),
                     );
                 } else {

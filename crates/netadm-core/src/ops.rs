@@ -224,6 +224,21 @@ fn check_prop(
     match prop {
         PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
         PropName::Itr => needs(NicClass::I40e)?,
+        PropName::Tso => {
+            let without: Vec<String> = v
+                .ports_under(link)
+                .iter()
+                .filter_map(|d| v.hw.port(d.as_str()))
+                .filter(|p| !p.engine.nic().caps().offloads.tso)
+                .map(|p| p.device.to_string())
+                .collect();
+            if val.as_bool() == Some(true) && !without.is_empty() {
+                return Err(CoreError::not_supported(format!(
+                    "tso on {link_name}: {} cannot segment TCP (no TSO in hardware)",
+                    without.join(", ")
+                )));
+            }
+        }
         PropName::RxRings | PropName::TxRings => {
             if let Some(NicClass::Atl1c) = driver {
                 return Err(CoreError::not_supported(format!(

@@ -43,8 +43,12 @@ pub struct Classifier {
     slow: RwLock<Option<SlowHandler>>,
     /// Clients by destination MAC (IP interfaces' TAP devices); broadcast
     /// and multicast frames go to all of them.
-    endpoints: RwLock<HashMap<[u8; 6], SlowHandler>>,
+    endpoints: RwLock<HashMap<[u8; 6], Endpoint>>,
 }
+
+/// Receives the frames for an endpoint's MAC, with what the device
+/// reported of each (checksum verified, superframe).
+pub type Endpoint = Arc<dyn Fn(&[u8], netadm_nic::Offload) + Send + Sync>;
 
 /// Receives the Slow Protocols frames (LACPDUs) a port gets.
 pub type SlowHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
@@ -68,7 +72,7 @@ impl Classifier {
 
     /// Delivers frames for `mac` (and broadcast and multicast) to `h`, or
     /// stops delivering them.
-    pub fn set_endpoint(&self, mac: [u8; 6], h: Option<SlowHandler>) {
+    pub fn set_endpoint(&self, mac: [u8; 6], h: Option<Endpoint>) {
         let mut e = self.endpoints.write().unwrap();
         match h {
             Some(h) => e.insert(mac, h),
@@ -88,7 +92,7 @@ impl Classifier {
 }
 
 impl RingClient for Classifier {
-    fn rx(&self, _ring: u16, frame: &[u8]) {
+    fn rx(&self, _ring: u16, frame: &[u8], off: netadm_nic::Offload) {
         if frame.get(12..14) == Some(&crate::lacp::ETHERTYPE.to_be_bytes())
             && let Some(h) = self.slow.read().unwrap().as_ref()
         {
@@ -104,12 +108,12 @@ impl RingClient for Classifier {
         if let Some(dst) = frame.get(..6) {
             let e = self.endpoints.read().unwrap();
             if dst[0] & 1 == 1 {
-                e.values().for_each(|h| h(frame));
+                e.values().for_each(|h| h(frame, off));
                 if !e.is_empty() {
                     return;
                 }
             } else if let Some(h) = e.get(<&[u8; 6]>::try_from(dst).unwrap()) {
-                h(frame);
+                h(frame, off);
                 return;
             }
         }
@@ -147,7 +151,7 @@ impl Forwarder {
 }
 
 impl RingClient for Forwarder {
-    fn rx(&self, _ring: u16, frame: &[u8]) {
+    fn rx(&self, _ring: u16, frame: &[u8], _off: netadm_nic::Offload) {
         let mut st = self.staged.lock().unwrap();
         st.0.extend_from_slice(frame);
         st.1.push(frame.len());

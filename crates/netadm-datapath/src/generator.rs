@@ -15,6 +15,11 @@ pub trait Tx: Send + Sync {
     /// ring). Returns how many were accepted; 0 when the link is not
     /// running.
     fn send(&self, flow: u32, frames: &[&[u8]]) -> usize;
+
+    /// Sends one frame with its offload context (a superframe the device
+    /// segments, or a frame whose checksum it fills in). Returns whether
+    /// it was accepted.
+    fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool;
 }
 
 /// What to generate.

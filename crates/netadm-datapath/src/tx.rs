@@ -77,6 +77,15 @@ impl Tx for PortTx {
         let ring = st.rings[flow as usize % st.rings.len()];
         self.engine.transmit(ring, frames).unwrap_or(0)
     }
+
+    fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
+        let st = self.map.state.read().unwrap();
+        if st.paused || st.rings.is_empty() {
+            return false;
+        }
+        let ring = st.rings[flow as usize % st.rings.len()];
+        self.engine.transmit_offload(ring, frame, off).unwrap_or(false)
+    }
 }
 
 /// Sends over several ports (an aggregation's members): `pick` chooses
@@ -110,6 +119,11 @@ impl Tx for MultiTx {
         }
         let m = &self.members[(self.pick)(flow, first, n) % n];
         m.send(flow, frames)
+    }
+
+    fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
+        let n = self.members.len();
+        n > 0 && self.members[(self.pick)(flow, frame, n) % n].send_offload(flow, frame, off)
     }
 }
 
@@ -234,6 +248,11 @@ impl Tx for AggrTx {
             None => 0,
         }
     }
+
+    fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
+        let st = self.state.read().unwrap();
+        Self::pick(&st, frame).is_some_and(|m| st.members[m].tx.send_offload(flow, frame, off))
+    }
 }
 
 /// Which headers an aggregation's transmit hash covers (dladm's `-P`).
@@ -349,6 +368,9 @@ mod aggr_tests {
     impl Tx for Nowhere {
         fn send(&self, _: u32, frames: &[&[u8]]) -> usize {
             frames.len()
+        }
+        fn send_offload(&self, _: u32, _: &[u8], _: netadm_nic::Offload) -> bool {
+            true
         }
     }
 

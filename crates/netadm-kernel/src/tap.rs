@@ -2,8 +2,11 @@
 //! reads and writes through a file descriptor.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+
+use netadm_nic::offload::{Offload, VNET_HDR_LEN};
 
 use crate::{KernelError, check_ifname};
 
@@ -16,8 +19,10 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// Creates TAP `name` (no packet information header) in this thread's
-    /// network namespace.
+    /// Creates TAP `name` in this thread's network namespace: no packet
+    /// information header, a virtio-net header before every frame (so
+    /// superframes and partial checksums can pass, once
+    /// [`Tap::set_offload`] allows them), non-blocking reads.
     pub fn create(name: &str) -> Result<Self, KernelError> {
         check_ifname(name)?;
         // Someone else's interface of that name (of any kind) stays theirs.
@@ -29,6 +34,7 @@ impl Tap {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open("/dev/net/tun")
             .map_err(|source| KernelError::Io { op: "open /dev/net/tun".into(), source })?;
         // struct ifreq: 16 bytes of name, then the flags (short), padded.
@@ -36,7 +42,7 @@ impl Tap {
         ifr[..name.len()].copy_from_slice(name.as_bytes());
         // IFF_TUN_EXCL: never attach to a TAP that already exists (someone
         // else's): netadm only touches devices it creates.
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as u16 | 0x8000;
+        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as u16 | 0x8000;
         ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
         // SAFETY: TUNSETIFF reads and writes a struct ifreq, which `ifr`
         // covers (40 bytes is its size on Linux); the fd is open.
@@ -66,13 +72,58 @@ impl Tap {
         &self.name
     }
 
-    /// Reads one frame the kernel sent (blocks until there is one).
-    pub fn read_frame(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        (&self.file).read(buf)
+    /// Which offloads the kernel may leave to netadm: partial checksums
+    /// (`csum`) and, with them, TCP superframes (`tso`). Off, the kernel
+    /// hands over complete frames no longer than the MTU.
+    pub fn set_offload(&self, csum: bool, tso: bool) -> Result<(), KernelError> {
+        let mut f: libc::c_uint = 0;
+        if csum {
+            f |= libc::TUN_F_CSUM;
+            if tso {
+                f |= libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
+            }
+        }
+        // SAFETY: TUNSETOFFLOAD takes its flags as the argument; our fd.
+        let rc =
+            unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNSETOFFLOAD, f as libc::c_ulong) };
+        if rc < 0 {
+            return Err(KernelError::Refused {
+                op: format!("set offloads on {}", self.name),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
     }
 
-    /// Hands one frame to the kernel, as if it had arrived on the wire.
-    pub fn write_frame(&self, frame: &[u8]) -> std::io::Result<usize> {
-        (&self.file).write(frame)
+    /// Reads one frame the kernel sent, with its offload context: `buf`
+    /// must hold a virtio-net header and the largest superframe (64 KiB).
+    /// `Ok(None)` when nothing is queued (the fd does not block).
+    pub fn read_frame<'a>(
+        &self,
+        buf: &'a mut [u8],
+    ) -> std::io::Result<Option<(Offload, &'a [u8])>> {
+        match (&self.file).read(buf) {
+            Ok(n) if n > VNET_HDR_LEN => {
+                let off = Offload::from_vnet(buf[..VNET_HDR_LEN].try_into().expect("10 bytes"));
+                Ok(Some((off, &buf[VNET_HDR_LEN..n])))
+            }
+            Ok(_) => Ok(Some((Offload::NONE, &[]))),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Hands one frame to the kernel, as if it had arrived on the wire,
+    /// with what the device reported of it (checksum verified, or a
+    /// superframe the stack takes whole, as from GRO).
+    pub fn write_frame(&self, frame: &[u8], off: Offload) -> std::io::Result<usize> {
+        let hdr = off.to_vnet();
+        let iov = [
+            libc::iovec { iov_base: hdr.as_ptr() as *mut _, iov_len: hdr.len() },
+            libc::iovec { iov_base: frame.as_ptr() as *mut _, iov_len: frame.len() },
+        ];
+        // SAFETY: two valid iovecs that outlive the call; our fd.
+        let n = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), 2) };
+        if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
     }
 }

@@ -44,9 +44,15 @@ pub enum PropName {
     Speed,
     /// `duplex`: link duplex.
     Duplex,
+    /// `tso`: TCP segmentation offload (i40e-class).
+    Tso,
+    /// `tx-csum`: transmit L4 checksum offload.
+    TxCsum,
+    /// `rx-csum`: receive L4 checksum verification by the NIC.
+    RxCsum,
 }
 
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 17] = [
     "mtu",
     "rxrings",
     "txrings",
@@ -61,11 +67,14 @@ const NAMES: [&str; 14] = [
     "state",
     "speed",
     "duplex",
+    "tso",
+    "tx-csum",
+    "rx-csum",
 ];
 
 impl PropName {
     /// Every property, in the order `show-linkprop` lists them.
-    pub const ALL: [PropName; 14] = [
+    pub const ALL: [PropName; 17] = [
         PropName::Mtu,
         PropName::RxRings,
         PropName::TxRings,
@@ -80,6 +89,9 @@ impl PropName {
         PropName::State,
         PropName::Speed,
         PropName::Duplex,
+        PropName::Tso,
+        PropName::TxCsum,
+        PropName::RxCsum,
     ];
 
     /// The property's name as typed on the command line.
@@ -339,7 +351,7 @@ const PHYS_AGGR: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr];
 const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 
 /// The property table, indexed by `PropName as usize`.
-static SPECS: [PropSpec; 14] = [
+static SPECS: [PropSpec; 17] = [
     PropSpec {
         name: PropName::Mtu,
         ty: PropType::Uint { min: 68, max: 9710, unit: "bytes" },
@@ -452,6 +464,30 @@ static SPECS: [PropSpec; 14] = [
         perm: Perm::ReadOnly,
         classes: ALL_CLASSES,
         description: "link duplex",
+    },
+    PropSpec {
+        name: PropName::Tso,
+        ty: PropType::Bool,
+        default: Some(PropValue::Bool(true)),
+        perm: Perm::ReadWrite,
+        classes: PHYS_AGGR,
+        description: "TCP segmentation offload: the kernel hands over 64 KiB superframes, the NIC cuts them (needs tx-csum; i40e-class)",
+    },
+    PropSpec {
+        name: PropName::TxCsum,
+        ty: PropType::Bool,
+        default: Some(PropValue::Bool(true)),
+        perm: Perm::ReadWrite,
+        classes: PHYS_AGGR,
+        description: "transmit checksum offload: the NIC fills in TCP/UDP checksums",
+    },
+    PropSpec {
+        name: PropName::RxCsum,
+        ty: PropType::Bool,
+        default: Some(PropValue::Bool(true)),
+        perm: Perm::ReadWrite,
+        classes: PHYS_AGGR,
+        description: "receive checksum offload: the NIC verifies TCP/UDP checksums and says so",
     },
 ];
 
@@ -628,7 +664,10 @@ mod tests {
                 "itr",
                 "state",
                 "speed",
-                "duplex"
+                "duplex",
+                "tso",
+                "tx-csum",
+                "rx-csum"
             ]
         );
         for bad in ["", "MTU", "mtu ", "xmit_batch", "rings"] {

@@ -22,6 +22,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::offload::Offload;
+
 /// Bytes of one emulated hardware descriptor (both classes use 16-byte ones).
 pub const DESC_BYTES: u64 = 16;
 
@@ -137,13 +139,23 @@ pub enum DmaError {
     },
 }
 
+/// One descriptor: the bytes its buffer holds, whether it ends a frame
+/// (a frame longer than one buffer spans several descriptors, as on the
+/// hardware), and the frame's offload context (on its first descriptor).
+#[derive(Debug, Clone, Copy, Default)]
+struct Desc {
+    len: u32,
+    eop: bool,
+    off: Offload,
+}
+
 /// One descriptor ring and its buffers, in DMA memory.
 pub struct DmaRing {
     region: Region,
     slots: u32,
     buf_size: u32,
-    /// Descriptor length fields, one per slot.
-    lens: Box<[UnsafeCell<u32>]>,
+    /// Descriptors, one per slot.
+    descs: Box<[UnsafeCell<Desc>]>,
     head: AtomicU32,
     tail: AtomicU32,
     clean: AtomicU32,
@@ -183,7 +195,7 @@ impl DmaRing {
             region,
             slots,
             buf_size,
-            lens: (0..slots).map(|_| UnsafeCell::new(0)).collect(),
+            descs: (0..slots).map(|_| UnsafeCell::new(Desc::default())).collect(),
             head: AtomicU32::new(0),
             tail: AtomicU32::new(0),
             clean: AtomicU32::new(0),
@@ -242,11 +254,81 @@ impl DmaRing {
         self.slots - self.tail().wrapping_sub(self.clean())
     }
 
-    fn slot_ptr(&self, index: u32) -> (*mut u8, *mut u32) {
+    fn slot_ptr(&self, index: u32) -> (*mut u8, *mut Desc) {
         let slot = (index & (self.slots - 1)) as usize;
         // SAFETY: slot < slots, so the offset stays inside the region.
         let buf = unsafe { self.region.ptr.as_ptr().add(slot * self.buf_size as usize) };
-        (buf, self.lens[slot].get())
+        (buf, self.descs[slot].get())
+    }
+
+    /// Descriptors a frame of `len` bytes takes.
+    pub fn slots_for(&self, len: usize) -> u32 {
+        (len.div_ceil(self.buf_size as usize)).max(1) as u32
+    }
+
+    /// Copies `frame` into the slots from `start` on, one buffer each, the
+    /// offload context on the first and end-of-packet on the last.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `slots_for(frame.len())` slots from `start`.
+    unsafe fn write_chain(&self, start: u32, frame: &[u8], off: Offload) -> u32 {
+        let n = self.slots_for(frame.len());
+        let bs = self.buf_size as usize;
+        for i in 0..n {
+            let part = &frame
+                [(i as usize * bs).min(frame.len())..((i as usize + 1) * bs).min(frame.len())];
+            let (buf, d) = self.slot_ptr(start.wrapping_add(i));
+            // SAFETY: the caller owns the slot; the part fits a buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), buf, part.len());
+                *d = Desc {
+                    len: part.len() as u32,
+                    eop: i + 1 == n,
+                    off: if i == 0 { off } else { Offload::NONE },
+                };
+            }
+        }
+        n
+    }
+
+    /// Reads the frame whose chain starts at `start` and ends before
+    /// `end`: in place when it is one buffer, else gathered into
+    /// `scratch`. Returns the frame, its offload context and the slots it
+    /// took, or None if no end-of-packet comes before `end`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the slots in `[start, end)`.
+    unsafe fn read_chain<'a>(
+        &self,
+        start: u32,
+        end: u32,
+        scratch: &'a mut Vec<u8>,
+    ) -> Option<(&'a mut [u8], Offload, u32)> {
+        let avail = end.wrapping_sub(start);
+        // SAFETY: the caller owns the slots.
+        let first = unsafe { *self.slot_ptr(start).1 };
+        if first.eop {
+            let (buf, _) = self.slot_ptr(start);
+            let l = first.len.min(self.buf_size) as usize;
+            // SAFETY: as above; `scratch`'s lifetime stands for the slot's,
+            // which the caller keeps until it moves its index.
+            return Some((unsafe { std::slice::from_raw_parts_mut(buf, l) }, first.off, 1));
+        }
+        scratch.clear();
+        for i in 0..avail {
+            let (buf, d) = self.slot_ptr(start.wrapping_add(i));
+            // SAFETY: as above.
+            let d = unsafe { *d };
+            let l = d.len.min(self.buf_size) as usize;
+            // SAFETY: as above.
+            scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(buf, l) });
+            if d.eop {
+                return Some((&mut scratch[..], first.off, i + 1));
+            }
+        }
+        None
     }
 
     // ---- driver side -------------------------------------------------
@@ -271,10 +353,77 @@ impl DmaRing {
         // frame fits the buffer.
         unsafe {
             std::ptr::copy_nonoverlapping(frame.as_ptr(), buf, frame.len());
-            *len = frame.len() as u32;
+            *len = Desc { len: frame.len() as u32, eop: true, off: Offload::NONE };
         }
         self.tail.store(tail.wrapping_add(1), Ordering::Release);
         true
+    }
+
+    /// Driver: writes `frame` with its offload context into as many free
+    /// slots as it needs (a chain, end-of-packet on the last) and
+    /// publishes the new tail. Returns false when the ring lacks the
+    /// slots.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::driver_push`]: one driver-side thread at a time.
+    pub unsafe fn driver_push_frame(&self, frame: &[u8], off: Offload) -> bool {
+        if self.free() < self.slots_for(frame.len()) {
+            return false;
+        }
+        let tail = self.tail.load(Ordering::Relaxed);
+        // SAFETY: the slots lie in [tail, clean + slots): the driver's.
+        let n = unsafe { self.write_chain(tail, frame, off) };
+        self.tail.store(tail.wrapping_add(n), Ordering::Release);
+        true
+    }
+
+    /// Driver: reclaims every slot the device has finished (TX
+    /// completion). Returns how many frames they held.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::driver_push`]: one driver-side thread at a time.
+    pub unsafe fn driver_reclaim(&self) -> u32 {
+        let clean = self.clean.load(Ordering::Relaxed);
+        let head = self.head();
+        let mut frames = 0;
+        for i in 0..head.wrapping_sub(clean) {
+            // SAFETY: [clean, head) is the driver's until it moves clean.
+            frames += u32::from(unsafe { (*self.slot_ptr(clean.wrapping_add(i)).1).eop });
+        }
+        self.clean.store(head, Ordering::Release);
+        frames
+    }
+
+    /// Driver: visits up to `budget` frames the device has completed (RX),
+    /// each with its offload context, gathering chains into `scratch`,
+    /// then reclaims their slots. Returns how many frames were visited.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::driver_push`]: one driver-side thread at a time.
+    pub unsafe fn driver_reap_frames(
+        &self,
+        budget: u32,
+        scratch: &mut Vec<u8>,
+        mut visit: impl FnMut(&[u8], Offload),
+    ) -> u32 {
+        let mut clean = self.clean.load(Ordering::Relaxed);
+        let head = self.head();
+        let mut n = 0;
+        while n < budget && clean != head {
+            // SAFETY: [clean, head) is the driver's; the acquire load of
+            // head ordered the device's writes before these reads.
+            let Some((f, off, used)) = (unsafe { self.read_chain(clean, head, scratch) }) else {
+                break;
+            };
+            visit(f, off);
+            clean = clean.wrapping_add(used);
+            n += 1;
+        }
+        self.clean.store(clean, Ordering::Release);
+        n
     }
 
     /// Driver: hands every unposted slot to the device (RX buffer posting).
@@ -305,7 +454,7 @@ impl DmaRing {
             // writes before these reads. The length was written by the
             // device or driver before publishing and is <= buf_size.
             let frame = unsafe {
-                let l = (*len).min(self.buf_size) as usize;
+                let l = (*len).len.min(self.buf_size) as usize;
                 std::slice::from_raw_parts(buf, l)
             };
             visit(frame);
@@ -342,11 +491,62 @@ impl DmaRing {
             // ordered the driver's writes before these accesses.
             unsafe {
                 let b = std::slice::from_raw_parts_mut(buf, self.buf_size as usize);
-                f(b, &mut *len);
+                f(b, &mut (*len).len);
+                (*len).eop = true;
+                (*len).off = Offload::NONE;
             }
         }
         self.head.store(head.wrapping_add(n), Ordering::Release);
         n
+    }
+
+    /// Device (TX): takes up to `budget` frames the driver queued, each
+    /// with its offload context (chains gathered into `scratch`, the
+    /// device's own memory), and advances the head past them. Returns how
+    /// many frames were taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::device_process`]: the device's one thread.
+    pub unsafe fn device_take(
+        &self,
+        budget: u32,
+        scratch: &mut Vec<u8>,
+        mut f: impl FnMut(&mut [u8], Offload),
+    ) -> u32 {
+        let mut head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail();
+        let mut n = 0;
+        while n < budget && head != tail {
+            // SAFETY: [head, tail) is the device's; the acquire load of
+            // tail ordered the driver's writes before these reads.
+            let Some((frame, off, used)) = (unsafe { self.read_chain(head, tail, scratch) }) else {
+                break;
+            };
+            f(frame, off);
+            head = head.wrapping_add(used);
+            n += 1;
+        }
+        self.head.store(head, Ordering::Release);
+        n
+    }
+
+    /// Device (RX): writes `frame` with its offload context into as many
+    /// posted buffers as it needs and advances the head. Returns false,
+    /// writing nothing, when too few buffers are posted.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::device_process`]: the device's one thread.
+    pub unsafe fn device_fill(&self, frame: &[u8], off: Offload) -> bool {
+        if self.device_owned() < self.slots_for(frame.len()) {
+            return false;
+        }
+        let head = self.head.load(Ordering::Relaxed);
+        // SAFETY: the slots lie in [head, tail): the device's.
+        let n = unsafe { self.write_chain(head, frame, off) };
+        self.head.store(head.wrapping_add(n), Ordering::Release);
+        true
     }
 }
 
@@ -460,6 +660,39 @@ mod tests {
         assert_eq!(got, 3);
         r.post_all();
         assert_eq!(r.device_owned(), 8);
+    }
+
+    #[test]
+    fn frames_longer_than_a_buffer_travel_as_chains_with_their_offload() {
+        use crate::offload::{GSO_TCPV4, Offload};
+        let acct = DmaAccount::new();
+        let tx = DmaRing::new(8, 128, &acct).unwrap();
+        let off = Offload { gso_type: GSO_TCPV4, gso_size: 100, ..Offload::NONE };
+        let big: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        // SAFETY (this test): one thread plays both sides.
+        unsafe {
+            assert!(tx.driver_push_frame(&big, off));
+            assert!(tx.driver_push_frame(&[7; 60], Offload::NONE));
+            assert_eq!(tx.device_owned(), 4, "3 slots + 1");
+            assert!(!tx.driver_push_frame(&[0; 600], Offload::NONE), "needs 5 slots, 4 free");
+            let mut got = vec![];
+            let mut scratch = vec![];
+            assert_eq!(tx.device_take(8, &mut scratch, |f, o| got.push((f.to_vec(), o))), 2);
+            assert_eq!(got[0], (big.clone(), off));
+            assert_eq!(got[1], (vec![7; 60], Offload::NONE));
+            assert_eq!(tx.driver_reclaim(), 2, "frames, not slots");
+            assert_eq!(tx.free(), 8);
+
+            let rx = DmaRing::new(4, 128, &acct).unwrap();
+            rx.driver_post_all();
+            assert!(!rx.device_fill(&[1; 600], off), "5 buffers needed, 4 posted");
+            assert!(rx.device_fill(&big, off));
+            assert!(!rx.device_fill(&big, off), "one buffer left");
+            let mut got = vec![];
+            assert_eq!(rx.driver_reap_frames(8, &mut scratch, |f, o| got.push((f.to_vec(), o))), 1);
+            assert_eq!(got, vec![(big, off)]);
+            assert_eq!(rx.completed(), 0);
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use crate::dma::DmaRing;
+use crate::offload::{self, Offload, VNET_HDR_LEN};
 use crate::types::{Caps, Dir, HwStats, InterruptHandler, NicError, QueueId};
 
 /// Where frames the device transmits go.
@@ -109,6 +110,10 @@ struct Counters {
     tx_frames: AtomicU64,
     rx_frames: AtomicU64,
     rx_dropped: AtomicU64,
+    rx_oversize: AtomicU64,
+    rx_csum_bad: AtomicU64,
+    tx_tso_segments: AtomicU64,
+    tx_malformed: AtomicU64,
     doorbells: AtomicU64,
     interrupts: AtomicU64,
     fault_no_pre_disable: AtomicU64,
@@ -187,6 +192,8 @@ struct Shared {
     packet: OnceLock<std::os::fd::OwnedFd>,
     /// Wakes the afpacket reader to stop.
     packet_stop: OnceLock<std::os::fd::OwnedFd>,
+    /// RX checksum reporting enabled (where the device has it).
+    rx_csum: AtomicBool,
 }
 
 /// The far end of a cable.
@@ -271,6 +278,7 @@ impl Device {
             carrier: AtomicBool::new(true),
             packet: OnceLock::new(),
             packet_stop: OnceLock::new(),
+            rx_csum: AtomicBool::new(caps.offloads.rx_csum),
             cfg,
         });
         let engine = {
@@ -450,6 +458,17 @@ impl Device {
         }
     }
 
+    /// Turns receive checksum reporting on or off (ignored on a device
+    /// without it).
+    pub fn write_rx_csum(&self, on: bool) {
+        self.sh.rx_csum.store(on && self.sh.cfg.caps.offloads.rx_csum, Ordering::Release);
+    }
+
+    /// Whether receive checksum reporting is on.
+    pub fn rx_csum(&self) -> bool {
+        self.sh.rx_csum.load(Ordering::Acquire)
+    }
+
     /// Installs the interrupt handler.
     pub fn set_interrupt_handler(&self, h: Option<InterruptHandler>) {
         *self.sh.irq_handler.write().unwrap() = h;
@@ -568,6 +587,21 @@ impl Device {
         unsafe {
             libc::setsockopt(fd, libc::SOL_PACKET, 23, (&one as *const libc::c_int).cast(), 4);
         }
+        // Every frame either way carries a virtio-net header: superframes
+        // and partial checksums pass as they do between a veth's ends.
+        // SAFETY: setsockopt with an int.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_VNET_HDR,
+                (&one as *const libc::c_int).cast(),
+                4,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         // SAFETY: packet_mreq for PACKET_MR_PROMISC on the interface.
         unsafe {
             let mut mr: libc::packet_mreq = std::mem::zeroed();
@@ -594,7 +628,8 @@ impl Device {
         let t = thread::Builder::new().name(format!("{ifname}-pkt")).spawn(move || {
             let sock = sh.packet.get().expect("set").as_raw_fd();
             let stop = sh.packet_stop.get().expect("set").as_raw_fd();
-            let mut buf = vec![0u8; 65536];
+            // A virtio-net header and the largest superframe.
+            let mut buf = vec![0u8; VNET_HDR_LEN + 65536 + 1024];
             loop {
                 let mut fds = [
                     libc::pollfd { fd: sock, events: libc::POLLIN, revents: 0 },
@@ -609,20 +644,22 @@ impl Device {
                 let len = unsafe {
                     libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
                 };
-                if len <= 0 {
+                if len <= VNET_HDR_LEN as isize {
                     continue;
                 }
                 if !sh.carrier.load(Ordering::Acquire) {
                     sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
+                let off = Offload::from_vnet(buf[..VNET_HDR_LEN].try_into().expect("10 bytes"));
+                let frame = &buf[VNET_HDR_LEN..len as usize];
                 // SAFETY: this thread is the inbox's only producer (an
                 // afpacket port has no cable).
                 unsafe {
-                    if sh.inbox.free() == 0 {
-                        sh.inbox.driver_reap(u32::MAX, |_| {});
+                    if sh.inbox.free() < sh.inbox.slots_for(frame.len()) {
+                        sh.inbox.driver_reclaim();
                     }
-                    if !sh.inbox.driver_push(&buf[..len as usize]) {
+                    if !sh.inbox.driver_push_frame(frame, off) {
                         sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -655,6 +692,10 @@ impl Device {
             wire_dropped: l(&c.wire_dropped),
             rx_frames: l(&c.rx_frames),
             rx_dropped: l(&c.rx_dropped),
+            rx_oversize: l(&c.rx_oversize),
+            rx_csum_bad: l(&c.rx_csum_bad),
+            tx_tso_segments: l(&c.tx_tso_segments),
+            tx_malformed: l(&c.tx_malformed),
             doorbells: l(&c.doorbells),
             interrupts: l(&c.interrupts),
             fault_no_pre_disable: l(&c.fault_no_pre_disable),
@@ -737,6 +778,13 @@ struct Engine {
     /// generation it was built from.
     filters: HashMap<[u8; 6], (u16, u16)>,
     filters_gen: u64,
+    /// The device's own memory for gathering chained TX frames, cutting
+    /// segments, and gathering what the wire delivered.
+    scratch: Vec<u8>,
+    seg: Vec<u8>,
+    wire_scratch: Vec<u8>,
+    /// Frames went into the cable peer's inbox since it was last woken.
+    peer_pushed: bool,
 }
 
 impl Engine {
@@ -750,6 +798,10 @@ impl Engine {
             live: vec![None; sh.regs.len()],
             filters: HashMap::new(),
             filters_gen: 0,
+            scratch: Vec::new(),
+            seg: Vec::new(),
+            wire_scratch: Vec::new(),
+            peer_pushed: false,
             sh,
         }
     }
@@ -881,11 +933,13 @@ impl Engine {
         any
     }
 
-    /// Moves what the driver queued on TX rings onto the wire.
+    /// Moves what the driver queued on TX rings onto the wire, doing the
+    /// offloads each frame's descriptor asks for.
     fn transmit(&mut self) -> bool {
         let mut moved = false;
         let tx = self.sh.tx_queues();
-        let carrier = self.sh.carrier.load(Ordering::Acquire);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut seg = std::mem::take(&mut self.seg);
         for w in 0..self.sh.doorbell_pending.len() {
             let mut bits = self.sh.doorbell_pending[w].swap(0, Ordering::AcqRel);
             while bits != 0 {
@@ -895,70 +949,15 @@ impl Engine {
                     continue;
                 }
                 let Some(ring) = self.live[q].clone() else { continue };
-                let wire = self.sh.cfg.wire;
-                let sh = Arc::clone(&self.sh);
-                let peer = sh.peer.get();
-                let (mut bytes, mut pushed) = (0u64, false);
+                let mut bytes = 0u64;
                 // SAFETY: this engine thread is the only device-side user
-                // of every ring programmed into this device, and the only
-                // driver-side user of its peer's inbox.
+                // of every ring programmed into this device.
                 let n = unsafe {
-                    ring.device_process(ENGINE_BUDGET, |buf, len| {
-                        let frame = &mut buf[..*len as usize];
+                    ring.device_take(ENGINE_BUDGET, &mut scratch, |frame, off| {
                         bytes += frame.len() as u64;
-                        if !carrier {
-                            sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                            return;
-                        }
-                        match wire {
-                            WireMode::Sink => {}
-                            WireMode::Loopback => self.deliver(frame),
-                            WireMode::Reflector => {
-                                let (dst, src) = frame.split_at_mut(6);
-                                if src.len() >= 6 {
-                                    dst.swap_with_slice(&mut src[..6]);
-                                }
-                                self.deliver(frame);
-                            }
-                            WireMode::Afpacket => match sh.packet.get() {
-                                Some(fd) => {
-                                    // (Within the unsafe block above:) sending
-                                    // `frame` on our own socket.
-                                    let n = libc::send(
-                                        std::os::fd::AsRawFd::as_raw_fd(fd),
-                                        frame.as_ptr().cast(),
-                                        frame.len(),
-                                        libc::MSG_DONTWAIT,
-                                    );
-                                    if n < 0 {
-                                        sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                }
-                                None => {
-                                    sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                                }
-                            },
-                            WireMode::Cable => match peer {
-                                Some(p) => {
-                                    if p.inbox.free() == 0 {
-                                        p.inbox.driver_reap(u32::MAX, |_| {});
-                                    }
-                                    if p.inbox.driver_push(frame) {
-                                        pushed = true;
-                                    } else {
-                                        sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                }
-                                None => {
-                                    sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                                }
-                            },
-                        }
+                        self.send_offloaded(frame, off, &mut seg);
                     })
                 };
-                if pushed && let Some(p) = peer {
-                    p.engine.unpark();
-                }
                 if ring.device_owned() > 0 {
                     // More than one budget's worth: come back to it.
                     self.sh.doorbell_pending[w].fetch_or(1 << (q % 64), Ordering::AcqRel);
@@ -972,6 +971,14 @@ impl Engine {
                 self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
             }
         }
+        self.scratch = scratch;
+        self.seg = seg;
+        if self.peer_pushed {
+            self.peer_pushed = false;
+            if let Some(p) = self.sh.peer.get() {
+                p.engine.unpark();
+            }
+        }
         // Store-load ordering against `wait_tx_drained` (which increments
         // `drain_waiters`, then reads `head`): without a full fence each
         // side could miss the other's write and the waiter sleep to its
@@ -983,23 +990,121 @@ impl Engine {
         moved
     }
 
-    /// Receives what arrived over the cable.
+    /// One frame from a TX ring: an afpacket wire takes it as it is, with
+    /// its offload context in a virtio-net header (as a veth or a virtio
+    /// NIC hands the kernel a superframe); every other wire carries only
+    /// frames the MTU allows, so the device cuts superframes into
+    /// segments (TSO) and fills in partial checksums first.
+    fn send_offloaded(&mut self, frame: &mut [u8], off: Offload, seg: &mut Vec<u8>) {
+        if !self.sh.carrier.load(Ordering::Acquire) {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let caps = self.sh.cfg.caps.offloads;
+        let refused = (off.is_gso() && !caps.tso) || (off.needs_csum() && !caps.tx_csum);
+        if refused {
+            self.sh.counters.tx_malformed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.sh.cfg.wire == WireMode::Afpacket {
+            self.afpacket_send(frame, off);
+            return;
+        }
+        if off.is_gso() {
+            match offload::segment_tcp(frame, &off, seg, |s| self.wire_out(s)) {
+                Ok(n) => {
+                    self.sh.counters.tx_tso_segments.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    self.sh.counters.tx_malformed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return;
+        }
+        if off.needs_csum()
+            && !offload::complete_csum(frame, off.csum_start.into(), off.csum_offset.into())
+        {
+            self.sh.counters.tx_malformed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.wire_out(frame);
+    }
+
+    /// Sends a frame with its virtio-net header on the afpacket socket.
+    fn afpacket_send(&self, frame: &[u8], off: Offload) {
+        let Some(fd) = self.sh.packet.get() else {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let hdr = off.to_vnet();
+        let mut iov = [
+            libc::iovec { iov_base: hdr.as_ptr() as *mut _, iov_len: hdr.len() },
+            libc::iovec { iov_base: frame.as_ptr() as *mut _, iov_len: frame.len() },
+        ];
+        // SAFETY: a zeroed msghdr pointing at two valid iovecs that
+        // outlive the call; our own socket.
+        let n = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = iov.as_mut_ptr();
+            msg.msg_iovlen = 2;
+            libc::sendmsg(std::os::fd::AsRawFd::as_raw_fd(fd), &msg, libc::MSG_DONTWAIT)
+        };
+        if n < 0 {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Puts one complete frame on a wire that is not afpacket.
+    fn wire_out(&mut self, frame: &mut [u8]) {
+        match self.sh.cfg.wire {
+            WireMode::Sink | WireMode::Afpacket => {}
+            WireMode::Loopback => self.deliver(frame, Offload::NONE),
+            WireMode::Reflector => {
+                let (dst, src) = frame.split_at_mut(6);
+                if src.len() >= 6 {
+                    dst.swap_with_slice(&mut src[..6]);
+                }
+                self.deliver(frame, Offload::NONE);
+            }
+            WireMode::Cable => match self.sh.peer.get() {
+                // SAFETY: this engine thread is the only driver-side user
+                // of its peer's inbox.
+                Some(p) => unsafe {
+                    if p.inbox.free() < p.inbox.slots_for(frame.len()) {
+                        p.inbox.driver_reclaim();
+                    }
+                    if p.inbox.driver_push_frame(frame, Offload::NONE) {
+                        self.peer_pushed = true;
+                    } else {
+                        self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+                None => {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        }
+    }
+
+    /// Receives what arrived over the wire.
     fn receive_wire(&mut self) -> bool {
         let inbox = Arc::clone(&self.sh.inbox);
         if inbox.device_owned() == 0 {
             return false;
         }
         let carrier = self.sh.carrier.load(Ordering::Acquire);
+        let mut scratch = std::mem::take(&mut self.wire_scratch);
         // SAFETY: this engine thread is the inbox's only device-side user.
         let n = unsafe {
-            inbox.device_process(ENGINE_BUDGET, |buf, len| {
+            inbox.device_take(ENGINE_BUDGET, &mut scratch, |f, off| {
                 if carrier {
-                    self.deliver(&buf[..*len as usize]);
+                    self.deliver(f, off);
                 } else {
                     self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             })
         };
+        self.wire_scratch = scratch;
         n > 0
     }
 
@@ -1031,22 +1136,41 @@ impl Engine {
     }
 
     /// Places a frame off the wire into the RX ring it is steered to, or
-    /// drops and counts it (queue disabled, no free buffer, or a frame
-    /// larger than the posted buffers — never a crash).
-    fn deliver(&mut self, frame: &[u8]) {
+    /// drops and counts it (queue disabled, too few free buffers, or a
+    /// frame — or a superframe's segments — larger than the MTU the
+    /// buffers were sized for: never a crash). A superframe from an
+    /// afpacket wire (the kernel's GRO, as a virtio NIC's guest TSO
+    /// hands it) spans several buffers; a complete TCP/UDP frame has its
+    /// checksum verified and reported when RX checksumming is on.
+    fn deliver(&mut self, frame: &[u8], mut off: Offload) {
         self.refresh_filters();
         let q = self.sh.tx_queues() + self.rx_queue_for(frame) as usize;
-        let delivered = self.live[q].as_ref().is_some_and(|ring| {
-            frame.len() <= ring.buf_size() as usize
-                // SAFETY: this engine thread is the only device-side user.
-                && unsafe {
-                    ring.device_process(1, |buf, l| {
-                        buf[..frame.len()].copy_from_slice(frame);
-                        *l = frame.len() as u32;
-                    })
-                } == 1
-        });
-        if delivered {
+        let Some(ring) = self.live[q].as_ref() else {
+            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let unit = if off.is_gso() {
+            // The kernel's hdr_len may cover more than the headers.
+            offload::header_len(frame).unwrap_or(frame.len()) + usize::from(off.gso_size)
+        } else {
+            frame.len()
+        };
+        if unit > ring.buf_size() as usize {
+            self.sh.counters.rx_oversize.fetch_add(1, Ordering::Relaxed);
+            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if !off.needs_csum() && !off.is_gso() && self.sh.rx_csum.load(Ordering::Relaxed) {
+            match offload::verify_l4(frame) {
+                Some(true) => off.flags |= offload::F_DATA_VALID,
+                Some(false) => {
+                    self.sh.counters.rx_csum_bad.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {}
+            }
+        }
+        // SAFETY: this engine thread is the only device-side user.
+        if unsafe { ring.device_fill(frame, off) } {
             self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
             self.sh.counters.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
             self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;

@@ -11,10 +11,14 @@
 pub mod dma;
 pub mod emu;
 mod nic;
+pub mod offload;
 #[cfg(feature = "test-utils")]
 pub mod testing;
 mod types;
 
 pub use dma::{DmaAccount, DmaError, DmaRing, buf_size_for_mtu};
 pub use nic::Nic;
-pub use types::{Caps, Dir, Errata, HwStats, InterruptHandler, NicClass, NicError, QueueId};
+pub use offload::Offload;
+pub use types::{
+    Caps, Dir, Errata, HwStats, InterruptHandler, NicClass, NicError, Offloads, QueueId,
+};

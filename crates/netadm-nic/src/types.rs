@@ -105,6 +105,19 @@ pub struct Caps {
     /// Worst-case time the device takes to acknowledge a queue enable or
     /// disable; waits use a deadline derived from it.
     pub queue_ack_deadline: Duration,
+    /// Offloads the device has.
+    pub offloads: Offloads,
+}
+
+/// The offloads a device class has in hardware.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Offloads {
+    /// TCP segmentation on transmit (i40e: TSO with a context descriptor).
+    pub tso: bool,
+    /// L4 checksum insertion on transmit.
+    pub tx_csum: bool,
+    /// L4 checksum verification on receive, reported in the descriptor.
+    pub rx_csum: bool,
 }
 
 /// Why a NIC operation failed.
@@ -195,8 +208,21 @@ pub struct HwStats {
     pub wire_dropped: u64,
     /// Frames the device placed in RX rings.
     pub rx_frames: u64,
-    /// Frames that arrived for a disabled queue or with no free buffer.
+    /// Frames that arrived for a disabled queue, with no free buffer, or
+    /// larger than the MTU the RX buffers were sized for.
     pub rx_dropped: u64,
+    /// Of `rx_dropped`: frames larger than the RX buffers' MTU (for a
+    /// superframe: segments larger than it).
+    pub rx_oversize: u64,
+    /// Received frames whose L4 checksum the device found wrong (passed
+    /// on unmarked; the stack drops them).
+    pub rx_csum_bad: u64,
+    /// Segments the device cut superframes into (TSO).
+    pub tx_tso_segments: u64,
+    /// Frames whose offload request the device could not carry out
+    /// (not TCP, offsets outside the frame, TSO on a device without it):
+    /// dropped.
+    pub tx_malformed: u64,
     /// Doorbell writes.
     pub doorbells: u64,
     /// Interrupts raised.

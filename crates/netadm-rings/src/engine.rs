@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use netadm_nic::{DmaRing, Nic, NicError, QueueId};
+use netadm_nic::{DmaRing, Nic, NicError, Offload, QueueId};
 
 use crate::clock::{Clock, SystemClock, Wait, ticks, usec_to_ticks};
 use crate::gate::{Gate, GateEvents, wait_quiet};
@@ -147,8 +147,9 @@ pub enum RingError {
 
 /// Receives what a ring's interrupt delivers.
 pub trait RingClient: Send + Sync {
-    /// A frame arrived on `ring`.
-    fn rx(&self, ring: u16, frame: &[u8]);
+    /// A frame arrived on `ring`, with what the device reports of it
+    /// (checksum verified, or a superframe and its segment size).
+    fn rx(&self, ring: u16, frame: &[u8], off: Offload);
     /// `n` frames sent on `ring` were completed by the device.
     fn tx_done(&self, _ring: u16, _n: u32) {}
     /// A poll of `ring` delivered its batch: a client that stages frames
@@ -253,6 +254,12 @@ struct Shared {
 /// Most RX frames one poll delivers before looking at the next ring.
 const RX_BUDGET: u32 = 256;
 
+thread_local! {
+    /// Where the interrupt handler gathers a frame that spans several RX
+    /// buffers: the driver's receive memory, one per handler thread.
+    static RX_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl Shared {
     fn interrupt(&self, vector: u16) {
         let Some(rings) = self.by_vector.get(vector as usize) else { return };
@@ -279,7 +286,7 @@ impl Shared {
         let done = {
             let tx = ring.tx.lock().unwrap();
             // SAFETY: the TX lock makes this the ring's one driver-side user.
-            tx.ring.as_ref().map_or(0, |r| unsafe { r.driver_reap(u32::MAX, |_| {}) })
+            tx.ring.as_ref().map_or(0, |r| unsafe { r.driver_reclaim() })
         };
         if done > 0 {
             ring.counters.tx_completed.fetch_add(done.into(), Ordering::Relaxed);
@@ -291,14 +298,14 @@ impl Shared {
         let Some(r) = rx.as_ref() else { return false };
         let mut bytes = 0u64;
         // SAFETY: the RX lock makes this the ring's one driver-side user.
-        let n = unsafe {
-            r.driver_reap(RX_BUDGET, |f| {
+        let n = RX_SCRATCH.with_borrow_mut(|scratch| unsafe {
+            r.driver_reap_frames(RX_BUDGET, scratch, |f, off| {
                 bytes += f.len() as u64;
                 if let Some(c) = client {
-                    c.rx(ring.id, f);
+                    c.rx(ring.id, f, off);
                 }
             })
-        };
+        });
         if n > 0 {
             if let Some(c) = client {
                 c.rx_done(ring.id);
@@ -491,9 +498,32 @@ impl RingEngine {
     /// `xmit_more` lets a driver do; off, once per frame. Either way it is
     /// flushed before the ring is found full and on every early return, so
     /// no queued frame waits for a doorbell that never comes. Returns how
-    /// many were queued: the rest did not fit (ring full, or larger than the
-    /// buffers) and were refused.
+    /// many were queued: the rest did not fit (too few free descriptors; a
+    /// frame longer than a buffer takes several, as on the hardware) and
+    /// were refused.
     pub fn transmit(&self, ring: u16, frames: &[&[u8]]) -> Result<usize, RingError> {
+        self.transmit_with(ring, frames.iter().map(|f| (*f, Offload::NONE)), frames.len())
+    }
+
+    /// Queues one frame with its offload context (a TSO superframe, or a
+    /// frame whose L4 checksum the device fills in) on `ring`: as many
+    /// descriptors as it needs, one doorbell. Returns whether it was
+    /// queued (false: the ring lacks the descriptors).
+    pub fn transmit_offload(
+        &self,
+        ring: u16,
+        frame: &[u8],
+        off: Offload,
+    ) -> Result<bool, RingError> {
+        Ok(self.transmit_with(ring, std::iter::once((frame, off)), 1)? == 1)
+    }
+
+    fn transmit_with<'a>(
+        &self,
+        ring: u16,
+        frames: impl Iterator<Item = (&'a [u8], Offload)>,
+        count: usize,
+    ) -> Result<usize, RingError> {
         let r = self.ring(ring)?;
         let tx = r.tx.lock().unwrap();
         let (Some(dma), true, Some(q)) = (tx.ring.as_ref(), tx.open, r.txq) else {
@@ -502,19 +532,19 @@ impl RingEngine {
         };
         let batch = self.xmit_batch.load(Ordering::Relaxed);
         let (mut sent, mut bytes, mut unrung) = (0usize, 0u64, 0usize);
-        for f in frames {
-            if dma.free() == 0 {
+        for (f, off) in frames {
+            if dma.free() < dma.slots_for(f.len()) {
                 if unrung > 0 {
                     self.sh.nic.doorbell(QueueId::tx(q));
                     unrung = 0;
                 }
                 // Reclaim what the device finished before giving up.
                 // SAFETY: the TX lock makes this the one driver-side user.
-                let n = unsafe { dma.driver_reap(u32::MAX, |_| {}) };
+                let n = unsafe { dma.driver_reclaim() };
                 r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
             }
             // SAFETY: as above.
-            if !unsafe { dma.driver_push(f) } {
+            if !unsafe { dma.driver_push_frame(f, off) } {
                 break;
             }
             sent += 1;
@@ -530,7 +560,7 @@ impl RingEngine {
         }
         r.counters.tx_frames.fetch_add(sent as u64, Ordering::Relaxed);
         r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
-        r.counters.tx_refused.fetch_add((frames.len() - sent) as u64, Ordering::Relaxed);
+        r.counters.tx_refused.fetch_add((count - sent) as u64, Ordering::Relaxed);
         Ok(sent)
     }
 
@@ -930,13 +960,13 @@ impl RingEngine {
     fn reclaim(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
         if let Some(d) = r.tx.lock().unwrap().ring.as_ref() {
             // SAFETY: under the TX lock.
-            let n = unsafe { d.driver_reap(u32::MAX, |_| {}) };
+            let n = unsafe { d.driver_reclaim() };
             r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
         }
         if let Some(d) = r.rx.lock().unwrap().as_ref() {
             // Received after the gate closed: never delivered, counted.
             // SAFETY: under the RX lock.
-            let n = unsafe { d.driver_reap(u32::MAX, |_| {}) };
+            let n = unsafe { d.driver_reclaim() };
             r.counters.rx_discarded.fetch_add(n.into(), Ordering::Relaxed);
             counts.rx_discarded += u64::from(n);
         }

@@ -42,7 +42,7 @@ impl Checker {
 }
 
 impl RingClient for Checker {
-    fn rx(&self, ring: u16, frame: &[u8]) {
+    fn rx(&self, ring: u16, frame: &[u8], _off: netadm_nic::Offload) {
         if frame.len() < 64 || &frame[12..16] != MAGIC || frame[16] as u16 >= RINGS {
             self.corrupt.fetch_add(1, Ordering::Relaxed);
         }

@@ -86,6 +86,7 @@ impl Atl1cConfig {
             throttle_max: IMT_MAX,
             errata: Errata::default(),
             queue_ack_deadline: Duration::from_millis(250),
+            offloads: netadm_nic::Offloads { tso: false, tx_csum: true, rx_csum: true },
         }
     }
 }

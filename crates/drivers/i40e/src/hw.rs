@@ -116,6 +116,7 @@ impl I40eConfig {
             // The datasheet allows well under 100 µs; leave room for a
             // loaded host scheduling the device thread late.
             queue_ack_deadline: Duration::from_millis(250),
+            offloads: netadm_nic::Offloads { tso: true, tx_csum: true, rx_csum: true },
         }
     }
 }
