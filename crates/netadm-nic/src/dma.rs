@@ -669,7 +669,7 @@ mod tests {
         let tx = DmaRing::new(8, 128, &acct).unwrap();
         let off = Offload { gso_type: GSO_TCPV4, gso_size: 100, ..Offload::NONE };
         let big: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
-        // SAFETY (this test): one thread plays both sides.
+        // SAFETY: this test's one thread plays both sides of each ring.
         unsafe {
             assert!(tx.driver_push_frame(&big, off));
             assert!(tx.driver_push_frame(&[7; 60], Offload::NONE));

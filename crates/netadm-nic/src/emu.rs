@@ -602,6 +602,18 @@ impl Device {
         if rc < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // Room for a burst of superframes while the reader is off the CPU
+        // (the default, ~200 KiB, holds three); what overflows anyway is
+        // read back from PACKET_STATISTICS and counted as wire drops.
+        let rcvbuf: libc::c_int = 16 << 20;
+        // SAFETY: setsockopt with an int; FORCE needs CAP_NET_ADMIN, and
+        // the plain option (capped by rmem_max) is the fallback.
+        unsafe {
+            let p = (&rcvbuf as *const libc::c_int).cast();
+            if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, p, 4) < 0 {
+                libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, p, 4);
+            }
+        }
         // SAFETY: packet_mreq for PACKET_MR_PROMISC on the interface.
         unsafe {
             let mut mr: libc::packet_mreq = std::mem::zeroed();
@@ -647,6 +659,10 @@ impl Device {
                 if len <= VNET_HDR_LEN as isize {
                     continue;
                 }
+                // Frames the socket dropped because it was full: lost on
+                // the way in, so counted. (Reading the statistics resets
+                // them.)
+                sh.counters.wire_dropped.fetch_add(packet_drops(sock), Ordering::Relaxed);
                 if !sh.carrier.load(Ordering::Acquire) {
                     sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -722,6 +738,24 @@ impl Drop for Device {
             let _ = t.join();
         }
     }
+}
+
+/// Frames an `AF_PACKET` socket dropped since the last call
+/// (PACKET_STATISTICS, which resets on read).
+fn packet_drops(sock: std::os::fd::RawFd) -> u64 {
+    let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: getsockopt into a tpacket_stats of the length given.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock,
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 { 0 } else { u64::from(st.tp_drops) }
 }
 
 /// Busy-waits for `d`: the CPU time an uncached MMIO write stalls a core.
