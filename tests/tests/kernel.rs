@@ -204,13 +204,15 @@ fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
             realnet::whole(&r.intervals).iter().map(|i| format!("{:.2}", i.gbps)).collect();
         let summary = format!(
             "{dir}: {} MTU changes, {} intervals, median {:.2} Gbit/s, longest stall {:.0} ms, \
-             slowest {:.3} Gbit/s, {} retransmits\n  Gbit/s per 100 ms: {}",
+             slowest {:.3} Gbit/s, {} retransmits, receiver waited {:.0} ms past the end\n  \
+             Gbit/s per 100 ms: {}",
             t.mtu_changes,
             t.intervals,
             t.median_gbps,
             t.longest_stall_ms,
             t.slowest_gbps,
             t.retransmits,
+            t.overrun_ms,
             rates.join(" ")
         );
         eprintln!("{summary}");

@@ -232,6 +232,8 @@ pub fn iperf3_client(
 /// One iperf3 reporting interval as the receiver saw it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
+    /// When it started, seconds into the test.
+    pub start: f64,
     /// Its length, seconds.
     pub secs: f64,
     /// Its rate, Gbit/s.
@@ -246,6 +248,9 @@ pub struct Iperf3 {
     pub intervals: Vec<Interval>,
     /// Whether the server sent (`-R`).
     pub reverse: bool,
+    /// The test's length (`-t`), seconds. A receiver whose data is stuck
+    /// on the way keeps counting (empty) intervals past it.
+    pub duration: f64,
     /// Rate received over the whole test, Gbit/s.
     pub received_gbps: f64,
     /// TCP retransmits counted by the sender.
@@ -257,9 +262,11 @@ fn intervals(v: &Value) -> Result<Vec<Interval>, String> {
     list.iter()
         .map(|i| {
             let s = &i["sum"];
-            match (s["seconds"].as_f64(), s["bits_per_second"].as_f64()) {
-                (Some(secs), Some(bps)) => Ok(Interval { secs, gbps: bps / 1e9 }),
-                _ => Err(format!("interval without seconds/bits_per_second: {s}")),
+            match (s["start"].as_f64(), s["seconds"].as_f64(), s["bits_per_second"].as_f64()) {
+                (Some(start), Some(secs), Some(bps)) => {
+                    Ok(Interval { start, secs, gbps: bps / 1e9 })
+                }
+                _ => Err(format!("interval without start/seconds/bits_per_second: {s}")),
             }
         })
         .collect()
@@ -273,6 +280,9 @@ pub fn parse_iperf3(text: &str) -> Result<Iperf3, String> {
         return Err(format!("iperf3: {e}"));
     }
     let reverse = v["start"]["test_start"]["reverse"].as_i64() == Some(1);
+    let duration = v["start"]["test_start"]["duration"]
+        .as_f64()
+        .ok_or("iperf3: no start.test_start.duration")?;
     let receiver = if reverse { &v["intervals"] } else { &v["server_output_json"]["intervals"] };
     let intervals = intervals(receiver).map_err(|e| format!("iperf3 receiver intervals: {e}"))?;
     let end = &v["end"];
@@ -282,7 +292,7 @@ pub fn parse_iperf3(text: &str) -> Result<Iperf3, String> {
         / 1e9;
     let retransmits =
         end["sum_sent"]["retransmits"].as_u64().ok_or("iperf3: no end.sum_sent.retransmits")?;
-    Ok(Iperf3 { intervals, reverse, received_gbps, retransmits })
+    Ok(Iperf3 { intervals, reverse, duration, received_gbps, retransmits })
 }
 
 /// The median of `xs` (the mean of the middle two for an even count); 0
@@ -307,12 +317,19 @@ pub fn whole(iv: &[Interval]) -> Vec<Interval> {
     iv.iter().copied().filter(|i| i.secs >= INTERVAL_SECS / 2.0).collect()
 }
 
+/// The median rate of the intervals that start within the test's first
+/// `duration` seconds, Gbit/s: those past it are a receiver waiting for
+/// data stuck on the way, which may stall but does not set the median.
+pub fn median_gbps(iv: &[Interval], duration: f64) -> f64 {
+    median(&iv.iter().filter(|i| i.start < duration).map(|i| i.gbps).collect::<Vec<_>>())
+}
+
 /// The longest stall: the longest run of consecutive intervals whose rate
-/// is below 10 % of the median interval rate (or zero: a run dead for
-/// half its time has a median of 0), as the sum of their lengths in ms;
-/// 0 when no interval is that slow.
-pub fn longest_stall_ms(iv: &[Interval]) -> f64 {
-    let floor = median(&iv.iter().map(|i| i.gbps).collect::<Vec<_>>()) / 10.0;
+/// is below 10 % of the median interval rate ([`median_gbps`] of a test
+/// of `duration` s), or zero (a run dead for half its time has a median of
+/// 0), as the sum of their lengths in ms; 0 when no interval is that slow.
+pub fn longest_stall_ms(iv: &[Interval], duration: f64) -> f64 {
+    let floor = median_gbps(iv, duration) / 10.0;
     let (mut longest, mut run) = (0.0f64, 0.0);
     for i in iv {
         run = if i.gbps < floor || i.gbps <= 0.0 { run + i.secs * 1e3 } else { 0.0 };
@@ -336,19 +353,23 @@ pub struct Toggled {
     pub mtu_changes: u32,
     /// Intervals counted.
     pub intervals: usize,
+    /// How long the receiver kept counting past the test's length
+    /// (waiting for data stuck on the way), ms; whole intervals only.
+    pub overrun_ms: f64,
 }
 
 /// Summarises `r`'s whole intervals; `mtu_changes` as made.
 pub fn toggled(r: &Iperf3, mtu_changes: u32) -> Toggled {
     let iv = whole(&r.intervals);
-    let rates: Vec<f64> = iv.iter().map(|i| i.gbps).collect();
+    let end = iv.iter().map(|i| i.start + i.secs).fold(0.0, f64::max);
     Toggled {
-        median_gbps: median(&rates),
-        longest_stall_ms: longest_stall_ms(&iv),
-        slowest_gbps: rates.iter().copied().reduce(f64::min).unwrap_or(0.0),
+        median_gbps: median_gbps(&iv, r.duration),
+        longest_stall_ms: longest_stall_ms(&iv, r.duration),
+        slowest_gbps: iv.iter().map(|i| i.gbps).reduce(f64::min).unwrap_or(0.0),
         retransmits: r.retransmits,
         mtu_changes,
         intervals: iv.len(),
+        overrun_ms: ((end - r.duration) * 1e3).max(0.0),
     }
 }
 
@@ -356,8 +377,18 @@ pub fn toggled(r: &Iperf3, mtu_changes: u32) -> Toggled {
 mod tests {
     use super::*;
 
+    /// 100 ms intervals back to back at these rates.
     fn iv(rates: &[f64]) -> Vec<Interval> {
-        rates.iter().map(|&gbps| Interval { secs: 0.1, gbps }).collect()
+        let at = |n: usize| n as f64 / 10.0;
+        rates
+            .iter()
+            .enumerate()
+            .map(|(n, &gbps)| Interval { start: at(n), secs: 0.1, gbps })
+            .collect()
+    }
+
+    fn run(intervals: Vec<Interval>, duration: f64) -> Iperf3 {
+        Iperf3 { intervals, reverse: false, duration, received_gbps: 1.0, retransmits: 7 }
     }
 
     #[test]
@@ -369,67 +400,78 @@ mod tests {
 
     #[test]
     fn no_stall_when_every_interval_is_near_the_median() {
-        assert_eq!(longest_stall_ms(&iv(&[2.0, 2.1, 1.9, 2.0, 0.5])), 0.0);
+        assert_eq!(longest_stall_ms(&iv(&[2.0, 2.1, 1.9, 2.0, 0.5]), 9.0), 0.0);
     }
 
     #[test]
     fn the_longest_run_below_a_tenth_of_the_median_counts() {
         // Median 2.0, floor 0.2: one run of 2 (0.1, 0.0), one of 3.
         let r = [2.0, 0.1, 0.0, 2.0, 2.0, 0.0, 0.19, 0.0, 2.0, 2.0, 2.0, 2.0, 2.0];
-        let ms = longest_stall_ms(&iv(&r));
+        let ms = longest_stall_ms(&iv(&r), 9.0);
         assert!((ms - 300.0).abs() < 1e-9, "{ms}");
     }
 
     #[test]
     fn a_run_dead_most_of_the_time_is_one_long_stall() {
-        let ms = longest_stall_ms(&iv(&[3.0, 0.0, 0.0, 0.0, 0.0, 3.0]));
+        let ms = longest_stall_ms(&iv(&[3.0, 0.0, 0.0, 0.0, 0.0, 3.0]), 9.0);
         assert!((ms - 400.0).abs() < 1e-9, "{ms}");
     }
 
     #[test]
     fn exactly_a_tenth_of_the_median_is_not_a_stall() {
-        assert_eq!(longest_stall_ms(&iv(&[2.0, 0.2, 2.0, 2.0])), 0.0);
+        assert_eq!(longest_stall_ms(&iv(&[2.0, 0.2, 2.0, 2.0]), 9.0), 0.0);
     }
 
     #[test]
     fn a_stall_at_the_end_counts_and_uses_interval_lengths() {
         let mut v = iv(&[2.0, 2.0, 2.0, 0.0]);
-        v.push(Interval { secs: 0.06, gbps: 0.0 });
-        let ms = longest_stall_ms(&v);
+        v.push(Interval { start: 0.4, secs: 0.06, gbps: 0.0 });
+        let ms = longest_stall_ms(&v, 9.0);
         assert!((ms - 160.0).abs() < 1e-9, "{ms}");
     }
 
     #[test]
     fn the_trailing_fragment_is_left_out() {
         let mut v = iv(&[2.0, 2.0]);
-        v.push(Interval { secs: 0.003, gbps: 0.0 });
+        v.push(Interval { start: 0.2, secs: 0.003, gbps: 0.0 });
         assert_eq!(whole(&v).len(), 2);
-        let t = toggled(
-            &Iperf3 { intervals: v, reverse: false, received_gbps: 2.0, retransmits: 7 },
-            3,
-        );
-        assert_eq!(t.longest_stall_ms, 0.0);
+        let t = toggled(&run(v, 0.2), 3);
+        assert_eq!((t.longest_stall_ms, t.overrun_ms), (0.0, 0.0));
         assert_eq!((t.slowest_gbps, t.retransmits, t.mtu_changes, t.intervals), (2.0, 7, 3, 2));
+    }
+
+    #[test]
+    fn a_receiver_waiting_past_the_end_stalls_but_does_not_set_the_median() {
+        // A 0.5 s test whose data got stuck at its end: the receiver counts
+        // eight empty intervals past 0.5 s. Over all intervals the median
+        // would be 0 and the stall nothing; the test's own median is 2.
+        let v = iv(&[2.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(median_gbps(&v, 0.5), 2.0);
+        let t = toggled(&run(v, 0.5), 4);
+        assert!((t.longest_stall_ms - 900.0).abs() < 1e-6, "{t:?}");
+        assert!((t.overrun_ms - 800.0).abs() < 1e-6, "{t:?}");
+        assert_eq!(t.median_gbps, 2.0);
     }
 
     /// An abridged `iperf3 -c -J --get-server-output` output.
     fn client_json(reverse: u8) -> String {
-        let sum = |s: f64, bps: f64| {
+        let sum = |start: f64, s: f64, bps: f64| {
             format!(
-                r#"{{"sum": {{"start": 0, "end": {s}, "seconds": {s}, "bytes": 1, "bits_per_second": {bps}}}}}"#
+                r#"{{"sum": {{"start": {start}, "end": {}, "seconds": {s}, "bytes": 1, "bits_per_second": {bps}}}}}"#,
+                start + s
             )
         };
         format!(
-            r#"{{"start": {{"test_start": {{"protocol": "TCP", "reverse": {reverse}}}}},
+            r#"{{"start": {{"test_start": {{"protocol": "TCP", "duration": 10, "reverse": {reverse}}}}},
                "intervals": [{}, {}],
                "end": {{"sum_sent": {{"bits_per_second": 3e9, "retransmits": 42}},
                         "sum_received": {{"bits_per_second": 2.5e9}}}},
                "server_output_json": {{"intervals": [{}, {}, {}]}}}}"#,
-            sum(0.1, 1e9),
-            sum(0.1, 2e9),
-            sum(0.1, 4e9),
-            sum(0.1, 0.0),
-            sum(0.002, 5e8)
+            sum(0.0, 0.1, 1e9),
+            sum(0.1, 0.1, 2e9),
+            sum(0.0, 0.1, 4e9),
+            sum(0.1, 0.1, 0.0),
+            sum(0.2, 0.002, 5e8)
         )
     }
 
@@ -438,19 +480,18 @@ mod tests {
         let r = parse_iperf3(&client_json(0)).unwrap();
         assert!(!r.reverse);
         assert_eq!(r.intervals.len(), 3);
-        assert_eq!(r.intervals[0], Interval { secs: 0.1, gbps: 4.0 });
+        assert_eq!(r.intervals[0], Interval { start: 0.0, secs: 0.1, gbps: 4.0 });
         assert_eq!(r.intervals[2].secs, 0.002);
-        assert_eq!((r.received_gbps, r.retransmits), (2.5, 42));
+        assert_eq!((r.duration, r.received_gbps, r.retransmits), (10.0, 2.5, 42));
     }
 
     #[test]
     fn a_reverse_client_reads_its_own_intervals() {
         let r = parse_iperf3(&client_json(1)).unwrap();
         assert!(r.reverse);
-        assert_eq!(
-            r.intervals,
-            vec![Interval { secs: 0.1, gbps: 1.0 }, Interval { secs: 0.1, gbps: 2.0 }]
-        );
+        let want =
+            [(0.0, 1.0), (0.1, 2.0)].map(|(start, gbps)| Interval { start, secs: 0.1, gbps });
+        assert_eq!(r.intervals, want);
     }
 
     #[test]
@@ -460,7 +501,9 @@ mod tests {
         );
         assert!(e.unwrap_err().contains("Connection refused"));
         assert!(parse_iperf3("not json").is_err());
-        let no_server = r#"{"start": {"test_start": {"reverse": 0}}, "intervals": [], "end": {}}"#;
+        let no_server = r#"{"start": {"test_start": {"reverse": 0, "duration": 1}}, "intervals": [], "end": {}}"#;
         assert!(parse_iperf3(no_server).unwrap_err().contains("intervals"));
+        let no_duration = client_json(0).replace(r#""duration": 10, "#, "");
+        assert!(parse_iperf3(&no_duration).unwrap_err().contains("duration"));
     }
 }
