@@ -3,7 +3,7 @@
 //! pairs whose far ends sit, bridged and addressed, in the other. An
 //! aggregation with an IP interface and address then carries real kernel
 //! traffic (ping, iperf3) both ways through netadm's rings. A test whose
-//! prerequisites (root, iproute2, ping, iperf3, ethtool) are missing says
+//! prerequisites (root, iproute2, ping, iperf3, ethtool, setpriv) are missing says
 //! "skipped" and passes, except under `CI=true`, where it fails naming them.
 
 use std::process::Command;
@@ -31,7 +31,7 @@ fn prerequisites(cmds: &[&str]) -> bool {
         return true;
     }
     let what = format!(
-        "needs {} (run as root; apt-get install iproute2 iputils-ping iperf3 ethtool)",
+        "needs {} (run as root; apt-get install iproute2 iputils-ping iperf3 ethtool util-linux)",
         missing.join(", ")
     );
     assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but this test {what}");
@@ -173,7 +173,7 @@ const STALL_BOUND_MS: f64 = 100.0;
 /// 10 % of the run's median) longer than 100 ms either way.
 #[test]
 fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
-    if !prerequisites(&["ip", "iperf3", "ethtool"]) {
+    if !prerequisites(&["ip", "iperf3", "ethtool", "setpriv"]) {
         return;
     }
     let ns = Netns::new();

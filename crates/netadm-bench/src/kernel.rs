@@ -57,6 +57,8 @@ impl Opts {
 const PING_INTERVAL: &str = "0.01";
 /// Namespace names: this prefix, our pid, a letter.
 const NS_PREFIX: &str = "nbk";
+/// The temporary directory's name: this prefix and our pid.
+const TEMP_PREFIX: &str = "netadm-bench-kernel-";
 /// How long a process gets to say it is ready, and the path to carry a ping.
 const READY: Duration = Duration::from_secs(20);
 
@@ -69,9 +71,20 @@ fn euid_is_root() -> bool {
     })
 }
 
-/// Removes namespaces an interrupted earlier run left behind (a signal
-/// does not run destructors): ours by name, whose process is gone.
-fn remove_stale_namespaces() {
+/// Removes what an earlier run ended by a signal left behind (a signal runs
+/// no destructor; its processes died with it): namespaces and temporary
+/// directories named by its pid, whose process is gone. Should anything
+/// still run in such a namespace, it is killed first.
+fn remove_stale() {
+    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(TEMP_PREFIX) else { continue };
+            if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
     let Ok(list) = cmd(&["ip", "netns", "list"]) else { return };
     for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
         let Some(rest) = name.strip_prefix(NS_PREFIX) else { continue };
@@ -81,6 +94,11 @@ fn remove_stale_namespaces() {
             continue;
         }
         if !Path::new(&format!("/proc/{pid}")).exists() {
+            eprintln!("kernel: removing {name}, left by an interrupted run (pid {pid})");
+            let pids = cmd(&["ip", "netns", "pids", name]).unwrap_or_default();
+            for p in pids.split_whitespace() {
+                let _ = cmd(&["kill", "-KILL", p]);
+            }
             let _ = cmd(&["ip", "netns", "del", name]);
         }
     }
@@ -91,7 +109,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new() -> Result<Self, String> {
-        let p = std::env::temp_dir().join(format!("netadm-bench-kernel-{}", std::process::id()));
+        let p = std::env::temp_dir().join(format!("{TEMP_PREFIX}{}", std::process::id()));
         std::fs::create_dir(&p).map_err(|e| format!("cannot make {}: {e}", p.display()))?;
         Ok(Self(p))
     }
@@ -172,7 +190,7 @@ fn start_bus(dir: &Path) -> Result<(Reaped, String), String> {
         ),
     )
     .map_err(|e| e.to_string())?;
-    let mut child = Command::new("dbus-daemon")
+    let mut child = realnet::dies_with_us(None, "dbus-daemon")
         .arg(format!("--config-file={}", conf.display()))
         .args(["--nofork", "--print-address=1"])
         .stdout(Stdio::piped())
@@ -226,9 +244,7 @@ fn start_netadm(
         )
     };
     std::fs::write(&hw, format!("{}\n{}", port(0), port(1))).map_err(|e| e.to_string())?;
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", a])
-        .arg(netadmd)
+    let mut child = realnet::dies_with_us(Some(a), netadmd)
         .args(["--bus", bus, "--kernel-mirror", "on", "--config"])
         .arg(&hw)
         .arg("--state-dir")
@@ -387,13 +403,13 @@ fn check_prerequisites() -> Result<(), String> {
                     netadmd's TAP device (try: sudo netadm-bench kernel)"
             .into());
     }
-    let missing: Vec<&str> = ["ip", "ping", "iperf3", "ethtool", "dbus-daemon"]
+    let missing: Vec<&str> = ["ip", "ping", "iperf3", "ethtool", "dbus-daemon", "setpriv"]
         .into_iter()
         .filter(|c| !realnet::have(c))
         .collect();
     if !missing.is_empty() {
         return Err(format!(
-            "kernel: missing {} (apt-get install iproute2 iputils-ping iperf3 ethtool dbus-daemon)",
+            "kernel: missing {} (apt-get install iproute2 iputils-ping iperf3 ethtool dbus-daemon util-linux)",
             missing.join(", ")
         ));
     }
@@ -403,7 +419,7 @@ fn check_prerequisites() -> Result<(), String> {
 pub fn run(o: Opts) -> Result<(), String> {
     check_prerequisites()?;
     let (netadmd, cli) = binaries()?;
-    remove_stale_namespaces();
+    remove_stale();
     let say = |m: &str| {
         if !o.json {
             eprintln!("{m}");

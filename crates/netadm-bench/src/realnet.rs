@@ -101,6 +101,24 @@ pub fn netadm_far_side(a: &str, b: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A command that runs `program` in namespace `ns` (or here, for `None`)
+/// and is killed when the thread that spawns it dies (setpriv
+/// --pdeathsig): a run ended by a signal, which runs no destructor,
+/// leaves no process behind. `ip netns exec` and setpriv exec in place, so
+/// the child's pid is the program's.
+pub fn dies_with_us(ns: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "setpriv"]);
+            c
+        }
+        None => Command::new("setpriv"),
+    };
+    c.args(["--pdeathsig", "KILL", "--"]).arg(program);
+    c
+}
+
 /// A child process killed and reaped on drop.
 pub struct Reaped(pub Child);
 
@@ -133,8 +151,8 @@ fn listens(pid: u32, port: u16) -> bool {
 /// 100 ms receiver intervals for the client's `--get-server-output`) and
 /// waits until it listens.
 pub fn iperf3_server(ns: &str) -> Result<Reaped, String> {
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, "iperf3", "-s", "-1", "-J", "-i", "0.1"])
+    let child = dies_with_us(Some(ns), "iperf3")
+        .args(["-s", "-1", "-J", "-i", "0.1"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -142,7 +160,7 @@ pub fn iperf3_server(ns: &str) -> Result<Reaped, String> {
     let mut server = Reaped(child);
     let pid = server.0.id();
     let deadline = Instant::now() + IPERF3_GRACE;
-    // `ip netns exec` execs iperf3 in place: same pid, the namespace's view.
+    // ip and setpriv exec iperf3 in place: same pid, the namespace's view.
     let is_iperf3 =
         || std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "iperf3");
     while !(is_iperf3() && listens(pid, 5201)) {
@@ -183,8 +201,8 @@ pub fn iperf3_client(
     tick: &mut dyn FnMut(u32) -> Result<(), String>,
 ) -> Result<String, String> {
     let secs = seconds.to_string();
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "iperf3", "-c", addr, "-t", &secs, "-i", "0.1", "-J"])
+    let mut child = dies_with_us(Some(ns), "iperf3")
+        .args(["-c", addr, "-t", &secs, "-i", "0.1", "-J"])
         .args(["--get-server-output", "--connect-timeout", "5000"])
         .args(extra)
         .stdout(Stdio::piped())
@@ -354,14 +372,14 @@ pub struct Toggled {
     /// Intervals counted.
     pub intervals: usize,
     /// How long the receiver kept counting past the test's length
-    /// (waiting for data stuck on the way), ms; whole intervals only.
+    /// (waiting for data stuck on the way): the whole intervals that start
+    /// at or after it, ms.
     pub overrun_ms: f64,
 }
 
 /// Summarises `r`'s whole intervals; `mtu_changes` as made.
 pub fn toggled(r: &Iperf3, mtu_changes: u32) -> Toggled {
     let iv = whole(&r.intervals);
-    let end = iv.iter().map(|i| i.start + i.secs).fold(0.0, f64::max);
     Toggled {
         median_gbps: median_gbps(&iv, r.duration),
         longest_stall_ms: longest_stall_ms(&iv, r.duration),
@@ -369,7 +387,10 @@ pub fn toggled(r: &Iperf3, mtu_changes: u32) -> Toggled {
         retransmits: r.retransmits,
         mtu_changes,
         intervals: iv.len(),
-        overrun_ms: ((end - r.duration) * 1e3).max(0.0),
+        overrun_ms: iv
+            .iter()
+            .filter(|i| i.start >= r.duration)
+            .fold(0.0, |ms, i| ms + i.secs * 1e3),
     }
 }
 
