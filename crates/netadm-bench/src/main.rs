@@ -5,16 +5,22 @@
 //! netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
 //! netadm-bench datapath [--json] [--frames N]
 //! netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
+//! netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (root)
 //! ```
 
 mod datapath;
+mod kernel;
 mod mtu;
+mod realnet;
 mod rings;
 
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]";
+    "usage: netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
+       netadm-bench datapath [--json] [--frames N]
+       netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
+       netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,6 +28,7 @@ fn main() -> ExitCode {
         Some("rings") => rings::Opts::parse(&args[1..]).and_then(rings::run),
         Some("datapath") => datapath::Opts::parse(&args[1..]).and_then(datapath::run),
         Some("mtu") => mtu::Opts::parse(&args[1..]).and_then(mtu::run),
+        Some("kernel") => kernel::Opts::parse(&args[1..]).and_then(kernel::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -1,0 +1,606 @@
+//! `kernel`: real kernel traffic through netadm beside a plain veth pair,
+//! in one run, in network namespaces this benchmark makes and removes.
+//!
+//! - netadm: namespace A runs a private dbus-daemon's `netadmd
+//!   --kernel-mirror on` whose two i40e-class ports (4 queue pairs) are
+//!   afpacket-wired to veths va0/va1; their peers vb0/vb1 are bridged in B
+//!   (br0, 192.0.2.2/24). Through the CLI: an L3,L4 aggregation aggr0 of
+//!   both ports, an IP interface on it (a TAP in A) and 192.0.2.1/24.
+//! - veth: vc0 (C, 198.51.100.1/24) paired with vd0 (D, 198.51.100.2/24).
+//!
+//! Measured for each: iperf3 TCP throughput A->B / C->D; ping RTT (average
+//! and p99); iperf3 in 100 ms intervals while the sending side's MTU
+//! toggles 1500<->9000 every second, both directions: median interval,
+//! longest stall, slowest interval, retransmits, MTU changes made.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::realnet::{self, Netns, Reaped, Toggled, run as cmd};
+
+/// Options of the `kernel` benchmark.
+pub struct Opts {
+    json: bool,
+    seconds: u32,
+    toggle_seconds: u32,
+    pings: u32,
+}
+
+impl Opts {
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut o = Opts { json: false, seconds: 5, toggle_seconds: 10, pings: 200 };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--json" => o.json = true,
+                "--seconds" => o.seconds = crate::value(a, it.next())?,
+                "--toggle-seconds" => o.toggle_seconds = crate::value(a, it.next())?,
+                "--pings" => o.pings = crate::value(a, it.next())?,
+                _ => return Err(format!("kernel: unknown option {a:?}")),
+            }
+        }
+        if o.seconds == 0 || o.toggle_seconds < 3 || o.pings < 10 {
+            return Err("kernel: need --seconds >= 1, --toggle-seconds >= 3, --pings >= 10".into());
+        }
+        Ok(o)
+    }
+}
+
+/// Ping: one every 10 ms. Root may go faster (2 ms or below), but then
+/// the CPUs never idle and a veth round trip drops from ~30 us to a few:
+/// that would measure a hot CPU, not the path a lightly used link has.
+const PING_INTERVAL: &str = "0.01";
+/// Namespace names: this prefix, our pid, a letter.
+const NS_PREFIX: &str = "nbk";
+/// The temporary directory's name: this prefix and our pid.
+const TEMP_PREFIX: &str = "netadm-bench-kernel-";
+/// How long a process gets to say it is ready, and the path to carry a ping.
+const READY: Duration = Duration::from_secs(20);
+
+/// Whether this process runs with effective uid 0.
+fn euid_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
+/// Removes what an earlier run ended by a signal left behind (a signal runs
+/// no destructor; its processes died with it): namespaces and temporary
+/// directories named by its pid, whose process is gone. Should anything
+/// still run in such a namespace, it is killed first.
+fn remove_stale() {
+    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(TEMP_PREFIX) else { continue };
+            if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let Ok(list) = cmd(&["ip", "netns", "list"]) else { return };
+    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+        let Some(rest) = name.strip_prefix(NS_PREFIX) else { continue };
+        let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let tail = &rest[pid.len()..];
+        if pid.is_empty() || !matches!(tail, "a" | "b" | "c" | "d") {
+            continue;
+        }
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            eprintln!("kernel: removing {name}, left by an interrupted run (pid {pid})");
+            let pids = cmd(&["ip", "netns", "pids", name]).unwrap_or_default();
+            for p in pids.split_whitespace() {
+                let _ = cmd(&["kill", "-KILL", p]);
+            }
+            let _ = cmd(&["ip", "netns", "del", name]);
+        }
+    }
+}
+
+/// Removes a directory and what is in it on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<Self, String> {
+        let p = std::env::temp_dir().join(format!("{TEMP_PREFIX}{}", std::process::id()));
+        std::fs::create_dir(&p).map_err(|e| format!("cannot make {}: {e}", p.display()))?;
+        Ok(Self(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Sends each line of `r` to the receiver, on a thread, to its end.
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line of `rx` containing `want`; then drains the rest on a
+/// thread so the writer never blocks on a full pipe.
+fn await_line(rx: mpsc::Receiver<String>, what: &str, want: &str) -> Result<String, String> {
+    let deadline = Instant::now() + READY;
+    let mut seen = vec![];
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.contains(want) => {
+                std::thread::spawn(move || rx.into_iter().for_each(drop));
+                return Ok(l);
+            }
+            Ok(l) => seen.push(l),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!("{what} was not ready within {READY:?}: {}", seen.join("\n")));
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(format!("{what} exited: {}", seen.join("\n")));
+            }
+        }
+    }
+}
+
+/// The binaries `netadmd` and `netadm` beside this one.
+fn binaries() -> Result<(PathBuf, PathBuf), String> {
+    let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
+    let dir = me.parent().ok_or("netadm-bench has no directory")?;
+    let find = |name: &str| {
+        let p = dir.join(name);
+        if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!(
+                "kernel: {name} not found at {} (it must sit beside netadm-bench); \
+                 build it with `cargo build --release --workspace`",
+                p.display()
+            ))
+        }
+    };
+    Ok((find("netadmd")?, find("netadm")?))
+}
+
+/// A private bus allowing everything; its process and address.
+fn start_bus(dir: &Path) -> Result<(Reaped, String), String> {
+    let conf = dir.join("bus.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>"#,
+            dir.join("bus").display()
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut child = realnet::dies_with_us(None, "dbus-daemon")
+        .arg(format!("--config-file={}", conf.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run dbus-daemon ({e}); apt-get install dbus-daemon"))?;
+    let out = lines(child.stdout.take().expect("piped"));
+    let bus = Reaped(child);
+    let addr = await_line(out, "dbus-daemon", "unix:")?;
+    Ok((bus, addr))
+}
+
+/// The netadm side, running: netadmd in `a` with aggr0 addressed.
+struct Netadm {
+    cli: PathBuf,
+    bus: String,
+}
+
+impl Netadm {
+    /// Runs `netadm ARGS`, which must succeed.
+    fn run(&self, args: &[&str]) -> Result<(), String> {
+        let out = Command::new(&self.cli)
+            .env("NETADM_BUS", &self.bus)
+            .args(args)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.cli.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "netadm {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Starts netadmd in namespace `a` (ports wired to va0/va1) and builds
+/// aggr0 with 192.0.2.1/24 through the CLI.
+fn start_netadm(
+    a: &str,
+    dir: &Path,
+    bus: &str,
+    netadmd: &Path,
+    cli: PathBuf,
+) -> Result<(Reaped, Netadm), String> {
+    let hw = dir.join("hw.toml");
+    let port = |i: u8| {
+        format!(
+            "[[port]]\nname = \"i40e{i}\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = {{ kind = \"afpacket\", interface = \"va{i}\" }}\n"
+        )
+    };
+    std::fs::write(&hw, format!("{}\n{}", port(0), port(1))).map_err(|e| e.to_string())?;
+    let mut child = realnet::dies_with_us(Some(a), netadmd)
+        .args(["--bus", bus, "--kernel-mirror", "on", "--config"])
+        .arg(&hw)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run netadmd: {e}"))?;
+    let err = lines(child.stderr.take().expect("piped"));
+    let daemon = Reaped(child);
+    await_line(err, "netadmd", "serving org.netadm.Netadm1")?;
+    let n = Netadm { cli, bus: bus.to_owned() };
+    n.run(&["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"])?;
+    n.run(&["create-if", "aggr0"])?;
+    n.run(&["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"])?;
+    Ok((daemon, n))
+}
+
+/// vc0 in `c` (198.51.100.1/24) paired with vd0 in `d` (.2), MTU 1500.
+fn veth_pair(c: &str, d: &str) -> Result<(), String> {
+    cmd(&[
+        "ip", "link", "add", "vc0", "netns", c, "type", "veth", "peer", "name", "vd0", "netns", d,
+    ])?;
+    cmd(&["ip", "-n", c, "addr", "add", "198.51.100.1/24", "dev", "vc0"])?;
+    cmd(&["ip", "-n", d, "addr", "add", "198.51.100.2/24", "dev", "vd0"])?;
+    cmd(&["ip", "-n", c, "link", "set", "vc0", "mtu", "1500", "up"])?;
+    cmd(&["ip", "-n", d, "link", "set", "vd0", "mtu", "1500", "up"])?;
+    Ok(())
+}
+
+/// Waits until a ping from `ns` to `addr` is answered (ARP resolved, the
+/// path up), each try bounded by ping's own 1 s deadline.
+fn await_path(ns: &str, addr: &str) -> Result<(), String> {
+    let deadline = Instant::now() + READY;
+    loop {
+        match cmd(&["ip", "netns", "exec", ns, "ping", "-n", "-c", "1", "-W", "1", addr]) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("no ping answer from {addr} in {ns} within {READY:?}: {e}"));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Per-packet round-trip times, ms, from `ping -n` output.
+fn ping_times(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.contains("bytes from"))
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next())
+        .filter_map(|t| t.parse().ok())
+        .collect()
+}
+
+/// Nearest-rank percentile `p` (0..=100) of `xs`; 0 for none.
+fn percentile(xs: &[f64], p: f64) -> f64 {
+    let mut s = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
+    s[rank.clamp(1, s.len()) - 1]
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Rtt {
+    avg_ms: f64,
+    p99_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    lost: u32,
+}
+
+fn ping(ns: &str, addr: &str, count: u32) -> Result<Rtt, String> {
+    let c = count.to_string();
+    let deadline = (count / 100 + 10).to_string();
+    let out = cmd(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "ping",
+        "-n",
+        "-c",
+        &c,
+        "-i",
+        PING_INTERVAL,
+        "-w",
+        &deadline,
+        addr,
+    ])?;
+    let t = ping_times(&out);
+    if t.is_empty() {
+        return Err(format!("ping {addr} in {ns}: no replies: {out}"));
+    }
+    Ok(Rtt {
+        avg_ms: t.iter().sum::<f64>() / t.len() as f64,
+        p99_ms: percentile(&t, 99.0),
+        min_ms: t.iter().copied().fold(f64::INFINITY, f64::min),
+        max_ms: t.iter().copied().fold(0.0, f64::max),
+        lost: count.saturating_sub(t.len() as u32),
+    })
+}
+
+/// One side of the comparison: where the client runs, the server's
+/// namespace and address, and how its sending side's MTU is set.
+struct Side<'a> {
+    client_ns: &'a str,
+    server_ns: &'a str,
+    addr: &'static str,
+    set_mtu: Box<dyn Fn(u32) -> Result<(), String> + 'a>,
+}
+
+/// An iperf3 test from `s.client_ns` to its server; `tick` as
+/// [`realnet::iperf3_client`].
+fn iperf3(
+    s: &Side,
+    seconds: u32,
+    extra: &[&str],
+    tick: &mut dyn FnMut(u32) -> Result<(), String>,
+) -> Result<realnet::Iperf3, String> {
+    let server = realnet::iperf3_server(s.server_ns)?;
+    let text = realnet::iperf3_client(s.client_ns, s.addr, seconds, extra, tick)?;
+    realnet::reap_server(server);
+    realnet::parse_iperf3(&text)
+}
+
+/// iperf3 for `seconds` while the sending side's MTU toggles 1500<->9000
+/// every second, starting from 1500 (so the connection's MSS is 1460 both
+/// ways); the MTU is 1500 again afterwards.
+fn toggle(s: &Side, seconds: u32, reverse: bool) -> Result<Toggled, String> {
+    (s.set_mtu)(1500)?;
+    let mut changes = 0;
+    let extra: &[&str] = if reverse { &["-R"] } else { &[] };
+    let r = iperf3(s, seconds, extra, &mut |k| {
+        (s.set_mtu)(if k % 2 == 1 { 9000 } else { 1500 })?;
+        changes += 1;
+        Ok(())
+    })?;
+    (s.set_mtu)(1500)?;
+    Ok(realnet::toggled(&r, changes))
+}
+
+struct Figures {
+    gbps: f64,
+    retransmits: u64,
+    rtt: Rtt,
+    fwd: Toggled,
+    rev: Toggled,
+}
+
+fn check_prerequisites() -> Result<(), String> {
+    if !euid_is_root() {
+        return Err("kernel: must run as root: it makes network namespaces, veth pairs and \
+                    netadmd's TAP device (try: sudo netadm-bench kernel)"
+            .into());
+    }
+    let missing: Vec<&str> = ["ip", "ping", "iperf3", "ethtool", "dbus-daemon", "setpriv"]
+        .into_iter()
+        .filter(|c| !realnet::have(c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "kernel: missing {} (apt-get install iproute2 iputils-ping iperf3 ethtool dbus-daemon util-linux)",
+            missing.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+pub fn run(o: Opts) -> Result<(), String> {
+    check_prerequisites()?;
+    let (netadmd, cli) = binaries()?;
+    remove_stale();
+    let say = |m: &str| {
+        if !o.json {
+            eprintln!("{m}");
+        }
+    };
+    let pid = std::process::id();
+    let names: Vec<String> =
+        ["a", "b", "c", "d"].iter().map(|l| format!("{NS_PREFIX}{pid}{l}")).collect();
+    say(&format!("namespaces {} ...", names.join(" ")));
+    // Guards drop in reverse order: processes, then the directory, then
+    // the namespaces (with every device in them).
+    let ns = Netns::new(&names)?;
+    let (a, b, c, d) = (ns.name(0), ns.name(1), ns.name(2), ns.name(3));
+    realnet::netadm_far_side(a, b)?;
+    veth_pair(c, d)?;
+    let dir = TempDir::new()?;
+    let (_bus, addr) = start_bus(&dir.0)?;
+    say("netadmd, aggr0, aggr0/v4 ...");
+    let (_daemon, n) = start_netadm(a, &dir.0, &addr, &netadmd, cli)?;
+    await_path(a, "192.0.2.2")?;
+    await_path(c, "198.51.100.2")?;
+
+    let sides = [
+        Side {
+            client_ns: a,
+            server_ns: b,
+            addr: "192.0.2.2",
+            set_mtu: Box::new(|m| n.run(&["set-linkprop", "-p", &format!("mtu={m}"), "aggr0"])),
+        },
+        Side {
+            client_ns: c,
+            server_ns: d,
+            addr: "198.51.100.2",
+            set_mtu: Box::new(move |m| {
+                cmd(&["ip", "-n", c, "link", "set", "vc0", "mtu", &m.to_string()]).map(drop)
+            }),
+        },
+    ];
+    let names = ["netadm", "veth"];
+    let mut thr = vec![];
+    for (s, name) in sides.iter().zip(names) {
+        say(&format!("{name}: iperf3 {} s ...", o.seconds));
+        let r = iperf3(s, o.seconds, &[], &mut |_| Ok(()))?;
+        thr.push((r.received_gbps, r.retransmits));
+    }
+    let mut rtt = vec![];
+    for (s, name) in sides.iter().zip(names) {
+        say(&format!("{name}: {} pings ...", o.pings));
+        rtt.push(ping(s.client_ns, s.addr, o.pings)?);
+    }
+    // The veth's far side now matches netadm's: 9000, so only the toggling
+    // side's MTU limits what is sent towards the far side.
+    cmd(&["ip", "-n", d, "link", "set", "vd0", "mtu", "9000"])?;
+    let mut fwd = vec![];
+    let mut rev = vec![];
+    for (reverse, out) in [(false, &mut fwd), (true, &mut rev)] {
+        for (s, name) in sides.iter().zip(names) {
+            say(&format!(
+                "{name}: iperf3 {} s{}, MTU toggled every second ...",
+                o.toggle_seconds,
+                if reverse { " reversed" } else { "" }
+            ));
+            out.push(toggle(s, o.toggle_seconds, reverse)?);
+        }
+    }
+    let fig = |i: usize| Figures {
+        gbps: thr[i].0,
+        retransmits: thr[i].1,
+        rtt: rtt[i],
+        fwd: fwd[i],
+        rev: rev[i],
+    };
+    report(&o, &fig(0), &fig(1));
+    Ok(())
+}
+
+const NOTES: [&str; 4] = [
+    "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2; B's TX checksum offload off); veth: vc0 (C) - vd0 (D), offloads as the kernel sets them",
+    "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
+    "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
+    "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
+];
+
+fn report(o: &Opts, n: &Figures, v: &Figures) {
+    let ratio = |a: f64, b: f64| if b > 0.0 { Some(a / b) } else { None };
+    if o.json {
+        let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": o.pings});
+        let tog = |t: &Toggled| {
+            json!({
+                "median_gbps": t.median_gbps, "longest_stall_ms": t.longest_stall_ms,
+                "slowest_interval_gbps": t.slowest_gbps, "retransmits": t.retransmits,
+                "mtu_changes": t.mtu_changes, "intervals": t.intervals,
+                "receiver_overrun_ms": t.overrun_ms,
+            })
+        };
+        let out: Value = json!({
+            "benchmark": "kernel",
+            "seconds": o.seconds,
+            "toggle_seconds": o.toggle_seconds,
+            "ping_interval_s": PING_INTERVAL.parse::<f64>().unwrap_or(0.0),
+            "throughput_gbps": {"netadm": n.gbps, "veth": v.gbps, "ratio": ratio(n.gbps, v.gbps)},
+            "throughput_retransmits": {"netadm": n.retransmits, "veth": v.retransmits},
+            "rtt_ms": {"netadm": rtt(&n.rtt), "veth": rtt(&v.rtt), "avg_ratio": ratio(n.rtt.avg_ms, v.rtt.avg_ms)},
+            "mtu_toggle": {"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)},
+            "mtu_toggle_reverse": {"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)},
+            "notes": NOTES,
+        });
+        println!("{out}");
+        return;
+    }
+    println!(
+        "Real kernel traffic: through netadm (A->B) beside a plain veth pair (C->D), one run\n"
+    );
+    println!("{:<58} {:>10} {:>10} {:>12}", "MEASURE", "NETADM", "VETH", "NETADM/VETH");
+    let row = |what: &str, a: f64, b: f64, prec: usize| {
+        let r = ratio(a, b).map_or("-".to_string(), |r| format!("{r:.2}"));
+        println!("{what:<58} {a:>10.prec$} {b:>10.prec$} {r:>12}");
+    };
+    row(&format!("iperf3 TCP throughput, {} s (Gbit/s)", o.seconds), n.gbps, v.gbps, 2);
+    row("  retransmits in it (count)", n.retransmits as f64, v.retransmits as f64, 0);
+    row(
+        &format!("ping RTT average, {} pings {PING_INTERVAL} s apart (ms)", o.pings),
+        n.rtt.avg_ms,
+        v.rtt.avg_ms,
+        3,
+    );
+    row("ping RTT p99 (ms)", n.rtt.p99_ms, v.rtt.p99_ms, 3);
+    row("ping lost (count)", n.rtt.lost.into(), v.rtt.lost.into(), 0);
+    for (title, a, b) in [
+        ("MTU toggled every second, A/C sending", &n.fwd, &v.fwd),
+        ("MTU toggled every second, B/D sending (-R)", &n.rev, &v.rev),
+    ] {
+        println!("{title}, {} s in 100 ms intervals:", o.toggle_seconds);
+        row("  median interval (Gbit/s)", a.median_gbps, b.median_gbps, 2);
+        row(
+            "  longest stall, intervals < 10 % of median (ms)",
+            a.longest_stall_ms,
+            b.longest_stall_ms,
+            0,
+        );
+        row("  slowest interval (Gbit/s)", a.slowest_gbps, b.slowest_gbps, 3);
+        row("  retransmits (count)", a.retransmits as f64, b.retransmits as f64, 0);
+        row("  MTU changes made (count)", a.mtu_changes.into(), b.mtu_changes.into(), 0);
+        row("  receiver still waiting past the test's end (ms)", a.overrun_ms, b.overrun_ms, 0);
+    }
+    println!();
+    for note in NOTES {
+        println!("- {note}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_lines_give_their_times() {
+        let out = "PING 192.0.2.2 (192.0.2.2) 56(84) bytes of data.\n\
+                   64 bytes from 192.0.2.2: icmp_seq=1 ttl=64 time=0.264 ms\n\
+                   64 bytes from 192.0.2.2: icmp_seq=2 ttl=64 time=1.05 ms\n\
+                   \n--- 192.0.2.2 ping statistics ---\n\
+                   2 packets transmitted, 2 received, 0% packet loss, time 2ms\n\
+                   rtt min/avg/max/mdev = 0.264/0.657/1.050/0.393 ms\n";
+        assert_eq!(ping_times(out), vec![0.264, 1.05]);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let xs: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(percentile(&xs, 99.0), 198.0);
+        assert_eq!(percentile(&xs, 100.0), 200.0);
+        assert_eq!(percentile(&[5.0], 99.0), 5.0);
+        assert_eq!(percentile(&[], 99.0), 0.0);
+    }
+
+    #[test]
+    fn options() {
+        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let o = Opts::parse(&a("--json --seconds 2 --toggle-seconds 4 --pings 20")).unwrap();
+        assert!(o.json && o.seconds == 2 && o.toggle_seconds == 4 && o.pings == 20);
+        assert!(Opts::parse(&a("--toggle-seconds 1")).is_err());
+        assert!(Opts::parse(&a("--bogus")).is_err());
+    }
+}
