@@ -97,7 +97,7 @@ fn daemon_in(ns: &Netns, bus: &Bus) -> Reaped {
 
 #[test]
 fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind() {
-    if !prerequisites(&["ip", "ping"]) {
+    if !prerequisites(&["ip", "ping", "ethtool"]) {
         return;
     }
     let ns = Netns::new();
@@ -133,6 +133,34 @@ fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind(
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"mtu\":9000"));
+
+    // The TAP offers the kernel the offloads the link's properties allow:
+    // TSO by default, none of it once tso is off (and back).
+    let tso = || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.a, "ethtool", "-k", "aggr0"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let on = text
+            .lines()
+            .find(|l| l.starts_with("tcp-segmentation-offload:"))
+            .unwrap_or_else(|| panic!("ethtool -k aggr0:\n{text}"))
+            .contains(": on");
+        (on, text)
+    };
+    let (on, text) = tso();
+    assert!(on, "TSO on by default:\n{text}");
+    json(&bus, &["set-linkprop", "-p", "tso=off", "aggr0"]);
+    let (on, text) = tso();
+    assert!(!on, "tso=off reaches the TAP:\n{text}");
+    let ping1 = Command::new("ip")
+        .args(["netns", "exec", &ns.a, "ping", "-c", "1", "-W", "2", "192.0.2.2"])
+        .output()
+        .unwrap();
+    assert!(ping1.status.success(), "traffic flows with tso off");
+    json(&bus, &["set-linkprop", "-p", "tso=on", "aggr0"]);
+    assert!(tso().0, "and back on");
 
     // Bad input: an address already present is a typed error.
     let (kind, _) =
