@@ -36,7 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use netadm_config::{HardwareConfig, LinkState, Store};
 use netadm_dbus::{HistoryEntry, OpResult};
-use netadm_model::PropName;
+use netadm_model::{PropName, PropValue};
 use netadm_nic::buf_size_for_mtu;
 use netadm_rings::{OpReport, Strategy};
 
@@ -61,8 +61,12 @@ struct PortPlan {
     rings: u16,
     /// VNIC ring groups on the port: (first ring, rings).
     groups: Vec<(u16, u16)>,
-    /// atl1c rx-imt / tx-imt, i40e itr: (vector, units) writes.
+    /// i40e itr, atl1c rx-imt, atl1c tx-imt, as configured: `None` where
+    /// the class has no such register or it is adaptive, `Some(value)`
+    /// when fixed (itr in µs, the IMTs in 2 µs units).
     throttle: [Option<u32>; 3],
+    /// Which of those three are adaptive.
+    adaptive: [bool; 3],
     /// xmit-batch: the port's own, or its aggregation's.
     xmit_batch: bool,
     /// rx-csum: the port's own, or its aggregation's.
@@ -386,9 +390,15 @@ impl Core {
                 let link = Link::Phys(p.device.clone());
                 let uint =
                     |n: PropName| v.prop(&link, n).and_then(|x| x.as_uint()).map(|x| x as u32);
-                let throttle = match p.driver {
-                    Driver::I40e(_) => [uint(PropName::Itr), None, None],
-                    Driver::Atl1c(_) => [None, uint(PropName::RxImt), uint(PropName::TxImt)],
+                let adaptive = |n: PropName| v.prop(&link, n) == Some(PropValue::Adaptive);
+                let (throttle, adaptive) = match p.driver {
+                    Driver::I40e(_) => {
+                        ([uint(PropName::Itr), None, None], [adaptive(PropName::Itr), false, false])
+                    }
+                    Driver::Atl1c(_) => (
+                        [None, uint(PropName::RxImt), uint(PropName::TxImt)],
+                        [false, adaptive(PropName::RxImt), false],
+                    ),
                 };
                 // rxrings/txrings on a port: how many ring pairs run (0 or
                 // unset: all of them).
@@ -424,6 +434,7 @@ impl Core {
                     rings: want,
                     groups: mine,
                     throttle,
+                    adaptive,
                     xmit_batch,
                     rx_csum,
                 }
@@ -480,6 +491,7 @@ impl Core {
                     rings: started.max(1),
                     groups: w.groups.clone(),
                     throttle: w.throttle,
+                    adaptive: w.adaptive,
                     xmit_batch: p.engine.xmit_batch(),
                     rx_csum: p.device_handle().rx_csum(),
                 }
@@ -684,8 +696,8 @@ impl Core {
         // rings, which must not reorder them).
         for (i, (a, b)) in from.iter().zip(to).enumerate() {
             let p = &ports[i];
-            if a.throttle != b.throttle || (b.active && !a.active) {
-                apply_throttle(p, &b.throttle)?;
+            if a.throttle != b.throttle || a.adaptive != b.adaptive || (b.active && !a.active) {
+                apply_throttle(p, &b.throttle, &b.adaptive)?;
             }
             p.engine.set_xmit_batch(b.xmit_batch);
             p.device_handle().write_rx_csum(b.rx_csum);
@@ -703,17 +715,25 @@ impl Core {
     }
 }
 
-fn apply_throttle(p: &Port, th: &[Option<u32>; 3]) -> Result<(), CoreError> {
+fn apply_throttle(p: &Port, th: &[Option<u32>; 3], adaptive: &[bool; 3]) -> Result<(), CoreError> {
     let err = |e: netadm_nic::NicError| CoreError::hardware(format!("{}: {e}", p.device));
     match &p.driver {
         Driver::I40e(d) => {
             let units = th[0].map_or(netadm_i40e::DEFAULT_ITR_UNITS, |us| us.div_ceil(2));
             for v in 0..netadm_nic::Nic::caps(&**d).vectors {
-                netadm_nic::Nic::set_throttle(&**d, v, units).map_err(err)?;
+                // Adaptive: the interrupt handler owns the register from
+                // here; fixed: it lets go of it before the write.
+                p.engine.set_adaptive(v, adaptive[0]);
+                if !adaptive[0] {
+                    netadm_nic::Nic::set_throttle(&**d, v, units).map_err(err)?;
+                }
             }
         }
         Driver::Atl1c(d) => {
-            d.set_rx_imt(th[1].unwrap_or(netadm_atl1c::DEFAULT_RX_IMT)).map_err(err)?;
+            p.engine.set_adaptive(netadm_atl1c::hw::RX_VECTOR, adaptive[1]);
+            if !adaptive[1] {
+                d.set_rx_imt(th[1].unwrap_or(netadm_atl1c::DEFAULT_RX_IMT)).map_err(err)?;
+            }
             d.set_tx_imt(th[2].unwrap_or(netadm_atl1c::DEFAULT_TX_IMT)).map_err(err)?;
         }
     }

@@ -193,7 +193,8 @@ impl Core {
         use netadm_nic::NicClass::*;
         match p {
             PropName::RxImt | PropName::TxImt => class == Some(Atl1c),
-            PropName::Itr | PropName::Tso => class == Some(I40e) || l.class() == LinkClass::Aggr,
+            PropName::Itr => class == Some(I40e),
+            PropName::Tso => class == Some(I40e) || l.class() == LinkClass::Aggr,
             PropName::RxRings
             | PropName::TxRings
             | PropName::RxRingsEffective

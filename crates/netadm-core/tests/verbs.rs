@@ -338,7 +338,7 @@ fn interrupt_moderation_properties_are_kept_reset_and_shown_per_driver_class() {
         ("rw", "1500", "68-9710")
     );
     c.reset_link_prop("atl1c0", &[], false, &none).unwrap();
-    assert_eq!(c.show_link_prop("atl1c0", &s(&["rx-imt"])).unwrap()[0].value, "200");
+    assert_eq!(c.show_link_prop("atl1c0", &s(&["rx-imt"])).unwrap()[0].value, "adaptive");
 }
 
 #[test]
@@ -371,4 +371,35 @@ fn rxrings_on_a_port_sets_how_many_rings_run() {
     assert_eq!(rings(&c, "i40e1"), 16, "12 primary + 4 for vnic0");
     let eff = c.show_link_prop("vnic0", &s(&["rxrings-effective"])).unwrap();
     assert_eq!(eff[0].value, "4");
+}
+
+#[test]
+fn interrupt_moderation_is_adaptive_by_default_and_fixed_values_take_it_back() {
+    use netadm_rings::moderation::Level;
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path());
+    c.create_vnic("vnic0", "i40e0", "auto", 0, &props(&[]), false, &none).unwrap();
+    c.create_vnic("vnic1", "atl1c0", "auto", 0, &props(&[]), false, &none).unwrap();
+    let engine = |dev: &str| c.hardware().port(dev).unwrap().engine.clone();
+    let (i40e, atl1c) = (engine("i40e0"), engine("atl1c0"));
+    let rx = netadm_atl1c::hw::RX_VECTOR;
+    let tx = netadm_atl1c::hw::TX_VECTOR;
+    // Idle ports start with no throttle; atl1c's tx-imt stays fixed.
+    assert_eq!(i40e.adaptive_level(0), Some(Level::Latency));
+    assert_eq!(atl1c.adaptive_level(rx), Some(Level::Latency));
+    assert_eq!(atl1c.adaptive_level(tx), None);
+    let shown = |dev: &str, p: &str| c.show_link_prop(dev, &s(&[p])).unwrap()[0].value.clone();
+    assert_eq!(shown("i40e0", "itr"), "adaptive");
+
+    c.set_link_prop("i40e0", &props(&[("itr", "20")]), false, &none).unwrap();
+    c.set_link_prop("atl1c0", &props(&[("rx-imt", "200")]), false, &none).unwrap();
+    assert_eq!(i40e.adaptive_level(0), None, "a fixed itr is the driver's no more");
+    assert_eq!(atl1c.adaptive_level(rx), None);
+    assert_eq!(shown("i40e0", "itr"), "20");
+
+    c.set_link_prop("i40e0", &props(&[("itr", "adaptive")]), false, &none).unwrap();
+    assert!(i40e.adaptive_level(0).is_some());
+    refused(&c, d.path(), ErrorKind::InvalidValue, |c| {
+        c.set_link_prop("i40e0", &props(&[("itr", "auto")]), false, &none)
+    });
 }

@@ -146,7 +146,19 @@ pub enum PropType {
     Enum(&'static [&'static str]),
     /// Free text.
     Text,
+    /// An interrupt moderation interval: `adaptive` (the driver picks it
+    /// from the traffic, as Linux's net_dim does) or a fixed unsigned
+    /// integer in `0..=max`, in `unit`.
+    Moderation {
+        /// Largest fixed value.
+        max: u64,
+        /// Unit for display.
+        unit: &'static str,
+    },
 }
+
+/// The word for adaptive interrupt moderation.
+pub const ADAPTIVE: &str = "adaptive";
 
 const BOOL_CHOICES: &[&str] = &["on", "off"];
 
@@ -156,6 +168,7 @@ impl PropType {
     pub fn possible(&self) -> String {
         match self {
             PropType::Uint { min, max, .. } => format!("{min}-{max}"),
+            PropType::Moderation { max, .. } => format!("{ADAPTIVE},0-{max}"),
             PropType::Bool => BOOL_CHOICES.join(","),
             PropType::Enum(choices) => choices.join(","),
             PropType::Text => "--".to_owned(),
@@ -165,6 +178,7 @@ impl PropType {
     fn kind(&self) -> &'static str {
         match self {
             PropType::Uint { .. } => "an unsigned integer",
+            PropType::Moderation { .. } => "adaptive or an unsigned integer",
             PropType::Bool => "on/off",
             PropType::Enum(_) | PropType::Text => "text",
         }
@@ -180,6 +194,9 @@ pub enum PropValue {
     Bool(bool),
     /// Text (for [`PropType::Enum`] and [`PropType::Text`]).
     Text(String),
+    /// Adaptive interrupt moderation (for [`PropType::Moderation`]),
+    /// shown "adaptive".
+    Adaptive,
 }
 
 impl PropValue {
@@ -215,6 +232,7 @@ impl fmt::Display for PropValue {
             PropValue::Bool(true) => f.pad("on"),
             PropValue::Bool(false) => f.pad("off"),
             PropValue::Text(s) => f.pad(s),
+            PropValue::Adaptive => f.pad(ADAPTIVE),
         }
     }
 }
@@ -418,12 +436,13 @@ static SPECS: [PropSpec; 17] = [
     },
     PropSpec {
         name: PropName::RxImt,
-        ty: PropType::Uint { min: 0, max: 65535, unit: "2us" },
-        // Linux atl1c's default (hw->rx_imt = 200), the seed's "before".
-        default: Some(PropValue::Uint(200)),
+        ty: PropType::Moderation { max: 65535, unit: "2us" },
+        // Adaptive; Linux atl1c's fixed default (hw->rx_imt = 200) is the
+        // seed's "before", still settable.
+        default: Some(PropValue::Adaptive),
         perm: Perm::ReadWrite,
         classes: PHYS,
-        description: "RX interrupt moderation timer in 2 us units (atl1c-class NICs only)",
+        description: "RX interrupt moderation: adaptive, or a fixed timer in 2 us units (atl1c-class NICs only)",
     },
     PropSpec {
         name: PropName::TxImt,
@@ -435,11 +454,11 @@ static SPECS: [PropSpec; 17] = [
     },
     PropSpec {
         name: PropName::Itr,
-        ty: PropType::Uint { min: 0, max: 8160, unit: "us" },
-        default: Some(PropValue::Uint(50)),
+        ty: PropType::Moderation { max: 8160, unit: "us" },
+        default: Some(PropValue::Adaptive),
         perm: Perm::ReadWrite,
         classes: PHYS,
-        description: "interrupt throttle interval per vector in us (i40e-class NICs only)",
+        description: "interrupt throttle per vector: adaptive, or a fixed interval in us (i40e-class NICs only)",
     },
     PropSpec {
         name: PropName::State,
@@ -551,6 +570,18 @@ impl PropSpec {
                 }
             }
             PropType::Text => Ok(PropValue::Text(s.to_owned())),
+            PropType::Moderation { max, .. } => {
+                if s == ADAPTIVE {
+                    return Ok(PropValue::Adaptive);
+                }
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(PropError::NotANumber { prop, value: s.to_owned() });
+                }
+                match s.parse::<u64>() {
+                    Ok(v) if v <= max => Ok(PropValue::Uint(v)),
+                    _ => Err(PropError::OutOfRange { prop, value: s.to_owned(), min: 0, max }),
+                }
+            }
         }
     }
 
@@ -573,7 +604,16 @@ impl PropSpec {
                     Err(PropError::OutOfRange { prop, value: n.to_string(), min: *min, max: *max })
                 }
             }
-            (PropType::Bool, PropValue::Bool(_)) | (PropType::Text, PropValue::Text(_)) => Ok(()),
+            (PropType::Bool, PropValue::Bool(_))
+            | (PropType::Text, PropValue::Text(_))
+            | (PropType::Moderation { .. }, PropValue::Adaptive) => Ok(()),
+            (PropType::Moderation { max, .. }, PropValue::Uint(n)) => {
+                if n <= max {
+                    Ok(())
+                } else {
+                    Err(PropError::OutOfRange { prop, value: n.to_string(), min: 0, max: *max })
+                }
+            }
             (PropType::Enum(choices), PropValue::Text(s)) => {
                 if choices.contains(&s.as_str()) {
                     Ok(())
@@ -695,9 +735,11 @@ mod tests {
         assert_eq!(t(Mtu).possible(), "68-9710");
         assert_eq!(t(XmitBatch).default, Some(PropValue::Bool(true)));
         assert_eq!(t(XmitBatch).possible(), "on,off");
-        assert_eq!(t(RxImt).default, Some(PropValue::Uint(200)));
+        assert_eq!(t(RxImt).default, Some(PropValue::Adaptive));
         assert_eq!(t(TxImt).default, Some(PropValue::Uint(1000)));
-        assert_eq!(t(Itr).default, Some(PropValue::Uint(50)));
+        assert_eq!(t(Itr).default, Some(PropValue::Adaptive));
+        assert_eq!(t(Itr).possible(), "adaptive,0-8160");
+        assert_eq!(PropValue::Adaptive.to_string(), "adaptive");
         assert_eq!(t(RxRings).default, None);
         assert_eq!(t(Speed).possible(), "--");
         assert_eq!(t(State).ty.possible(), "up,down,unknown");
@@ -739,6 +781,8 @@ mod tests {
             (RxImt, "0", PropValue::Uint(0)),
             (TxImt, "65535", PropValue::Uint(65535)),
             (Itr, "8160", PropValue::Uint(8160)),
+            (Itr, "adaptive", PropValue::Adaptive),
+            (RxImt, "adaptive", PropValue::Adaptive),
         ];
         for (p, input, want) in cases {
             assert_eq!(p.spec().parse_value(input).as_ref(), Ok(want), "{p}={input}");
@@ -758,6 +802,8 @@ mod tests {
             (RxRings, "385", range(RxRings, "385", 0, 384)),
             (TxImt, "65536", range(TxImt, "65536", 0, 65535)),
             (Itr, "8161", range(Itr, "8161", 0, 8160)),
+            (Itr, "Adaptive", nan(Itr, "Adaptive")),
+            (TxImt, "adaptive", nan(TxImt, "adaptive")),
             (Mtu, "", nan(Mtu, "")),
             (Mtu, "9k", nan(Mtu, "9k")),
             (Mtu, "-1", nan(Mtu, "-1")),

@@ -249,6 +249,8 @@ struct Shared {
     client: RwLock<Option<Arc<dyn RingClient>>>,
     gate_events: GateEvents,
     nic: Arc<dyn Nic>,
+    /// Adaptive interrupt moderation, per vector.
+    adaptive: Vec<crate::moderation::Adaptive>,
 }
 
 /// Most RX frames one poll delivers before looking at the next ring.
@@ -264,14 +266,18 @@ impl Shared {
     fn interrupt(&self, vector: u16) {
         let Some(rings) = self.by_vector.get(vector as usize) else { return };
         let client = self.client.read().unwrap().clone();
-        let mut more = false;
+        let (mut more, mut frames, mut bytes) = (false, 0u64, 0u64);
         for &r in rings {
             let ring = &self.rings[r as usize];
             if !ring.gate.enter() {
                 continue; // stopping or stopped: nothing is delivered
             }
-            more |= self.poll(ring, client.as_deref());
+            let (m, f, b) = self.poll(ring, client.as_deref());
+            (more, frames, bytes) = (more | m, frames + f, bytes + b);
             ring.gate.exit(&self.gate_events);
+        }
+        if let Some(a) = self.adaptive.get(vector as usize) {
+            a.sample(frames, bytes, Instant::now(), |l| self.write_level(vector, l));
         }
         if more {
             // Budget spent with frames left: come back after the other
@@ -280,9 +286,17 @@ impl Shared {
         }
     }
 
+    /// Writes the throttle register for an adaptive level.
+    fn write_level(&self, vector: u16, level: crate::moderation::Level) {
+        let unit = self.nic.caps().throttle_unit.as_nanos().max(1);
+        let units = (level.interval().as_nanos() / unit) as u32;
+        let _ = self.nic.set_throttle(vector, units);
+    }
+
     /// Reclaims TX completions and delivers up to one budget of RX frames.
-    /// Returns whether RX frames remain.
-    fn poll(&self, ring: &Ring, client: Option<&dyn RingClient>) -> bool {
+    /// Returns whether RX frames remain, and the frames and bytes this
+    /// poll handled (completed and received), for adaptive moderation.
+    fn poll(&self, ring: &Ring, client: Option<&dyn RingClient>) -> (bool, u64, u64) {
         let done = {
             let tx = ring.tx.lock().unwrap();
             // SAFETY: the TX lock makes this the ring's one driver-side user.
@@ -295,7 +309,7 @@ impl Shared {
             }
         }
         let rx = ring.rx.lock().unwrap();
-        let Some(r) = rx.as_ref() else { return false };
+        let Some(r) = rx.as_ref() else { return (false, done.into(), 0) };
         let mut bytes = 0u64;
         // SAFETY: the RX lock makes this the ring's one driver-side user.
         let n = RX_SCRATCH.with_borrow_mut(|scratch| unsafe {
@@ -318,7 +332,7 @@ impl Shared {
                 self.nic.doorbell(QueueId::rx(q));
             }
         }
-        r.completed() > 0
+        (r.completed() > 0, u64::from(done) + u64::from(n), bytes)
     }
 }
 
@@ -390,6 +404,7 @@ impl RingEngine {
             client: RwLock::new(None),
             gate_events: GateEvents::default(),
             nic: Arc::clone(&nic),
+            adaptive: (0..caps.vectors).map(|_| Default::default()).collect(),
         });
         let weak = Arc::downgrade(&sh);
         nic.set_interrupt_handler(Some(Arc::new(move |v| {
@@ -562,6 +577,20 @@ impl RingEngine {
         r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         r.counters.tx_refused.fetch_add((count - sent) as u64, Ordering::Relaxed);
         Ok(sent)
+    }
+
+    /// Turns adaptive interrupt moderation on `vector` on (its throttle
+    /// starts at none and follows the traffic) or off (the caller writes
+    /// a fixed throttle after).
+    pub fn set_adaptive(&self, vector: u16, on: bool) {
+        if let Some(a) = self.sh.adaptive.get(vector as usize) {
+            a.set(on, |l| self.sh.write_level(vector, l));
+        }
+    }
+
+    /// The adaptive level of `vector`, if adaptive moderation is on.
+    pub fn adaptive_level(&self, vector: u16) -> Option<crate::moderation::Level> {
+        self.sh.adaptive.get(vector as usize).filter(|a| a.is_on()).map(|a| a.level())
     }
 
     /// Sets `xmit-batch`: one doorbell per batch (on) or per frame (off).

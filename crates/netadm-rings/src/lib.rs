@@ -11,6 +11,7 @@
 mod clock;
 mod engine;
 mod gate;
+pub mod moderation;
 mod report;
 mod state;
 
