@@ -168,7 +168,10 @@ fn bare_ring_once(frames: u64) -> f64 {
                 // SAFETY: this thread is the ring's only device-side user.
                 let n = unsafe { ring.device_process(256, |_, _| {}) };
                 if n == 0 {
-                    std::hint::spin_loop();
+                    // Nothing posted: let the producer run (on a machine
+                    // with fewer free cores than threads, spinning here
+                    // would starve it and measure the scheduler).
+                    std::thread::yield_now();
                 }
                 got += u64::from(n);
             }
@@ -180,8 +183,9 @@ fn bare_ring_once(frames: u64) -> f64 {
     while sent < frames {
         // SAFETY: this thread is the ring's only driver-side user.
         unsafe {
-            if ring.free() == 0 {
-                ring.driver_reap(u32::MAX, |_| {});
+            if ring.free() == 0 && ring.driver_reap(u32::MAX, |_| {}) == 0 {
+                // Full: let the consumer run, as above.
+                std::thread::yield_now();
             }
             if ring.driver_push(&frame) {
                 sent += 1;
