@@ -204,7 +204,7 @@ fn small_config(dir: &Path, rings: u16) -> Result<PathBuf, String> {
 
 /// One command as a user runs it: the `netadm` process's wall time, and
 /// the daemon's total and phases beside it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Took {
     /// `netadm` spawned to exited: what the user waits for.
     wall_us: u64,
@@ -216,6 +216,8 @@ struct Took {
     /// Time in the ring phases (ring-stop, reprogram, ring-start): the
     /// part that grows with the number of rings.
     ring_us: u64,
+    /// The daemon's phases, as the command's JSON gives them.
+    phases: Value,
 }
 
 /// Where the demo runs things.
@@ -265,6 +267,7 @@ async fn cli(env: &Env<'_>, args: &[&str]) -> Result<Took, String> {
         daemon_us: timing["total_us"].as_u64().ok_or_else(|| format!("{shown}: no total_us"))?,
         gap_us: gap_us.unwrap_or(0),
         ring_us,
+        phases: timing["phases"].clone(),
     })
 }
 
@@ -553,6 +556,7 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
                     "netadm_cli_wall_us": measured[0][i].wall_us,
                     "netadm_daemon_us": measured[0][i].daemon_us,
                     "netadm_reenable_gap_us": measured[0][i].gap_us,
+                    "netadm_daemon_phases": measured[0][i].phases,
                     "scaled": false,
                     "after_over_netadm": vs_after(i),
                 })

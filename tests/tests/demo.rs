@@ -35,6 +35,7 @@ fn the_demo_times_the_cli_marks_scaled_figures_and_leaves_nothing_behind() {
         let (wall, daemon) = (r["netadm_cli_wall_us"].as_u64(), r["netadm_daemon_us"].as_u64());
         assert!(wall >= daemon && daemon > Some(0), "the CLI's wall time holds the daemon's: {r}");
         assert_eq!(r["scaled"], false);
+        assert!(r["netadm_daemon_phases"].as_array().is_some_and(|p| !p.is_empty()), "{r}");
         // Exact multipliers: 256/24 is not 10.
         for (k, rings) in [("sequential", 24.0), ("legacy", 2.0)] {
             assert_eq!(r[k]["scaled"], true, "{r}");
