@@ -360,6 +360,8 @@ pub fn traffic(v: &[netadm_dbus::TrafficInfo]) -> Table {
             "DUPLICATED",
             "AVG_US",
             "P99_US",
+            "MAX_US",
+            "PAUSE_MAX_US",
         ],
         rows: v
             .iter()
@@ -377,7 +379,9 @@ pub fn traffic(v: &[netadm_dbus::TrafficInfo]) -> Table {
                     .cell("DUPLICATED", Cell::num(t.duplicated))
                     .cell("AVG_US", us(t.latency_avg_us))
                     .cell("P99_US", us(t.latency_p99_us))
-                    .extra("refused", t.refused)
+                    .cell("MAX_US", us(t.latency_max_us))
+                    .cell("PAUSE_MAX_US", us(t.pause_max_us))
+                    .extra("paused_us", t.paused_us)
             })
             .collect(),
     }

@@ -50,6 +50,11 @@ fn sequenced_traffic_through_reflectors_and_cables_arrives_whole() {
             "{t}"
         );
         assert!(t["avg_us"].as_f64().unwrap() > 0.0);
+        // Nothing reconfigured: the sender was never held for long (the
+        // generator holds, never discards, what a full ring refuses).
+        let pause = t["pause_max_us"].as_f64().unwrap();
+        assert!(pause < 1e6, "longest sender pause {pause} us: {t}");
+        assert!(t["max_us"].as_f64().unwrap() >= t["p99_us"].as_f64().unwrap(), "{t}");
         // The link counters agree with the sink.
         let stats = json(&bus, &["show-link", "-s"]);
         let sent = t["sent"].as_u64().unwrap();

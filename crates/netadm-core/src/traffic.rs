@@ -156,13 +156,15 @@ impl Core {
                     size: e.size,
                     flows: e.stream.flows(),
                     sent: s.sent,
-                    refused: s.refused,
                     received: s.received,
                     lost: s.lost,
                     reordered: s.reordered,
                     duplicated: s.duplicated,
                     latency_avg_us: s.latency_avg_ns as f64 / 1e3,
                     latency_p99_us: s.latency_p99_ns as f64 / 1e3,
+                    latency_max_us: s.latency_max_ns as f64 / 1e3,
+                    pause_max_us: s.pause_max_ns as f64 / 1e3,
+                    paused_us: s.paused_ns as f64 / 1e3,
                 }
             })
             .collect()

@@ -1,5 +1,14 @@
 //! The traffic generator: a thread that builds sequenced test frames in a
 //! reused buffer and hands them to a link's transmit path, paced to a rate.
+//!
+//! It behaves like a qdisc in front of a blocking sender: a frame the link
+//! does not take (ring full, senders paused during an MTU change, link not
+//! running) is kept, with its sequence number and its timestamp, and handed
+//! over again until a ring takes it. Nothing the generator builds is
+//! discarded, so nothing is left out of "lost"; a pause shows as latency on
+//! the frames held across it, and as the stream's *sender pause* (the time
+//! from the first refusal until everything held was handed over), whose
+//! longest and total are in the stream's books.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,40 +102,53 @@ fn run(cfg: &GenConfig, stream: &Stream, tx: &dyn Tx, stop: &AtomicBool) {
     let mut seqs = vec![0u32; flows as usize];
     let mut flow = 0u32;
     let mut total = 0u64;
+    // The batch being handed over: frames `held..n` of `buf` are built
+    // (sequence numbers and timestamps fixed) and not yet taken.
+    let (mut held, mut n) = (0usize, 0usize);
     // Pacing: each batch is due at `due`; a generator that fell behind
-    // does not burst to catch up more than one batch.
+    // (a pause) does not burst to catch up more than one batch.
     let per_batch =
         Duration::from_nanos((1_000_000_000 * batch as u64).checked_div(cfg.rate_pps).unwrap_or(0));
     let mut due = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        let n = match cfg.limit {
-            Some(l) if total >= l => break,
-            Some(l) => batch.min((l - total) as usize),
-            None => batch,
-        };
-        if !per_batch.is_zero() {
-            wait_until(due, stop);
-            due = (due + per_batch).max(Instant::now() - per_batch);
+        if held == n {
+            n = match cfg.limit {
+                Some(l) if total >= l => break,
+                Some(l) => batch.min((l - total) as usize),
+                None => batch,
+            };
+            held = 0;
+            if !per_batch.is_zero() {
+                wait_until(due, stop);
+                due = (due + per_batch).max(Instant::now() - per_batch);
+            }
+            let now = stamp();
+            let first = seqs[flow as usize];
+            for (i, f) in buf.chunks_mut(size).take(n).enumerate() {
+                let seq = first.wrapping_add(i as u32);
+                let h = TestHeader { stream: stream.id(), flow: flow as u16, seq, sent: now };
+                write(f, size, cfg.dst, cfg.src, h);
+            }
         }
-        let now = stamp();
-        for (i, f) in buf.chunks_mut(size).take(n).enumerate() {
-            let seq = seqs[flow as usize].wrapping_add(i as u32);
-            let h = TestHeader { stream: stream.id(), flow: flow as u16, seq, sent: now };
-            write(f, size, cfg.dst, cfg.src, h);
-        }
-        let frames: Vec<&[u8]> = buf.chunks(size).take(n).collect();
-        let sent = tx.send(flow, &frames);
+        let frames: Vec<&[u8]> = buf.chunks(size).take(n).skip(held).collect();
+        let sent = tx.send(flow, &frames).min(frames.len());
+        held += sent;
         seqs[flow as usize] = seqs[flow as usize].wrapping_add(sent as u32);
         total += sent as u64;
         stream.sent(sent as u64);
-        stream.refused((n - sent) as u64);
-        if sent == n {
+        if held == n {
+            stream.handed_over();
             flow = (flow + 1) % flows;
         } else {
-            // Ring full or link down: let the device catch up.
+            // Ring full, senders paused or link down: keep the frames and
+            // let the device (or the pause) move on.
+            stream.held();
             std::thread::yield_now();
         }
     }
+    // Stopped with frames held: they were never sent, so they are not in
+    // the books; the pause they were in ends here.
+    stream.handed_over();
 }
 
 /// Waits until a batch's due time (the rate), or until told to stop
@@ -144,5 +166,77 @@ fn wait_until(due: Instant, stop: &AtomicBool) {
         } else {
             std::thread::yield_now();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::frame::parse;
+
+    /// A link that refuses everything while `closed`, then takes what it
+    /// is given, recording each frame's header.
+    #[derive(Default)]
+    struct Gate {
+        closed: AtomicBool,
+        refusals: std::sync::atomic::AtomicU64,
+        taken: Mutex<Vec<TestHeader>>,
+    }
+
+    impl Tx for Gate {
+        fn send(&self, _: u32, frames: &[&[u8]]) -> usize {
+            if self.closed.load(Ordering::Acquire) {
+                self.refusals.fetch_add(1, Ordering::Relaxed);
+                return 0;
+            }
+            // Take at most half a batch: partial acceptance keeps the rest.
+            let n = frames.len().div_ceil(2);
+            let mut t = self.taken.lock().unwrap();
+            t.extend(frames[..n].iter().map(|f| parse(f).expect("a test frame")));
+            n
+        }
+    }
+
+    #[test]
+    fn frames_the_link_refuses_are_held_and_sent_later_in_order_and_the_pause_is_booked() {
+        let gate = Arc::new(Gate::default());
+        gate.closed.store(true, Ordering::Release);
+        let stream = Arc::new(Stream::new(7, 2));
+        let cfg = GenConfig {
+            dst: [2, 0, 0, 0, 0, 2],
+            src: [2, 0, 0, 0, 0, 1],
+            rate_pps: 0,
+            size: 64,
+            batch: 8,
+            limit: Some(1_024),
+        };
+        let g = Generator::start(cfg, stream.clone(), gate.clone());
+        let t0 = Instant::now();
+        // Wait (with a deadline) until the generator has been held a while
+        // (the ongoing pause shows in the books), then open the link.
+        while gate.refusals.load(Ordering::Relaxed) < 100 || stream.stats().pause_max_ns < 5_000_000
+        {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the generator was never held");
+            std::thread::yield_now();
+        }
+        assert_eq!(stream.stats().sent, 0);
+        gate.closed.store(false, Ordering::Release);
+        g.join();
+        let st = stream.stats();
+        assert_eq!(st.sent, 1_024, "every frame built was sent: none discarded");
+        assert!(st.pause_max_ns >= 5_000_000 && st.paused_ns >= st.pause_max_ns, "{st:?}");
+        let taken = gate.taken.lock().unwrap();
+        assert_eq!(taken.len(), 1_024);
+        for flow in 0..2 {
+            let seqs: Vec<u32> = taken.iter().filter(|h| h.flow == flow).map(|h| h.seq).collect();
+            assert_eq!(seqs, (0..512).collect::<Vec<_>>(), "flow {flow}: in order, no gap");
+        }
+        // The first batch was built before the pause and kept its stamp:
+        // its latency carries the pause.
+        let first = taken[0].sent;
+        assert!(taken[..4].iter().all(|h| h.sent == first));
+        assert!(crate::frame::latency_ns(first) >= 5_000_000);
     }
 }

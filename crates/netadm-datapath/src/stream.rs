@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use crate::frame::{TestHeader, latency_ns};
 
@@ -121,10 +122,10 @@ struct Rx {
 /// A snapshot of a stream's books.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StreamStats {
-    /// Frames the link accepted for sending.
+    /// Frames the link accepted for sending. The generator discards
+    /// nothing: a frame the link does not take is held and handed over
+    /// again, so every frame it built is sent (or still held).
     pub sent: u64,
-    /// Frames the link refused (ring full or not running).
-    pub refused: u64,
     /// Distinct frames received.
     pub received: u64,
     /// Sent but not (yet) received: `sent - received`.
@@ -145,6 +146,12 @@ pub struct StreamStats {
     pub latency_p99_ns: u64,
     /// Largest latency, ns.
     pub latency_max_ns: u64,
+    /// The longest sender pause, ns: the longest time the generator held
+    /// frames the link would not take (from the first refusal until all
+    /// were handed over), including a pause still going on.
+    pub pause_max_ns: u64,
+    /// All sender pauses together, ns (including one still going on).
+    pub paused_ns: u64,
 }
 
 /// One traffic stream: its generator writes `sent`, its sink (on whichever
@@ -154,7 +161,12 @@ pub struct Stream {
     id: u16,
     flows: u32,
     sent: AtomicU64,
-    refused: AtomicU64,
+    epoch: Instant,
+    /// When the current sender pause began, ns after `epoch` plus one; 0
+    /// while the generator holds nothing.
+    held_since: AtomicU64,
+    pause_max: AtomicU64,
+    paused: AtomicU64,
     rx: Mutex<Rx>,
 }
 
@@ -166,7 +178,10 @@ impl Stream {
             id,
             flows,
             sent: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            epoch: Instant::now(),
+            held_since: AtomicU64::new(0),
+            pause_max: AtomicU64::new(0),
+            paused: AtomicU64::new(0),
             rx: Mutex::new(Rx {
                 flows: (0..flows).map(|_| FlowRx::new()).collect(),
                 received: 0,
@@ -194,9 +209,27 @@ impl Stream {
         self.sent.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// The generator: `n` frames were refused.
-    pub fn refused(&self, n: u64) {
-        self.refused.fetch_add(n, Ordering::Relaxed);
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
+    /// The generator: the link refused frames it holds; a sender pause
+    /// begins (if one is not already going on).
+    pub fn held(&self) {
+        if self.held_since.load(Ordering::Relaxed) == 0 {
+            self.held_since.store(self.now(), Ordering::Relaxed);
+        }
+    }
+
+    /// The generator: everything it held was handed over (or it stopped);
+    /// the sender pause going on, if any, ends and is booked.
+    pub fn handed_over(&self) {
+        let since = self.held_since.swap(0, Ordering::Relaxed);
+        if since != 0 {
+            let d = self.now().saturating_sub(since);
+            self.pause_max.fetch_max(d, Ordering::Relaxed);
+            self.paused.fetch_add(d, Ordering::Relaxed);
+        }
     }
 
     /// The sink: a frame of this stream arrived.
@@ -223,11 +256,12 @@ impl Stream {
     /// The books now.
     pub fn stats(&self) -> StreamStats {
         let sent = self.sent.load(Ordering::Relaxed);
+        let since = self.held_since.load(Ordering::Relaxed);
+        let ongoing = if since == 0 { 0 } else { self.now().saturating_sub(since) };
         let rx = self.rx.lock().unwrap();
         let l = &rx.latency;
         StreamStats {
             sent,
-            refused: self.refused.load(Ordering::Relaxed),
             received: rx.received,
             lost: sent.saturating_sub(rx.received),
             reordered: rx.reordered,
@@ -238,6 +272,8 @@ impl Stream {
             latency_p50_ns: l.percentile(0.50),
             latency_p99_ns: l.percentile(0.99),
             latency_max_ns: l.max,
+            pause_max_ns: self.pause_max.load(Ordering::Relaxed).max(ongoing),
+            paused_ns: self.paused.load(Ordering::Relaxed) + ongoing,
         }
     }
 }
@@ -286,6 +322,30 @@ mod tests {
         assert_eq!(f.record(WINDOW + 10), (true, false));
         assert_eq!(f.record(20), (false, true), "within the window: late, not a duplicate");
         assert_eq!(f.record(0), (false, true), "out of the window: late");
+    }
+
+    #[test]
+    fn a_sender_pause_is_booked_while_it_lasts_and_when_it_ends() {
+        let s = Stream::new(1, 1);
+        assert_eq!((s.stats().pause_max_ns, s.stats().paused_ns), (0, 0));
+        s.held();
+        let t0 = Instant::now();
+        while t0.elapsed() < std::time::Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        let going = s.stats().pause_max_ns;
+        assert!(going >= 2_000_000, "an ongoing pause counts: {going}");
+        s.held(); // still the same pause
+        s.handed_over();
+        let st = s.stats();
+        assert!(st.pause_max_ns >= going && st.paused_ns == st.pause_max_ns, "{st:?}");
+        s.handed_over(); // nothing held: nothing booked
+        assert_eq!(s.stats().paused_ns, st.paused_ns);
+        s.held();
+        s.handed_over();
+        let after = s.stats();
+        assert_eq!(after.pause_max_ns, st.pause_max_ns, "a shorter pause leaves the longest");
+        assert!(after.paused_ns >= st.paused_ns);
     }
 
     #[test]

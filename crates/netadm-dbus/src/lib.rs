@@ -298,10 +298,10 @@ pub struct TrafficInfo {
     pub size: u32,
     /// Flows.
     pub flows: u32,
-    /// Frames the link accepted.
+    /// Frames the link accepted. The generator discards nothing: a frame
+    /// the link does not take (ring full, senders paused, link down) is held
+    /// and handed over later, so nothing it built is left out of `lost`.
     pub sent: u64,
-    /// Frames the link refused (ring full, link not running).
-    pub refused: u64,
     /// Distinct frames received back (reflector) or at the far end (cable).
     pub received: u64,
     /// Sent and not received (includes frames still in flight while running).
@@ -314,6 +314,13 @@ pub struct TrafficInfo {
     pub latency_avg_us: f64,
     /// 99th percentile latency, µs.
     pub latency_p99_us: f64,
+    /// Largest latency, µs (a frame held across a sender pause carries it).
+    pub latency_max_us: f64,
+    /// The longest sender pause, µs: the longest time the generator held
+    /// frames the link would not take, including one still going on.
+    pub pause_max_us: f64,
+    /// All sender pauses together, µs.
+    pub paused_us: f64,
 }
 
 /// Traffic counters of a link (`show-link -s`, `show-phys -s`).
