@@ -392,6 +392,11 @@ fn toggle(s: &Side, seconds: u32, reverse: bool) -> Result<Toggled, String> {
 struct Figures {
     gbps: f64,
     retransmits: u64,
+    /// The far side sending (-R): the receive path.
+    rev_gbps: f64,
+    rev_retransmits: u64,
+    /// netadm only: the same with tso and tx-csum off (the old path).
+    no_offload_gbps: Option<f64>,
     rtt: Rtt,
     fwd: Toggled,
     rev: Toggled,
@@ -460,11 +465,19 @@ pub fn run(o: Opts) -> Result<(), String> {
     ];
     let names = ["netadm", "veth"];
     let mut thr = vec![];
+    let mut thr_rev = vec![];
     for (s, name) in sides.iter().zip(names) {
         say(&format!("{name}: iperf3 {} s ...", o.seconds));
         let r = iperf3(s, o.seconds, &[], &mut |_| Ok(()))?;
         thr.push((r.received_gbps, r.retransmits));
+        say(&format!("{name}: iperf3 {} s reversed ...", o.seconds));
+        let r = iperf3(s, o.seconds, &["-R"], &mut |_| Ok(()))?;
+        thr_rev.push((r.received_gbps, r.retransmits));
     }
+    say(&format!("netadm: iperf3 {} s with tso and tx-csum off ...", o.seconds));
+    n.run(&["set-linkprop", "-p", "tso=off,tx-csum=off", "aggr0"])?;
+    let no_offload = iperf3(&sides[0], o.seconds, &[], &mut |_| Ok(()))?.received_gbps;
+    n.run(&["reset-linkprop", "-p", "tso,tx-csum", "aggr0"])?;
     let mut rtt = vec![];
     for (s, name) in sides.iter().zip(names) {
         say(&format!("{name}: {} pings ...", o.pings));
@@ -488,6 +501,9 @@ pub fn run(o: Opts) -> Result<(), String> {
     let fig = |i: usize| Figures {
         gbps: thr[i].0,
         retransmits: thr[i].1,
+        rev_gbps: thr_rev[i].0,
+        rev_retransmits: thr_rev[i].1,
+        no_offload_gbps: (i == 0).then_some(no_offload),
         rtt: rtt[i],
         fwd: fwd[i],
         rev: rev[i],
@@ -522,6 +538,9 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
             "ping_interval_s": PING_INTERVAL.parse::<f64>().unwrap_or(0.0),
             "throughput_gbps": {"netadm": n.gbps, "veth": v.gbps, "ratio": ratio(n.gbps, v.gbps)},
             "throughput_retransmits": {"netadm": n.retransmits, "veth": v.retransmits},
+            "throughput_reverse_gbps": {"netadm": n.rev_gbps, "veth": v.rev_gbps, "ratio": ratio(n.rev_gbps, v.rev_gbps)},
+            "throughput_reverse_retransmits": {"netadm": n.rev_retransmits, "veth": v.rev_retransmits},
+            "throughput_gbps_offloads_off": {"netadm": n.no_offload_gbps},
             "rtt_ms": {"netadm": rtt(&n.rtt), "veth": rtt(&v.rtt), "avg_ratio": ratio(n.rtt.avg_ms, v.rtt.avg_ms)},
             "mtu_toggle": {"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)},
             "mtu_toggle_reverse": {"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)},
@@ -540,6 +559,19 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
     };
     row(&format!("iperf3 TCP throughput, {} s (Gbit/s)", o.seconds), n.gbps, v.gbps, 2);
     row("  retransmits in it (count)", n.retransmits as f64, v.retransmits as f64, 0);
+    if let Some(g) = n.no_offload_gbps {
+        println!(
+            "{:<58} {g:>10.2} {:>10} {:>12}",
+            "  netadm with tso and tx-csum off (Gbit/s)", "-", "-"
+        );
+    }
+    row(
+        &format!("iperf3 TCP throughput reversed (-R, B/D send), {} s (Gbit/s)", o.seconds),
+        n.rev_gbps,
+        v.rev_gbps,
+        2,
+    );
+    row("  retransmits in it (count)", n.rev_retransmits as f64, v.rev_retransmits as f64, 0);
     row(
         &format!("ping RTT average, {} pings {PING_INTERVAL} s apart (ms)", o.pings),
         n.rtt.avg_ms,

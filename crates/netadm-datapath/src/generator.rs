@@ -197,6 +197,10 @@ mod tests {
             t.extend(frames[..n].iter().map(|f| parse(f).expect("a test frame")));
             n
         }
+
+        fn send_offload(&self, flow: u32, frame: &[u8], _: netadm_nic::Offload) -> bool {
+            self.send(flow, &[frame]) == 1
+        }
     }
 
     #[test]
