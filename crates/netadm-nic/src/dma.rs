@@ -502,8 +502,9 @@ impl DmaRing {
 
     /// Device (TX): takes up to `budget` frames the driver queued, each
     /// with its offload context (chains gathered into `scratch`, the
-    /// device's own memory), and advances the head past them. Returns how
-    /// many frames were taken.
+    /// device's own memory), and advances the head past them. `f` returns
+    /// false to leave a frame (and those after it) where it is, for
+    /// later. Returns how many frames were taken.
     ///
     /// # Safety
     ///
@@ -512,7 +513,7 @@ impl DmaRing {
         &self,
         budget: u32,
         scratch: &mut Vec<u8>,
-        mut f: impl FnMut(&mut [u8], Offload),
+        mut f: impl FnMut(&mut [u8], Offload) -> bool,
     ) -> u32 {
         let mut head = self.head.load(Ordering::Relaxed);
         let tail = self.tail();
@@ -523,7 +524,9 @@ impl DmaRing {
             let Some((frame, off, used)) = (unsafe { self.read_chain(head, tail, scratch) }) else {
                 break;
             };
-            f(frame, off);
+            if !f(frame, off) {
+                break;
+            }
             head = head.wrapping_add(used);
             n += 1;
         }
@@ -677,7 +680,12 @@ mod tests {
             assert!(!tx.driver_push_frame(&[0; 600], Offload::NONE), "needs 5 slots, 4 free");
             let mut got = vec![];
             let mut scratch = vec![];
-            assert_eq!(tx.device_take(8, &mut scratch, |f, o| got.push((f.to_vec(), o))), 2);
+            assert_eq!(tx.device_take(1, &mut scratch, |_, _| false), 0, "left where it is");
+            let take = |f: &mut [u8], o| {
+                got.push((f.to_vec(), o));
+                true
+            };
+            assert_eq!(tx.device_take(8, &mut scratch, take), 2);
             assert_eq!(got[0], (big.clone(), off));
             assert_eq!(got[1], (vec![7; 60], Offload::NONE));
             assert_eq!(tx.driver_reclaim(), 2, "frames, not slots");

@@ -445,6 +445,9 @@ impl Device {
             let i = q.index as usize;
             self.sh.doorbell_pending[i / 64].fetch_or(1 << (i % 64), Ordering::AcqRel);
             self.sh.wake_engine();
+        } else if q.dir == Dir::Rx && self.sh.inbox.device_owned() > 0 {
+            // Buffers posted: frames waiting in the packet buffer may go.
+            self.sh.wake_engine();
         }
     }
 
@@ -798,6 +801,17 @@ fn irq_thread(sh: &Shared) {
     }
 }
 
+/// What became of a frame the device received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// In its RX ring.
+    Delivered,
+    /// Dropped and counted (queue disabled, larger than the MTU).
+    Dropped,
+    /// Its RX ring has too few buffers posted.
+    NoBuffer,
+}
+
 struct Engine {
     sh: Arc<Shared>,
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
@@ -990,6 +1004,7 @@ impl Engine {
                     ring.device_take(ENGINE_BUDGET, &mut scratch, |frame, off| {
                         bytes += frame.len() as u64;
                         self.send_offloaded(frame, off, &mut seg);
+                        true
                     })
                 };
                 if ring.device_owned() > 0 {
@@ -1092,13 +1107,13 @@ impl Engine {
     fn wire_out(&mut self, frame: &mut [u8]) {
         match self.sh.cfg.wire {
             WireMode::Sink | WireMode::Afpacket => {}
-            WireMode::Loopback => self.deliver(frame, Offload::NONE),
+            WireMode::Loopback => self.deliver_or_drop(frame),
             WireMode::Reflector => {
                 let (dst, src) = frame.split_at_mut(6);
                 if src.len() >= 6 {
                     dst.swap_with_slice(&mut src[..6]);
                 }
-                self.deliver(frame, Offload::NONE);
+                self.deliver_or_drop(frame);
             }
             WireMode::Cable => match self.sh.peer.get() {
                 // SAFETY: this engine thread is the only driver-side user
@@ -1120,7 +1135,19 @@ impl Engine {
         }
     }
 
-    /// Receives what arrived over the wire.
+    /// Delivers a frame that cannot wait (the device's own transmission
+    /// looped back): without buffers it is dropped and counted.
+    fn deliver_or_drop(&mut self, frame: &[u8]) {
+        if self.deliver(frame, Offload::NONE) == Delivery::NoBuffer {
+            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Receives what arrived over the wire. A frame whose RX ring has too
+    /// few buffers posted waits in the inbox — the device's receive
+    /// packet buffer, with flow control towards the link partner — until
+    /// the driver posts more (its RX doorbell wakes the engine); when the
+    /// inbox is full, the wire drops and counts.
     fn receive_wire(&mut self) -> bool {
         let inbox = Arc::clone(&self.sh.inbox);
         if inbox.device_owned() == 0 {
@@ -1132,9 +1159,10 @@ impl Engine {
         let n = unsafe {
             inbox.device_take(ENGINE_BUDGET, &mut scratch, |f, off| {
                 if carrier {
-                    self.deliver(f, off);
+                    self.deliver(f, off) != Delivery::NoBuffer
                 } else {
                     self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    true
                 }
             })
         };
@@ -1176,12 +1204,12 @@ impl Engine {
     /// afpacket wire (the kernel's GRO, as a virtio NIC's guest TSO
     /// hands it) spans several buffers; a complete TCP/UDP frame has its
     /// checksum verified and reported when RX checksumming is on.
-    fn deliver(&mut self, frame: &[u8], mut off: Offload) {
+    fn deliver(&mut self, frame: &[u8], mut off: Offload) -> Delivery {
         self.refresh_filters();
         let q = self.sh.tx_queues() + self.rx_queue_for(frame) as usize;
         let Some(ring) = self.live[q].as_ref() else {
             self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return Delivery::Dropped;
         };
         let unit = if off.is_gso() {
             // The kernel's hdr_len may cover more than the headers.
@@ -1192,7 +1220,7 @@ impl Engine {
         if unit > ring.buf_size() as usize {
             self.sh.counters.rx_oversize.fetch_add(1, Ordering::Relaxed);
             self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return Delivery::Dropped;
         }
         if !off.needs_csum() && !off.is_gso() && self.sh.rx_csum.load(Ordering::Relaxed) {
             match offload::verify_l4(frame) {
@@ -1208,8 +1236,9 @@ impl Engine {
             self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
             self.sh.counters.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
             self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
+            Delivery::Delivered
         } else {
-            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+            Delivery::NoBuffer
         }
     }
 

@@ -151,3 +151,50 @@ fn a_partial_checksum_is_completed_and_an_oversize_frame_is_dropped_and_counted(
     assert_eq!((hw.rx_oversize, hw.rx_dropped), (1, 1), "{hw:?}");
     assert!(p.receive(1).is_empty(), "nothing oversize is delivered");
 }
+
+#[test]
+fn frames_off_the_wire_wait_for_rx_buffers_instead_of_being_dropped() {
+    let cfg =
+        I40eConfig { queue_pairs: 1, ring_size: 64, wire: WireMode::Cable, ..Default::default() };
+    let (a, b) = (I40e::attach("wa", &cfg).unwrap(), I40e::attach("wb", &cfg).unwrap());
+    netadm_nic::emu::Device::cable(a.device(), b.device()).unwrap();
+    let ring =
+        |n: &I40e| Arc::new(DmaRing::new(64, buf_size_for_mtu(1500), n.dma_account()).unwrap());
+    let (tx, rx) = (ring(&a), ring(&b));
+    a.set_ring(QueueId::tx(0), Some(tx.clone())).unwrap();
+    b.set_ring(QueueId::rx(0), Some(rx.clone())).unwrap();
+    a.request_enable(QueueId::tx(0)).unwrap();
+    b.request_enable(QueueId::rx(0)).unwrap();
+    let soon = || Instant::now() + Duration::from_secs(2);
+    a.wait_queues(&[QueueId::tx(0)], true, soon()).unwrap();
+    b.wait_queues(&[QueueId::rx(0)], true, soon()).unwrap();
+    // No RX buffer posted yet: 40 frames cross the cable and wait.
+    for i in 0..40u8 {
+        let mut f = superframe(100);
+        f[60] = i;
+        // SAFETY: this test is the rings' only driver-side user.
+        assert!(unsafe { tx.driver_push(&f) });
+    }
+    a.doorbell(QueueId::tx(0));
+    let deadline = soon();
+    while a.hw_stats().tx_frames < 40 && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(a.hw_stats().tx_frames, 40, "all sent");
+    assert_eq!(b.hw_stats().rx_dropped, 0, "nothing dropped for want of buffers");
+    assert_eq!(rx.completed(), 0);
+    // Buffers posted and announced: every frame arrives, in order.
+    let mut got = vec![];
+    let mut scratch = vec![];
+    while got.len() < 40 && Instant::now() < deadline {
+        // SAFETY: as above.
+        unsafe {
+            rx.driver_post_all();
+            b.doorbell(QueueId::rx(0));
+            rx.driver_reap_frames(u32::MAX, &mut scratch, |f, _| got.push(f[60]));
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(got, (0..40).collect::<Vec<u8>>());
+    assert_eq!((b.hw_stats().rx_dropped, a.hw_stats().wire_dropped), (0, 0));
+}
