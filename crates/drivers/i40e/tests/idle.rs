@@ -1,9 +1,11 @@
-//! An idle device parks its threads: no busy spin.
+//! An idle device parks its threads, and a device waiting for its wire
+//! sleeps until the wire is free: no busy spin.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use netadm_i40e::{I40e, I40eConfig};
+use netadm_nic::emu::wire_bytes;
 use netadm_nic::{DmaRing, Nic, QueueId};
 
 /// Scheduler state letters (`R`, `S`, ...) of this process's threads named
@@ -56,6 +58,44 @@ fn idle_device_threads_sleep() {
         assert!(
             asleep * 100 >= samples.len() * 95,
             "{name}: {asleep}/{} samples asleep",
+            samples.len()
+        );
+    }
+}
+
+#[test]
+fn a_device_waiting_for_its_wire_sleeps_and_keeps_to_the_line_rate() {
+    // 10 Mb/s and 1500-byte frames: 1.22 ms each, ~5 s for a full ring of
+    // 4096, of which the samples below take a small part.
+    let cfg = I40eConfig { queue_pairs: 1, ring_size: 4096, speed_mbps: 10, ..Default::default() };
+    let nic = I40e::attach("slow0", &cfg).unwrap();
+    let tx = Arc::new(DmaRing::new(4096, 1536, nic.dma_account()).unwrap());
+    nic.set_ring(QueueId::tx(0), Some(tx.clone())).unwrap();
+    nic.request_enable(QueueId::tx(0)).unwrap();
+    nic.wait_queues(&[QueueId::tx(0)], true, Instant::now() + Duration::from_secs(2)).unwrap();
+    let t0 = Instant::now();
+    // SAFETY: this test is the ring's only driver-side user.
+    while unsafe { tx.driver_push(&[0u8; 1500]) } {}
+    nic.doorbell(QueueId::tx(0));
+    let samples: Vec<char> = (0..200)
+        .flat_map(|_| {
+            std::thread::yield_now();
+            thread_states("slow0-hw")
+        })
+        .collect();
+    let secs = t0.elapsed().as_secs_f64();
+    let sent = nic.hw_stats().tx_frames;
+    // One frame goes at once, the rest one wire time apart (plus at most
+    // 100 µs of pacing lag).
+    let per_frame = (wire_bytes(1500) * 8) as f64 / 10e6;
+    let most = 1.0 + (secs + 100e-6) / per_frame;
+    assert!((sent as f64) <= most, "{sent} frames in {secs:.3} s; the wire carries {most:.1}");
+    if tx.device_owned() > 0 {
+        // The wire was the limit throughout: the engine slept through it.
+        let asleep = samples.iter().filter(|&&c| c == 'S').count();
+        assert!(
+            asleep * 100 >= samples.len() * 80,
+            "slow0-hw: {asleep}/{} samples asleep while paced",
             samples.len()
         );
     }
