@@ -26,6 +26,14 @@ pub const I40E_DEFAULT_VECTORS: u16 = 8;
 pub const RING_SIZE_MIN: u32 = 64;
 /// Largest allowed `ring_size` (descriptors per ring).
 pub const RING_SIZE_MAX: u32 = 4096;
+/// Slowest allowed `speed`, Mb/s (10BASE-T).
+pub const SPEED_MIN: u64 = 10;
+/// Fastest allowed `speed`, Mb/s (400 GbE).
+pub const SPEED_MAX: u64 = 400_000;
+/// Link speed of an i40e-class port that does not set `speed`, Mb/s.
+pub const I40E_DEFAULT_SPEED: u64 = 40_000;
+/// Link speed of an atl1c-class port that does not set `speed`, Mb/s.
+pub const ATL1C_DEFAULT_SPEED: u64 = 1_000;
 
 /// The emulated machine: its physical ports, in file order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +88,10 @@ pub struct PortConfig {
     /// default if unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ring_size: Option<u32>,
+    /// Link speed in Mb/s, 10..=400000: the rate its wire serialises
+    /// frames at. Default per class: i40e 40000, atl1c 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<u64>,
     /// What the port's wire is connected to.
     pub wire: Wire,
 }
@@ -92,6 +104,14 @@ impl PortConfig {
             PortClass::I40e => Some(self.queue_pairs.unwrap_or(I40E_DEFAULT_QUEUE_PAIRS)),
             PortClass::Atl1c => None,
         }
+    }
+
+    /// Link speed in effect, Mb/s: the configured one or the class's.
+    pub fn speed_or_default(&self) -> u64 {
+        self.speed.unwrap_or(match self.class {
+            PortClass::I40e => I40E_DEFAULT_SPEED,
+            PortClass::Atl1c => ATL1C_DEFAULT_SPEED,
+        })
     }
 
     /// Interrupt vectors in effect: the configured or default count for an
@@ -273,6 +293,18 @@ pub enum HardwareError {
         /// The rejected value.
         value: u32,
     },
+    /// `speed` is outside 10..=400000 Mb/s.
+    #[error(
+        "port {port}: speed {value} Mb/s out of range {}..={} (Mb/s: 1000 is 1 GbE)",
+        SPEED_MIN,
+        SPEED_MAX
+    )]
+    Speed {
+        /// The port.
+        port: LinkName,
+        /// The rejected value.
+        value: u64,
+    },
     /// A cable's peer is not a port in the file.
     #[error("port {port}: cable peer {peer} is not a port in this configuration")]
     CablePeerMissing {
@@ -403,7 +435,7 @@ impl HardwareConfig {
     }
 
     /// Checks everything the types alone do not: at least one port, unique
-    /// names, per-class queue and vector limits, ring sizes, afpacket
+    /// names, per-class queue and vector limits, ring sizes, speeds, afpacket
     /// interface names, and that every cable is mutual. Ports are checked in
     /// file order; the first failure is returned.
     pub fn validate(&self) -> Result<(), HardwareError> {
@@ -451,6 +483,9 @@ impl HardwareConfig {
             && !(value.is_power_of_two() && (RING_SIZE_MIN..=RING_SIZE_MAX).contains(&value))
         {
             return Err(HardwareError::RingSize { port: name(), value });
+        }
+        if let Some(value) = port.speed.filter(|v| !(SPEED_MIN..=SPEED_MAX).contains(v)) {
+            return Err(HardwareError::Speed { port: name(), value });
         }
         match &port.wire {
             Wire::Sink | Wire::Reflector => {}
