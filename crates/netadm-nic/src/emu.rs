@@ -96,6 +96,14 @@ pub fn superframe_wire_bytes(len: usize, hdr: usize, gso_size: usize) -> u64 {
     full as u64 * wire_bytes(hdr + gso_size) + if rest > 0 { wire_bytes(hdr + rest) } else { 0 }
 }
 
+/// How long a full TX ring of `slots` frames of the largest size `mtu`
+/// allows takes to leave on a wire of `speed_mbps`: what a TX queue's
+/// disable may have to wait for, since it drains first.
+pub fn ring_drain_time(slots: u32, mtu: u32, speed_mbps: u64) -> Duration {
+    let bits = u64::from(slots) * wire_bytes(mtu as usize + 14) * 8;
+    Duration::from_nanos((bits * 1000).div_ceil(speed_mbps.max(1)))
+}
+
 /// Most frames of `len` bytes per second a wire of `speed_mbps` carries.
 pub fn line_rate_pps(speed_mbps: u64, len: usize) -> f64 {
     speed_mbps as f64 * 1e6 / (wire_bytes(len) * 8) as f64
@@ -1527,5 +1535,12 @@ mod tests {
         assert_eq!(superframe_wire_bytes(54 + 2 * 1448, 54, 1448), 2 * wire_bytes(54 + 1448));
         // Not really cut: one frame.
         assert_eq!(superframe_wire_bytes(100, 54, 0), wire_bytes(100));
+    }
+
+    #[test]
+    fn a_full_ring_drains_in_its_wire_time() {
+        // 1024 frames of 1538 wire bytes at 1 Gb/s: 12.6 ms.
+        assert_eq!(ring_drain_time(1024, 1500, 1_000), Duration::from_nanos(1024 * 1538 * 8));
+        assert_eq!(ring_drain_time(64, 1500, 10), Duration::from_nanos(64 * 1538 * 8 * 100));
     }
 }

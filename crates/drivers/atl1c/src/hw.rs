@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use netadm_nic::emu::{Device, EmuConfig, WireMode};
+use netadm_nic::emu::{Device, EmuConfig, WireMode, ring_drain_time};
 use netadm_nic::{Caps, Errata, NicClass};
 
 /// TX queues.
@@ -96,7 +96,10 @@ impl Atl1cConfig {
             throttle_unit: IMT_UNIT,
             throttle_max: IMT_MAX,
             errata: Errata::default(),
-            queue_ack_deadline: Duration::from_millis(250),
+            // A TX queue drains before its disable is acknowledged: a
+            // full ring of the largest frames at the port's speed.
+            queue_ack_deadline: Duration::from_millis(250)
+                + ring_drain_time(self.ring_size, MAX_MTU, self.speed_mbps),
             offloads: netadm_nic::Offloads { tso: false, tx_csum: true, rx_csum: true },
         }
     }

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use netadm_nic::emu::{Device, EmuConfig, WireMode};
+use netadm_nic::emu::{Device, EmuConfig, WireMode, ring_drain_time};
 use netadm_nic::{Caps, Errata, NicClass};
 
 /// Most queue pairs a port has.
@@ -30,6 +30,8 @@ pub const REENABLE_GAP: Duration = Duration::from_millis(50);
 pub const ITR_UNIT: Duration = Duration::from_micros(2);
 /// Largest ITR interval field value (12 bits).
 pub const ITR_MAX: u32 = 0xFFF;
+/// Largest MTU.
+pub const MAX_MTU: u32 = 9710;
 /// Link speed of the part: 40 GbE.
 pub const DEFAULT_SPEED_MBPS: u64 = 40_000;
 
@@ -120,13 +122,16 @@ impl I40eConfig {
             rss_table_size: RSS_TABLE_SIZE,
             mac_filters: 1536,
             min_mtu: 68,
-            max_mtu: 9710,
+            max_mtu: MAX_MTU,
             throttle_unit: ITR_UNIT,
             throttle_max: ITR_MAX,
             errata: self.errata,
             // The datasheet allows well under 100 µs; leave room for a
-            // loaded host scheduling the device thread late.
-            queue_ack_deadline: Duration::from_millis(250),
+            // loaded host scheduling the device thread late, and for a
+            // TX queue to drain a full ring of the largest frames at the
+            // port's speed before its disable is acknowledged.
+            queue_ack_deadline: Duration::from_millis(250)
+                + ring_drain_time(self.ring_size, MAX_MTU, self.speed_mbps),
             offloads: netadm_nic::Offloads { tso: true, tx_csum: true, rx_csum: true },
         }
     }
