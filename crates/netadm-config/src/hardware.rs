@@ -331,6 +331,22 @@ pub enum HardwareError {
         /// The peer's wire, described (e.g. "cable to atl1c3", "reflector").
         peer_wire: String,
     },
+    /// A cable's two ends run at different speeds (a real link would come
+    /// up at one: say which).
+    #[error(
+        "port {port}: cabled to {peer}, but runs at {speed} Mb/s and {peer} at {peer_speed} \
+         Mb/s; a cable's ends need the same `speed`"
+    )]
+    CableSpeedMismatch {
+        /// The port whose wire is the cable.
+        port: LinkName,
+        /// Its speed, Mb/s.
+        speed: u64,
+        /// The peer.
+        peer: LinkName,
+        /// The peer's speed, Mb/s.
+        peer_speed: u64,
+    },
     /// An afpacket wire's host interface name is not a valid Linux name.
     #[error("port {port}: afpacket interface {interface:?}: {reason}")]
     AfpacketInterface {
@@ -436,8 +452,9 @@ impl HardwareConfig {
 
     /// Checks everything the types alone do not: at least one port, unique
     /// names, per-class queue and vector limits, ring sizes, speeds, afpacket
-    /// interface names, and that every cable is mutual. Ports are checked in
-    /// file order; the first failure is returned.
+    /// interface names, and that every cable is mutual, its ends at one
+    /// speed. Ports are checked in file order; the first failure is
+    /// returned.
     pub fn validate(&self) -> Result<(), HardwareError> {
         if self.ports.is_empty() {
             return Err(HardwareError::NoPorts);
@@ -501,6 +518,15 @@ impl HardwareConfig {
                         port: name(),
                         peer: peer.clone(),
                         peer_wire: other.wire.to_string(),
+                    });
+                }
+                let (speed, peer_speed) = (port.speed_or_default(), other.speed_or_default());
+                if speed != peer_speed {
+                    return Err(HardwareError::CableSpeedMismatch {
+                        port: name(),
+                        speed,
+                        peer: peer.clone(),
+                        peer_speed,
                     });
                 }
             }

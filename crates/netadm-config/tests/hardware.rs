@@ -195,6 +195,28 @@ fn speed_defaults_per_class_and_is_checked() {
     assert!(!message.is_empty());
 }
 
+#[test]
+fn a_cables_ends_run_at_one_speed() {
+    let both = |a: &str, b: &str| {
+        cabled("atl1c1", r#"{ kind = "cable", peer = "atl1c0" }"#)
+            .replacen("wire =", &format!("{a}wire ="), 1)
+            .replacen("class = \"atl1c\"\nwire = {", &format!("class = \"atl1c\"\n{b}wire = {{"), 1)
+    };
+    parse(&both("speed = 100\n", "speed = 100\n")).unwrap();
+    parse(&both("speed = 1000\n", "")).unwrap();
+    let e = invalid(&both("speed = 100\n", ""));
+    assert_eq!(
+        e,
+        HardwareError::CableSpeedMismatch {
+            port: name("atl1c0"),
+            speed: 100,
+            peer: name("atl1c1"),
+            peer_speed: 1000
+        }
+    );
+    assert!(e.to_string().contains("a cable's ends need the same `speed`"), "{e}");
+}
+
 fn cabled(a_peer: &str, b_wire: &str) -> String {
     format!(
         "[[port]]\nname = \"atl1c0\"\nclass = \"atl1c\"\nwire = {{ kind = \"cable\", peer = \"{a_peer}\" }}\n\
