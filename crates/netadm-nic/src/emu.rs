@@ -109,9 +109,12 @@ pub fn line_rate_pps(speed_mbps: u64, len: usize) -> f64 {
     speed_mbps as f64 * 1e6 / (wire_bytes(len) * 8) as f64
 }
 
-/// When the wire is the limit, the engine sleeps until it has been free
-/// this long and then sends the frames whose turn came meanwhile: one
-/// wake-up per quantum rather than per frame.
+/// When the wire has been the limit for longer than [`LINGER`], the
+/// engine sleeps until it has been free this long and then sends the
+/// frames whose turn came meanwhile: one wake-up per quantum rather than
+/// per frame. (A short burst — a batch the wire takes a few µs to carry —
+/// is waited out lingering, as after any work, so it leaves at the wire's
+/// pace without a sleep in the middle.)
 const PACE_QUANTUM: Duration = Duration::from_micros(20);
 
 /// How far behind the wire's own timeline the engine may fall (a late
@@ -925,6 +928,8 @@ struct Engine {
     tx_backlog: bool,
     /// When the wire is the limit: when to look again.
     wire_wake: Option<Instant>,
+    /// Since when the wire has been the limit without a break.
+    paced_since: Option<Instant>,
     /// The next TX queue to serve first (round robin while paced).
     tx_cursor: usize,
     /// The doorbell bits taken in a pass, and the queues in serving order.
@@ -954,6 +959,7 @@ impl Engine {
             speed_mbps: sh.cfg.speed_mbps.max(1),
             tx_backlog: false,
             wire_wake: None,
+            paced_since: None,
             tx_cursor: 0,
             pending: vec![0; sh.doorbell_pending.len()],
             order: Vec::new(),
@@ -980,9 +986,15 @@ impl Engine {
                 last_work = now;
                 continue;
             }
-            // Waiting for the wire is a timed sleep, not a linger: the
-            // frames cannot go before their time anyway.
-            if self.wire_wake.is_none() && now - last_work < LINGER {
+            // A short wait for the wire lingers like any other pause after
+            // work; once the wire has been the limit for longer, waiting
+            // for it is a timed sleep: the frames cannot go before their
+            // time anyway, and a saturated wire must not keep a core busy.
+            let linger = match (self.wire_wake, self.paced_since) {
+                (Some(_), Some(since)) => now - since < LINGER,
+                _ => now - last_work < LINGER,
+            };
+            if linger {
                 thread::yield_now();
                 continue;
             }
@@ -1196,9 +1208,13 @@ impl Engine {
             }
             self.tx_cursor = order[i];
             self.wire_wake = Some(self.wire_free + PACE_QUANTUM);
+            self.paced_since.get_or_insert(now);
             self.sh.tx_paced.store(true, Ordering::SeqCst);
         }
         self.tx_backlog = self.sh.doorbell_pending.iter().any(|w| w.load(Ordering::Relaxed) != 0);
+        if !self.tx_backlog {
+            self.paced_since = None;
+        }
         self.scratch = scratch;
         self.seg = seg;
         self.pending = pending;
