@@ -26,6 +26,14 @@ pub const I40E_DEFAULT_VECTORS: u16 = 8;
 pub const RING_SIZE_MIN: u32 = 64;
 /// Largest allowed `ring_size` (descriptors per ring).
 pub const RING_SIZE_MAX: u32 = 4096;
+/// Slowest allowed `speed`, Mb/s (10BASE-T).
+pub const SPEED_MIN: u64 = 10;
+/// Fastest allowed `speed`, Mb/s (400 GbE).
+pub const SPEED_MAX: u64 = 400_000;
+/// Link speed of an i40e-class port that does not set `speed`, Mb/s.
+pub const I40E_DEFAULT_SPEED: u64 = 40_000;
+/// Link speed of an atl1c-class port that does not set `speed`, Mb/s.
+pub const ATL1C_DEFAULT_SPEED: u64 = 1_000;
 
 /// The emulated machine: its physical ports, in file order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +88,10 @@ pub struct PortConfig {
     /// default if unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ring_size: Option<u32>,
+    /// Link speed in Mb/s, 10..=400000: the rate its wire serialises
+    /// frames at. Default per class: i40e 40000, atl1c 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<u64>,
     /// What the port's wire is connected to.
     pub wire: Wire,
 }
@@ -92,6 +104,14 @@ impl PortConfig {
             PortClass::I40e => Some(self.queue_pairs.unwrap_or(I40E_DEFAULT_QUEUE_PAIRS)),
             PortClass::Atl1c => None,
         }
+    }
+
+    /// Link speed in effect, Mb/s: the configured one or the class's.
+    pub fn speed_or_default(&self) -> u64 {
+        self.speed.unwrap_or(match self.class {
+            PortClass::I40e => I40E_DEFAULT_SPEED,
+            PortClass::Atl1c => ATL1C_DEFAULT_SPEED,
+        })
     }
 
     /// Interrupt vectors in effect: the configured or default count for an
@@ -273,6 +293,18 @@ pub enum HardwareError {
         /// The rejected value.
         value: u32,
     },
+    /// `speed` is outside 10..=400000 Mb/s.
+    #[error(
+        "port {port}: speed {value} Mb/s out of range {}..={} (Mb/s: 1000 is 1 GbE)",
+        SPEED_MIN,
+        SPEED_MAX
+    )]
+    Speed {
+        /// The port.
+        port: LinkName,
+        /// The rejected value.
+        value: u64,
+    },
     /// A cable's peer is not a port in the file.
     #[error("port {port}: cable peer {peer} is not a port in this configuration")]
     CablePeerMissing {
@@ -298,6 +330,22 @@ pub enum HardwareError {
         peer: LinkName,
         /// The peer's wire, described (e.g. "cable to atl1c3", "reflector").
         peer_wire: String,
+    },
+    /// A cable's two ends run at different speeds (a real link would come
+    /// up at one: say which).
+    #[error(
+        "port {port}: cabled to {peer}, but runs at {speed} Mb/s and {peer} at {peer_speed} \
+         Mb/s; a cable's ends need the same `speed`"
+    )]
+    CableSpeedMismatch {
+        /// The port whose wire is the cable.
+        port: LinkName,
+        /// Its speed, Mb/s.
+        speed: u64,
+        /// The peer.
+        peer: LinkName,
+        /// The peer's speed, Mb/s.
+        peer_speed: u64,
     },
     /// An afpacket wire's host interface name is not a valid Linux name.
     #[error("port {port}: afpacket interface {interface:?}: {reason}")]
@@ -403,9 +451,10 @@ impl HardwareConfig {
     }
 
     /// Checks everything the types alone do not: at least one port, unique
-    /// names, per-class queue and vector limits, ring sizes, afpacket
-    /// interface names, and that every cable is mutual. Ports are checked in
-    /// file order; the first failure is returned.
+    /// names, per-class queue and vector limits, ring sizes, speeds, afpacket
+    /// interface names, and that every cable is mutual, its ends at one
+    /// speed. Ports are checked in file order; the first failure is
+    /// returned.
     pub fn validate(&self) -> Result<(), HardwareError> {
         if self.ports.is_empty() {
             return Err(HardwareError::NoPorts);
@@ -452,6 +501,9 @@ impl HardwareConfig {
         {
             return Err(HardwareError::RingSize { port: name(), value });
         }
+        if let Some(value) = port.speed.filter(|v| !(SPEED_MIN..=SPEED_MAX).contains(v)) {
+            return Err(HardwareError::Speed { port: name(), value });
+        }
         match &port.wire {
             Wire::Sink | Wire::Reflector => {}
             Wire::Cable { peer } => {
@@ -466,6 +518,15 @@ impl HardwareConfig {
                         port: name(),
                         peer: peer.clone(),
                         peer_wire: other.wire.to_string(),
+                    });
+                }
+                let (speed, peer_speed) = (port.speed_or_default(), other.speed_or_default());
+                if speed != peer_speed {
+                    return Err(HardwareError::CableSpeedMismatch {
+                        port: name(),
+                        speed,
+                        peer: peer.clone(),
+                        peer_speed,
                     });
                 }
             }

@@ -170,6 +170,53 @@ fn ring_size_is_a_power_of_two_in_range() {
     }
 }
 
+#[test]
+fn speed_defaults_per_class_and_is_checked() {
+    let c = HardwareConfig::embedded_default();
+    assert_eq!(c.port("i40e0").unwrap().speed_or_default(), 40_000);
+    assert_eq!(c.port("atl1c0").unwrap().speed_or_default(), 1_000);
+    let atl = I40E.replace("i40e0", "atl1c0").replace("\"i40e\"", "\"atl1c\"");
+    for ok in [10, 100, 1_000, 2_500, 25_000, 400_000] {
+        let c = parse(&atl.replace("wire =", &format!("speed = {ok}\nwire ="))).unwrap();
+        assert_eq!(c.ports[0].speed, Some(ok));
+        assert_eq!(c.ports[0].speed_or_default(), ok);
+    }
+    for bad in [0, 9, 400_001, 1_000_000_000] {
+        let text = I40E.replace("wire =", &format!("speed = {bad}\nwire ="));
+        let e = invalid(&text);
+        assert_eq!(e, HardwareError::Speed { port: name("i40e0"), value: bad });
+        let shown = e.to_string();
+        assert!(shown.contains("i40e0") && shown.contains("10..=400000"), "{shown}");
+    }
+    // Not a number: a parse error that names the line.
+    let (line, _, message) = parse_error(&I40E.replace("wire =", "speed = \"fast\"\nwire ="));
+    assert_eq!(line, 4, "{message}");
+    let (_, _, message) = parse_error(&I40E.replace("wire =", "speed = -1\nwire ="));
+    assert!(!message.is_empty());
+}
+
+#[test]
+fn a_cables_ends_run_at_one_speed() {
+    let both = |a: &str, b: &str| {
+        cabled("atl1c1", r#"{ kind = "cable", peer = "atl1c0" }"#)
+            .replacen("wire =", &format!("{a}wire ="), 1)
+            .replacen("class = \"atl1c\"\nwire = {", &format!("class = \"atl1c\"\n{b}wire = {{"), 1)
+    };
+    parse(&both("speed = 100\n", "speed = 100\n")).unwrap();
+    parse(&both("speed = 1000\n", "")).unwrap();
+    let e = invalid(&both("speed = 100\n", ""));
+    assert_eq!(
+        e,
+        HardwareError::CableSpeedMismatch {
+            port: name("atl1c0"),
+            speed: 100,
+            peer: name("atl1c1"),
+            peer_speed: 1000
+        }
+    );
+    assert!(e.to_string().contains("a cable's ends need the same `speed`"), "{e}");
+}
+
 fn cabled(a_peer: &str, b_wire: &str) -> String {
     format!(
         "[[port]]\nname = \"atl1c0\"\nclass = \"atl1c\"\nwire = {{ kind = \"cable\", peer = \"{a_peer}\" }}\n\

@@ -50,7 +50,8 @@ pub struct Port {
     pub tx_map: Arc<TxMap>,
     /// Factory MAC address.
     pub mac: MacAddr,
-    /// Link speed in Mb/s.
+    /// Link speed in Mb/s: what the device's wire serialises at (from the
+    /// hardware configuration, read back from the device).
     pub speed: u64,
 }
 
@@ -162,7 +163,8 @@ impl Hardware {
         };
         let name = p.name.as_str();
         let hw_err = |e: &dyn std::fmt::Display| CoreError::hardware(format!("{name}: {e}"));
-        let (driver, oui, speed) = match p.class {
+        let speed = p.speed_or_default();
+        let (driver, oui) = match p.class {
             PortClass::I40e => {
                 let mut c = I40eConfig::default();
                 if let Some(q) = p.queue_pairs {
@@ -175,18 +177,19 @@ impl Hardware {
                     c.ring_size = r;
                 }
                 c.wire = wire;
+                c.speed_mbps = speed;
                 let d = I40e::attach(name, &c).map_err(|e| hw_err(&e))?;
-                // Intel's OUI; 40 GbE.
-                (Driver::I40e(Arc::new(d)), [0x00, 0x1b, 0x21], 40_000)
+                // Intel's OUI.
+                (Driver::I40e(Arc::new(d)), [0x00, 0x1b, 0x21])
             }
             PortClass::Atl1c => {
-                let mut c = Atl1cConfig { wire, ..Atl1cConfig::default() };
+                let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
                 if let Some(r) = p.ring_size {
                     c.ring_size = r;
                 }
                 let d = Atl1c::attach(name, &c).map_err(|e| hw_err(&e))?;
-                // Atheros's OUI; 1 GbE.
-                (Driver::Atl1c(Arc::new(d)), [0x00, 0x13, 0x74], 1_000)
+                // Atheros's OUI.
+                (Driver::Atl1c(Arc::new(d)), [0x00, 0x13, 0x74])
             }
         };
         let nic = match wrap {
@@ -196,6 +199,11 @@ impl Hardware {
         let engine = Arc::new(RingEngine::new(nic, strategy).map_err(|e| hw_err(&e))?);
         let classifier = Arc::new(Classifier::new(streams.clone()));
         engine.set_client(Some(classifier.clone()));
+        // What show-phys says is what the wire enforces.
+        let speed = match &driver {
+            Driver::I40e(d) => d.device().speed_mbps(),
+            Driver::Atl1c(d) => d.device().speed_mbps(),
+        };
         let i = index as u32;
         let mac = MacAddr([oui[0], oui[1], oui[2], (i >> 16) as u8, (i >> 8) as u8, i as u8 + 1]);
         Ok(Port {
@@ -225,5 +233,26 @@ impl Hardware {
         for p in &self.ports {
             p.engine.set_strategy(s);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_speed_is_the_configured_one_the_device_enforces() {
+        let text = "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 1\nwire = { kind = \"sink\" }\n\
+                    [[port]]\nname = \"atl1c0\"\nclass = \"atl1c\"\nspeed = 100\nwire = { kind = \"sink\" }\n";
+        let cfg = HardwareConfig::parse(text, std::path::Path::new("hw.toml")).unwrap();
+        let hw = Hardware::power_on(&cfg, Strategy::Batched, None).unwrap();
+        let i40e = hw.port("i40e0").unwrap();
+        let atl1c = hw.port("atl1c0").unwrap();
+        assert_eq!(
+            (i40e.speed, i40e.device_handle().speed_mbps()),
+            (40_000, 40_000),
+            "class default"
+        );
+        assert_eq!((atl1c.speed, atl1c.device_handle().speed_mbps()), (100, 100), "configured");
     }
 }

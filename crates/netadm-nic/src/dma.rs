@@ -6,16 +6,25 @@
 //! each slot follows from three free-running indices:
 //!
 //! ```text
-//!   clean <= head <= tail <= clean + slots
-//!   [clean, head)  device done with: TX sent / RX filled; driver reclaims
+//!   clean <= done <= head <= tail <= clean + slots
+//!   [clean, done)  written back by the device: TX sent / RX filled; the
+//!                  driver reclaims or reaps them
+//!   [done,  head)  processed by the device, not yet written back (TX
+//!                  completions wait for the queue's moderated interrupt)
 //!   [head,  tail)  owned by the device: TX to send / RX buffers posted
 //!   [tail,  clean + slots)  owned by the driver: free TX slots / unposted RX
 //! ```
 //!
-//! The driver alone moves `tail` and `clean`; the device alone moves `head`.
-//! Each index is published with release ordering after the slots it hands
-//! over have been written, and read with acquire ordering before those slots
-//! are read. That is the whole synchronisation protocol.
+//! The driver alone moves `tail` and `clean`; the device alone moves `head`
+//! and `done` (its head write-back). Each index is published with release
+//! ordering after the slots it hands over have been written, and read with
+//! acquire ordering before those slots are read. That is the whole
+//! synchronisation protocol.
+//!
+//! Publishing `tail` does not tell the device anything: it learns of new
+//! slots only from the tail doorbell ([`crate::emu::Device::write_tail`]),
+//! which latches the tail the driver had published; the device-side
+//! methods that take a `limit` go no further than that latched value.
 
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
@@ -157,6 +166,8 @@ pub struct DmaRing {
     /// Descriptors, one per slot.
     descs: Box<[UnsafeCell<Desc>]>,
     head: AtomicU32,
+    /// The device's head write-back: what the driver may reclaim or reap.
+    done: AtomicU32,
     tail: AtomicU32,
     clean: AtomicU32,
     bytes: u64,
@@ -175,6 +186,7 @@ impl std::fmt::Debug for DmaRing {
             .field("slots", &self.slots)
             .field("buf_size", &self.buf_size)
             .field("clean", &self.clean.load(Ordering::Relaxed))
+            .field("done", &self.done.load(Ordering::Relaxed))
             .field("head", &self.head.load(Ordering::Relaxed))
             .field("tail", &self.tail.load(Ordering::Relaxed))
             .finish()
@@ -197,6 +209,7 @@ impl DmaRing {
             buf_size,
             descs: (0..slots).map(|_| UnsafeCell::new(Desc::default())).collect(),
             head: AtomicU32::new(0),
+            done: AtomicU32::new(0),
             tail: AtomicU32::new(0),
             clean: AtomicU32::new(0),
             bytes,
@@ -229,6 +242,12 @@ impl DmaRing {
         self.head.load(Ordering::Acquire)
     }
 
+    /// Device index: end of the slots the device has written back as
+    /// done (TX completion, RX filled); the driver sees no further.
+    pub fn done(&self) -> u32 {
+        self.done.load(Ordering::Acquire)
+    }
+
     /// Driver index: end of the slots handed to the device.
     pub fn tail(&self) -> u32 {
         self.tail.load(Ordering::Acquire)
@@ -244,9 +263,15 @@ impl DmaRing {
         self.tail().wrapping_sub(self.head())
     }
 
-    /// Slots the device has finished and the driver has not reclaimed.
+    /// Slots the device has written back as done and the driver has not
+    /// reclaimed.
     pub fn completed(&self) -> u32 {
-        self.head().wrapping_sub(self.clean())
+        self.done().wrapping_sub(self.clean())
+    }
+
+    /// Slots the device has processed but not yet written back.
+    pub fn unwritten(&self) -> u32 {
+        self.head().wrapping_sub(self.done())
     }
 
     /// Slots free for the driver to fill and hand over.
@@ -378,21 +403,21 @@ impl DmaRing {
         true
     }
 
-    /// Driver: reclaims every slot the device has finished (TX
-    /// completion). Returns how many frames they held.
+    /// Driver: reclaims every slot the device has written back as done
+    /// (TX completion). Returns how many frames they held.
     ///
     /// # Safety
     ///
     /// As [`Self::driver_push`]: one driver-side thread at a time.
     pub unsafe fn driver_reclaim(&self) -> u32 {
         let clean = self.clean.load(Ordering::Relaxed);
-        let head = self.head();
+        let done = self.done();
         let mut frames = 0;
-        for i in 0..head.wrapping_sub(clean) {
-            // SAFETY: [clean, head) is the driver's until it moves clean.
+        for i in 0..done.wrapping_sub(clean) {
+            // SAFETY: [clean, done) is the driver's until it moves clean.
             frames += u32::from(unsafe { (*self.slot_ptr(clean.wrapping_add(i)).1).eop });
         }
-        self.clean.store(head, Ordering::Release);
+        self.clean.store(done, Ordering::Release);
         frames
     }
 
@@ -410,12 +435,12 @@ impl DmaRing {
         mut visit: impl FnMut(&[u8], Offload),
     ) -> u32 {
         let mut clean = self.clean.load(Ordering::Relaxed);
-        let head = self.head();
+        let done = self.done();
         let mut n = 0;
-        while n < budget && clean != head {
-            // SAFETY: [clean, head) is the driver's; the acquire load of
-            // head ordered the device's writes before these reads.
-            let Some((f, off, used)) = (unsafe { self.read_chain(clean, head, scratch) }) else {
+        while n < budget && clean != done {
+            // SAFETY: [clean, done) is the driver's; the acquire load of
+            // done ordered the device's writes before these reads.
+            let Some((f, off, used)) = (unsafe { self.read_chain(clean, done, scratch) }) else {
                 break;
             };
             visit(f, off);
@@ -446,11 +471,11 @@ impl DmaRing {
     /// As [`Self::driver_push`]: one driver-side thread at a time.
     pub unsafe fn driver_reap(&self, budget: u32, mut visit: impl FnMut(&[u8])) -> u32 {
         let clean = self.clean.load(Ordering::Relaxed);
-        let n = self.head().wrapping_sub(clean).min(budget);
+        let n = self.done().wrapping_sub(clean).min(budget);
         for i in 0..n {
             let (buf, len) = self.slot_ptr(clean.wrapping_add(i));
-            // SAFETY: slots in [clean, head) belong to the driver until it
-            // moves `clean`; the acquire load of head ordered the device's
+            // SAFETY: slots in [clean, done) belong to the driver until it
+            // moves `clean`; the acquire load of done ordered the device's
             // writes before these reads. The length was written by the
             // device or driver before publishing and is <= buf_size.
             let frame = unsafe {
@@ -497,14 +522,17 @@ impl DmaRing {
             }
         }
         self.head.store(head.wrapping_add(n), Ordering::Release);
+        self.done.store(head.wrapping_add(n), Ordering::Release);
         n
     }
 
     /// Device (TX): takes up to `budget` frames the driver queued, each
     /// with its offload context (chains gathered into `scratch`, the
-    /// device's own memory), and advances the head past them. `f` returns
-    /// false to leave a frame (and those after it) where it is, for
-    /// later. Returns how many frames were taken.
+    /// device's own memory), advances the head past them and writes it
+    /// back at once. `f` returns false to leave a frame (and those after
+    /// it) where it is, for later. Returns how many frames were taken.
+    /// For a queue whose completions wait for an interrupt, see
+    /// [`Self::device_take_upto`].
     ///
     /// # Safety
     ///
@@ -531,7 +559,61 @@ impl DmaRing {
             n += 1;
         }
         self.head.store(head, Ordering::Release);
+        self.device_write_back();
         n
+    }
+
+    /// Device (TX): takes up to `budget` frames the driver queued before
+    /// `limit` (the tail the doorbell announced), each with its offload
+    /// context, and advances the head past them; `f` returns whether to
+    /// take another. Nothing is written back: the driver sees the
+    /// completions at the next [`Self::device_write_back`]. Returns how
+    /// many frames were taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::device_process`]: the device's one thread; `limit` is a
+    /// tail the driver published.
+    pub unsafe fn device_take_upto(
+        &self,
+        limit: u32,
+        budget: u32,
+        scratch: &mut Vec<u8>,
+        mut f: impl FnMut(&mut [u8], Offload) -> bool,
+    ) -> u32 {
+        let mut head = self.head.load(Ordering::Relaxed);
+        // The acquire load orders the driver's slot writes before the
+        // reads below (the caller's `limit` is at most this tail).
+        let tail = self.tail();
+        let end = if tail.wrapping_sub(head) < limit.wrapping_sub(head) { tail } else { limit };
+        let mut n = 0;
+        while n < budget && head != end {
+            // SAFETY: [head, end) is the device's.
+            let Some((frame, off, used)) = (unsafe { self.read_chain(head, end, scratch) }) else {
+                break;
+            };
+            let more = f(frame, off);
+            head = head.wrapping_add(used);
+            n += 1;
+            if !more {
+                break;
+            }
+        }
+        self.head.store(head, Ordering::Release);
+        n
+    }
+
+    /// Device: writes back the head — every slot processed so far is done
+    /// as far as the driver can see (TX completion).
+    pub fn device_write_back(&self) {
+        self.done.store(self.head.load(Ordering::Acquire), Ordering::Release);
+    }
+
+    /// Slots handed to the device before `limit` (a tail the doorbell
+    /// announced) that it has not processed.
+    pub fn device_owned_upto(&self, limit: u32) -> u32 {
+        let head = self.head();
+        self.tail().wrapping_sub(head).min(limit.wrapping_sub(head))
     }
 
     /// Device (RX): writes `frame` with its offload context into as many
@@ -542,13 +624,27 @@ impl DmaRing {
     ///
     /// As [`Self::device_process`]: the device's one thread.
     pub unsafe fn device_fill(&self, frame: &[u8], off: Offload) -> bool {
-        if self.device_owned() < self.slots_for(frame.len()) {
+        // SAFETY: the caller's contract.
+        unsafe { self.device_fill_upto(self.tail(), frame, off) }
+    }
+
+    /// Device (RX): as [`Self::device_fill`], using only buffers posted
+    /// before `limit` (the tail the doorbell announced). The filled
+    /// buffers are written back at once.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::device_process`]: the device's one thread; `limit` is a
+    /// tail the driver published.
+    pub unsafe fn device_fill_upto(&self, limit: u32, frame: &[u8], off: Offload) -> bool {
+        if self.device_owned_upto(limit) < self.slots_for(frame.len()) {
             return false;
         }
         let head = self.head.load(Ordering::Relaxed);
-        // SAFETY: the slots lie in [head, tail): the device's.
+        // SAFETY: the slots lie in [head, limit): posted to the device.
         let n = unsafe { self.write_chain(head, frame, off) };
         self.head.store(head.wrapping_add(n), Ordering::Release);
+        self.done.store(head.wrapping_add(n), Ordering::Release);
         true
     }
 }
@@ -700,6 +796,46 @@ mod tests {
             assert_eq!(rx.driver_reap_frames(8, &mut scratch, |f, o| got.push((f.to_vec(), o))), 1);
             assert_eq!(got, vec![(big, off)]);
             assert_eq!(rx.completed(), 0);
+        }
+    }
+
+    #[test]
+    fn the_device_goes_no_further_than_the_doorbell_and_writes_back_when_told() {
+        let acct = DmaAccount::new();
+        let tx = DmaRing::new(8, 128, &acct).unwrap();
+        let mut scratch = vec![];
+        // SAFETY: this test's one thread plays both sides of each ring.
+        unsafe {
+            for i in 0..4u8 {
+                assert!(tx.driver_push(&[i; 60]));
+            }
+            // The doorbell announced two of the four.
+            let limit = tx.tail().wrapping_sub(2);
+            assert_eq!(tx.device_owned_upto(limit), 2);
+            let mut seen = vec![];
+            assert_eq!(
+                tx.device_take_upto(limit, 8, &mut scratch, |f, _| {
+                    seen.push(f[0]);
+                    true
+                }),
+                2
+            );
+            assert_eq!(seen, [0, 1]);
+            assert_eq!(tx.device_owned_upto(limit), 0);
+            assert_eq!((tx.unwritten(), tx.completed()), (2, 0));
+            assert_eq!(tx.driver_reclaim(), 0, "nothing written back yet");
+            tx.device_write_back();
+            assert_eq!(tx.driver_reclaim(), 2);
+            // `f` can stop the device after a frame.
+            let n = tx.device_take_upto(tx.tail(), 8, &mut scratch, |_, _| false);
+            assert_eq!((n, tx.device_owned()), (1, 1));
+
+            let rx = DmaRing::new(4, 128, &acct).unwrap();
+            rx.driver_post_all();
+            let announced = rx.head();
+            assert!(!rx.device_fill_upto(announced, &[1; 60], Offload::NONE), "none announced");
+            assert!(rx.device_fill_upto(rx.tail(), &[1; 60], Offload::NONE));
+            assert_eq!(rx.completed(), 1, "RX is written back as it is filled");
         }
     }
 

@@ -553,7 +553,10 @@ impl RingEngine {
                     self.sh.nic.doorbell(QueueId::tx(q));
                     unrung = 0;
                 }
-                // Reclaim what the device finished before giving up.
+                // TX clean on xmit: reclaim what the device has written
+                // back before giving up. It writes completions back only
+                // with the queue's moderated TX interrupt, so this takes
+                // no more than the interrupt handler would.
                 // SAFETY: the TX lock makes this the one driver-side user.
                 let n = unsafe { dma.driver_reclaim() };
                 r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);

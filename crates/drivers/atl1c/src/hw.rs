@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use netadm_nic::emu::{Device, EmuConfig, WireMode};
+use netadm_nic::emu::{Device, EmuConfig, WireMode, ring_drain_time};
 use netadm_nic::{Caps, Errata, NicClass};
 
 /// TX queues.
@@ -27,6 +27,8 @@ pub const IMT_UNIT: Duration = Duration::from_micros(2);
 pub const IMT_MAX: u32 = 0xFFFF;
 /// Largest MTU: the MAC takes frames up to 6 KiB.
 pub const MAX_MTU: u32 = 6 * 1024 - 22;
+/// Link speed of the part: 1 GbE.
+pub const DEFAULT_SPEED_MBPS: u64 = 1_000;
 
 /// How to build an atl1c-class port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +41,8 @@ pub struct Atl1cConfig {
     pub doorbell_cost: Duration,
     /// Where transmitted frames go.
     pub wire: WireMode,
+    /// Link speed in Mb/s: the wire serialises every frame at it.
+    pub speed_mbps: u64,
 }
 
 impl Default for Atl1cConfig {
@@ -48,6 +52,7 @@ impl Default for Atl1cConfig {
             ack_latency: Duration::from_micros(5),
             doorbell_cost: Duration::from_nanos(300),
             wire: WireMode::Sink,
+            speed_mbps: DEFAULT_SPEED_MBPS,
         }
     }
 }
@@ -58,6 +63,9 @@ pub enum ConfigError {
     /// Ring size unusable.
     #[error("atl1c: ring size {0}: must be a power of two in 64..=4096")]
     RingSize(u32),
+    /// A wire without a speed.
+    #[error("atl1c: link speed 0 Mb/s: a wire needs a speed")]
+    Speed,
 }
 
 impl Atl1cConfig {
@@ -65,6 +73,9 @@ impl Atl1cConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
             return Err(ConfigError::RingSize(self.ring_size));
+        }
+        if self.speed_mbps == 0 {
+            return Err(ConfigError::Speed);
         }
         Ok(())
     }
@@ -85,7 +96,10 @@ impl Atl1cConfig {
             throttle_unit: IMT_UNIT,
             throttle_max: IMT_MAX,
             errata: Errata::default(),
-            queue_ack_deadline: Duration::from_millis(250),
+            // A TX queue drains before its disable is acknowledged: a
+            // full ring of the largest frames at the port's speed.
+            queue_ack_deadline: Duration::from_millis(250)
+                + ring_drain_time(self.ring_size, MAX_MTU, self.speed_mbps),
             offloads: netadm_nic::Offloads { tso: false, tx_csum: true, rx_csum: true },
         }
     }
@@ -100,6 +114,7 @@ pub fn power_on(name: &str, cfg: &Atl1cConfig) -> Result<Device, ConfigError> {
             ack_latency: cfg.ack_latency,
             doorbell_cost: cfg.doorbell_cost,
             wire: cfg.wire,
+            speed_mbps: cfg.speed_mbps,
         },
         name,
     ))

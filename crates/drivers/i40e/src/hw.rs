@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use netadm_nic::emu::{Device, EmuConfig, WireMode};
+use netadm_nic::emu::{Device, EmuConfig, WireMode, ring_drain_time};
 use netadm_nic::{Caps, Errata, NicClass};
 
 /// Most queue pairs a port has.
@@ -30,6 +30,10 @@ pub const REENABLE_GAP: Duration = Duration::from_millis(50);
 pub const ITR_UNIT: Duration = Duration::from_micros(2);
 /// Largest ITR interval field value (12 bits).
 pub const ITR_MAX: u32 = 0xFFF;
+/// Largest MTU.
+pub const MAX_MTU: u32 = 9710;
+/// Link speed of the part: 40 GbE.
+pub const DEFAULT_SPEED_MBPS: u64 = 40_000;
 
 /// How to build an i40e-class port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +50,8 @@ pub struct I40eConfig {
     pub doorbell_cost: Duration,
     /// Where transmitted frames go.
     pub wire: WireMode,
+    /// Link speed in Mb/s: the wire serialises every frame at it.
+    pub speed_mbps: u64,
     /// The errata the silicon has. Real parts: [`TX_PRE_DISABLE`] and
     /// [`REENABLE_GAP`]; tests may shorten them to churn rings faster.
     pub errata: Errata,
@@ -60,6 +66,7 @@ impl Default for I40eConfig {
             ack_latency: Duration::from_micros(10),
             doorbell_cost: Duration::from_nanos(300),
             wire: WireMode::Sink,
+            speed_mbps: DEFAULT_SPEED_MBPS,
             errata: Errata {
                 tx_pre_disable: Some(TX_PRE_DISABLE),
                 reenable_gap: Some(REENABLE_GAP),
@@ -80,6 +87,9 @@ pub enum ConfigError {
     /// Ring size unusable.
     #[error("i40e: ring size {0}: must be a power of two in 64..=4096")]
     RingSize(u32),
+    /// A wire without a speed.
+    #[error("i40e: link speed 0 Mb/s: a wire needs a speed")]
+    Speed,
 }
 
 impl I40eConfig {
@@ -93,6 +103,9 @@ impl I40eConfig {
         }
         if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
             return Err(ConfigError::RingSize(self.ring_size));
+        }
+        if self.speed_mbps == 0 {
+            return Err(ConfigError::Speed);
         }
         Ok(())
     }
@@ -109,13 +122,16 @@ impl I40eConfig {
             rss_table_size: RSS_TABLE_SIZE,
             mac_filters: 1536,
             min_mtu: 68,
-            max_mtu: 9710,
+            max_mtu: MAX_MTU,
             throttle_unit: ITR_UNIT,
             throttle_max: ITR_MAX,
             errata: self.errata,
             // The datasheet allows well under 100 µs; leave room for a
-            // loaded host scheduling the device thread late.
-            queue_ack_deadline: Duration::from_millis(250),
+            // loaded host scheduling the device thread late, and for a
+            // TX queue to drain a full ring of the largest frames at the
+            // port's speed before its disable is acknowledged.
+            queue_ack_deadline: Duration::from_millis(250)
+                + ring_drain_time(self.ring_size, MAX_MTU, self.speed_mbps),
             offloads: netadm_nic::Offloads { tso: true, tx_csum: true, rx_csum: true },
         }
     }
@@ -130,6 +146,7 @@ pub fn power_on(name: &str, cfg: &I40eConfig) -> Result<Device, ConfigError> {
             ack_latency: cfg.ack_latency,
             doorbell_cost: cfg.doorbell_cost,
             wire: cfg.wire,
+            speed_mbps: cfg.speed_mbps,
         },
         name,
     ))

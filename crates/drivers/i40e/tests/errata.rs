@@ -126,6 +126,8 @@ fn mac_filters_and_rss_steer_received_frames() {
         unsafe { r.driver_post_all() };
         nic.set_ring(QueueId::tx(i), Some(t.clone())).unwrap();
         nic.set_ring(QueueId::rx(i), Some(r.clone())).unwrap();
+        // The device takes only the buffers a tail doorbell announced.
+        nic.doorbell(QueueId::rx(i));
         nic.request_enable(QueueId::tx(i)).unwrap();
         nic.request_enable(QueueId::rx(i)).unwrap();
         tx.push(t);

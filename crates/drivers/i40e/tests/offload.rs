@@ -59,6 +59,8 @@ fn port(mtu: u32) -> Port {
     unsafe { rx.driver_post_all() };
     nic.set_ring(QueueId::tx(0), Some(tx.clone())).unwrap();
     nic.set_ring(QueueId::rx(0), Some(rx.clone())).unwrap();
+    // The device takes only the buffers a tail doorbell announced.
+    nic.doorbell(QueueId::rx(0));
     nic.request_enable(QueueId::tx(0)).unwrap();
     nic.request_enable(QueueId::rx(0)).unwrap();
     let qs = [QueueId::tx(0), QueueId::rx(0)];
@@ -84,6 +86,7 @@ impl Port {
                     .driver_reap_frames(u32::MAX, &mut scratch, |f, o| got.push((f.to_vec(), o)));
                 self.rx.driver_post_all();
             }
+            self.nic.doorbell(QueueId::rx(0));
             std::thread::yield_now();
         }
         got
