@@ -6,7 +6,7 @@
 //! VNIC keeps its size, so creating or deleting another VNIC never moves it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use netadm_config::LinkState;
 use netadm_datapath::tx::TxMap;
@@ -59,7 +59,7 @@ impl Core {
     /// leaving the primary group at least one ring.
     pub(crate) fn assign_groups(&self, st: &LinkState) -> Result<Groups, CoreError> {
         let v = View { hw: self.hardware(), st };
-        let cur = self.groups.lock().unwrap().clone();
+        let cur = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut next = Groups::new();
         let mut todo = vec![];
         for (name, conf) in &st.vnic {

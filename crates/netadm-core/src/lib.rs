@@ -31,7 +31,7 @@ mod traffic;
 mod view;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use netadm_config::{HardwareConfig, LinkState, Store};
@@ -80,6 +80,8 @@ pub struct Core {
     running: RwLock<Arc<LinkState>>,
     persisted: Mutex<LinkState>,
     mutation: Mutex<()>,
+    /// Set by [`Core::quiesce`]: mutations arriving after it are refused.
+    stopping: std::sync::atomic::AtomicBool,
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
     traffic: traffic::Traffic,
@@ -204,6 +206,7 @@ impl Core {
             running: RwLock::new(Arc::new(LinkState::default())),
             persisted: Mutex::new(persisted.clone()),
             mutation: Mutex::new(()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
@@ -242,7 +245,7 @@ impl Core {
 
     /// A snapshot of the persistent configuration.
     pub fn persisted(&self) -> LinkState {
-        self.persisted.lock().unwrap().clone()
+        self.persisted.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The ring lifecycle strategy of the first port (all share it).
@@ -252,13 +255,28 @@ impl Core {
 
     /// Recent mutations, oldest first.
     pub fn history(&self) -> Vec<HistoryEntry> {
-        self.history.lock().unwrap().iter().cloned().collect()
+        self.history.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
     }
 
     /// Waits for the mutation in progress, if any, to finish (it persists
     /// before it returns) and keeps new ones out: for a clean shutdown.
+    /// A mutation that arrives later gets a typed `Busy` error at once
+    /// (it used to wait for a lock never released, so the daemon never
+    /// exited).
     pub fn quiesce(&self) {
-        std::mem::forget(self.mutation.lock().unwrap());
+        let _m = self.mutation.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Takes the mutation lock, unless the daemon is stopping. A lock a
+    /// panic once poisoned is taken all the same: the panic was caught
+    /// and the hardware driven back ([`Core::mutate`]).
+    fn lock_mutation(&self) -> Result<std::sync::MutexGuard<'_, ()>, CoreError> {
+        let g = self.mutation.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CoreError::busy("netadmd is stopping: no further changes are accepted"));
+        }
+        Ok(g)
     }
 
     /// Changes the ring lifecycle strategy (runtime only).
@@ -266,7 +284,7 @@ impl Core {
         let strategy: Strategy = s.parse().map_err(|e: netadm_rings::StrategyParseError| {
             CoreError::invalid_argument(e.to_string())
         })?;
-        let _m = self.mutation.lock().unwrap();
+        let _m = self.lock_mutation()?;
         let t = Timing::new();
         self.hw.set_strategy(strategy);
         let r = t.finish("set-strategy");
@@ -283,9 +301,29 @@ impl Core {
         progress: Progress<'_>,
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
     ) -> Result<OpResult, CoreError> {
-        let _m = self.mutation.lock().unwrap();
+        let _m = self.lock_mutation()?;
         let mut t = Timing::new();
-        let res = self.mutate_locked(&mut t, progress, f);
+        let cur = self.running();
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.mutate_locked(&mut t, progress, f)
+        }))
+        .unwrap_or_else(|p| {
+            // A bug: report it, and put the hardware back as the running
+            // configuration (unchanged: commit is the last step) says.
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            let restored = self.restore_hardware(&cur);
+            Err(CoreError::internal(format!(
+                "{op} {subject} failed: {what}; {}",
+                match restored {
+                    Ok(()) => "the hardware was put back".to_string(),
+                    Err(e) => format!("putting the hardware back failed: {}", e.message),
+                }
+            )))
+        });
         // In step with whatever configuration runs now, new or old.
         self.sync_datapath();
         let total = t.started.elapsed().as_micros() as u64;
@@ -349,14 +387,14 @@ impl Core {
         }
         *self.running.write().unwrap() = Arc::new(change.running);
         if let Some(p) = change.persisted {
-            *self.persisted.lock().unwrap() = p;
+            *self.persisted.lock().unwrap_or_else(PoisonError::into_inner) = p;
         }
         Ok(())
     }
 
     pub(crate) fn record(&self, command: &str, res: Result<&OpResult, &CoreError>, total_us: u64) {
         let seq = {
-            let mut s = self.seq.lock().unwrap();
+            let mut s = self.seq.lock().unwrap_or_else(PoisonError::into_inner);
             *s += 1;
             *s
         };
@@ -374,7 +412,7 @@ impl Core {
                 .map(|e| format!("{}: {}", e.kind.as_str(), e.message))
                 .unwrap_or_default(),
         };
-        let mut h = self.history.lock().unwrap();
+        let mut h = self.history.lock().unwrap_or_else(PoisonError::into_inner);
         if h.len() == HISTORY {
             h.pop_front();
         }
@@ -451,12 +489,12 @@ impl Core {
         t: &mut Timing,
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
-        let ga = self.groups.lock().unwrap().clone();
+        let ga = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let gb = self.assign_groups(to)?;
         let (a, b) = (self.plans(from, &ga), self.plans(to, &gb));
         match self.drive(&a, &b, &ga, &gb, t, progress) {
             Ok(()) => {
-                *self.groups.lock().unwrap() = gb;
+                *self.groups.lock().unwrap_or_else(PoisonError::into_inner) = gb;
                 Ok(())
             }
             Err(e) => {
@@ -472,6 +510,15 @@ impl Core {
                 Err(e)
             }
         }
+    }
+
+    /// Drives every port from what it actually is to the plan of `st`
+    /// (after an operation died part way).
+    fn restore_hardware(&self, st: &LinkState) -> Result<(), CoreError> {
+        let groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let want = self.plans(st, &groups);
+        let now = self.actual_plans(&want);
+        self.drive(&now, &want, &groups, &groups, &mut Timing::new(), &|_, _, _| {})
     }
 
     /// What each port is doing now (after a partial failure).
@@ -655,7 +702,14 @@ impl Core {
                             (*i, s.spawn(move || job(p, set, buf)))
                         })
                         .collect();
-                    hs.into_iter().map(|(i, h)| (i, h.join().expect("ring job panicked"))).collect()
+                    hs.into_iter()
+                        .map(|(i, h)| {
+                            // A job that panicked is a bug: re-raised here
+                            // and caught by `mutate`, which reports it and
+                            // drives the hardware back.
+                            (i, h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        })
+                        .collect()
                 });
             let mut first_err = None;
             for (i, r) in results {

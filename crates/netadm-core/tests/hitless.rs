@@ -495,3 +495,47 @@ fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
     // longer than the change itself, and nothing is lost.
     assert_pause_below(&t, mtu_change_us as f64 + SLACK_US, "no longer than the change");
 }
+
+#[test]
+fn a_panic_in_a_ring_job_is_an_internal_error_and_the_daemon_serves_on() {
+    let faulty: Arc<Mutex<Option<Arc<FaultyNic>>>> = Arc::default();
+    let keep = faulty.clone();
+    let wrap: NicWrap = Box::new(move |name, nic| {
+        if name != "i40e1" {
+            return nic;
+        }
+        let f = Arc::new(FaultyNic::new(nic, Duration::from_millis(100)));
+        *keep.lock().unwrap() = Some(f.clone());
+        f as Arc<dyn Nic>
+    });
+    let c = Core::start_with(&hw(), None, Strategy::Batched, Some(&wrap), false).unwrap();
+    let f = faulty.lock().unwrap().clone().unwrap();
+    f.set_faults(Faults { panic_ring: [QueueId::rx(3)].into(), once: true, ..Faults::default() });
+    let e = c
+        .create_aggr("aggr0", &["i40e0".into(), "i40e1".into()], "L3,L4", "", "", "", true, &none)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Internal, "{}", e.message);
+    assert!(e.message.contains("injected driver panic"), "{}", e.message);
+    assert!(e.message.contains("put back"), "{}", e.message);
+    // Nothing changed, no ring left running, and the next change works.
+    assert!(c.show_link().iter().all(|l| l.link != "aggr0"));
+    assert!(c.hardware().ports().iter().all(|p| p.rings_started() == 0));
+    c.create_aggr("aggr0", &["i40e0".into(), "i40e1".into()], "L3,L4", "", "", "", true, &none)
+        .unwrap();
+    assert!(c.hardware().ports().iter().all(|p| p.rings_started() == 64));
+}
+
+#[test]
+fn a_change_arriving_while_the_daemon_stops_is_refused_at_once() {
+    let c = Arc::new(Core::start(&hw(), None, Strategy::Batched).unwrap());
+    c.quiesce();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let c2 = c.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(c2.create_vnic("vnic0", "i40e0", "auto", 0, &BTreeMap::new(), true, &none));
+    });
+    let r = rx.recv_timeout(Duration::from_secs(10)).expect("answered, not blocked forever");
+    let e = r.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Busy, "{}", e.message);
+    assert!(c.show_link().iter().all(|l| l.link != "vnic0"));
+}

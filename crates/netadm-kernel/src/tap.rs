@@ -42,7 +42,8 @@ impl Tap {
         ifr[..name.len()].copy_from_slice(name.as_bytes());
         // IFF_TUN_EXCL: never attach to a TAP that already exists (someone
         // else's): netadm only touches devices it creates.
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as u16 | 0x8000;
+        let flags =
+            (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR | libc::IFF_TUN_EXCL) as u16;
         ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
         // SAFETY: TUNSETIFF reads and writes a struct ifreq, which `ifr`
         // covers (40 bytes is its size on Linux); the fd is open.

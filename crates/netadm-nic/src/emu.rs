@@ -680,40 +680,20 @@ impl Device {
         if rc < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let one: libc::c_int = 1;
-        // SAFETY: setsockopt with an int (PACKET_IGNORE_OUTGOING = 23).
-        unsafe {
-            libc::setsockopt(fd, libc::SOL_PACKET, 23, (&one as *const libc::c_int).cast(), 4);
-        }
+        // Not seeing our own transmissions.
+        setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
         // Every frame either way carries a virtio-net header: superframes
         // and partial checksums pass as they do between a veth's ends.
-        // SAFETY: setsockopt with an int.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_VNET_HDR,
-                (&one as *const libc::c_int).cast(),
-                4,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        setsockopt_int(fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
         // Room for a burst of superframes while the reader is off the CPU
         // (the default, ~200 KiB, holds three); what overflows anyway is
         // read back from PACKET_STATISTICS and counted as wire drops.
-        let rcvbuf: libc::c_int = 16 << 20;
-        // SAFETY: setsockopt with an int; FORCE needs CAP_NET_ADMIN, and
-        // the plain option (capped by rmem_max) is the fallback.
-        unsafe {
-            let p = (&rcvbuf as *const libc::c_int).cast();
-            if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, p, 4) < 0 {
-                libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, p, 4);
-            }
-        }
+        // FORCE needs CAP_NET_ADMIN; the plain option (capped by rmem_max)
+        // is the fallback.
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 16 << 20)
+            .or_else(|_| setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 16 << 20))?;
         // SAFETY: packet_mreq for PACKET_MR_PROMISC on the interface.
-        unsafe {
+        let rc = unsafe {
             let mut mr: libc::packet_mreq = std::mem::zeroed();
             mr.mr_ifindex = index as i32;
             mr.mr_type = libc::PACKET_MR_PROMISC as u16;
@@ -723,7 +703,10 @@ impl Device {
                 libc::PACKET_ADD_MEMBERSHIP,
                 (&mr as *const libc::packet_mreq).cast(),
                 std::mem::size_of::<libc::packet_mreq>() as u32,
-            );
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
         }
         // SAFETY: eventfd(2); checked.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
@@ -849,6 +832,30 @@ impl Drop for Device {
             let _ = t.join();
         }
     }
+}
+
+/// `PACKET_IGNORE_OUTGOING` from linux/if_packet.h (Linux 4.20), which
+/// this libc does not export at its top level.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// setsockopt with an int value, its result checked.
+fn setsockopt_int(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: setsockopt reading one c_int from a valid pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// Frames an `AF_PACKET` socket dropped since the last call

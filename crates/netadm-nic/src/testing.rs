@@ -19,6 +19,8 @@ pub struct Faults {
     pub refuse_ring: BTreeSet<QueueId>,
     /// Disable requests for these queues are swallowed: they stay enabled.
     pub swallow_disable: BTreeSet<QueueId>,
+    /// Programming a ring into these queues panics (a driver bug).
+    pub panic_ring: BTreeSet<QueueId>,
     /// Each fault strikes once, then the queue behaves again.
     pub once: bool,
 }
@@ -53,6 +55,16 @@ impl Nic for FaultyNic {
         self.inner.dma_account()
     }
     fn set_ring(&self, q: QueueId, ring: Option<Arc<DmaRing>>) -> Result<(), NicError> {
+        if ring.is_some() {
+            let mut f = self.faults.lock().unwrap();
+            if f.panic_ring.contains(&q) {
+                if f.once {
+                    f.panic_ring.remove(&q);
+                }
+                drop(f);
+                panic!("injected driver panic programming {q}");
+            }
+        }
         if ring.is_some() && self.faults.lock().unwrap().refuse_ring.contains(&q) {
             return Err(NicError::OutOfRange { register: "injected fault", value: 0, max: 0 });
         }

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use netadm_nic::{DmaRing, Nic, NicError, Offload, QueueId};
@@ -220,11 +220,11 @@ struct Ring {
 
 impl Ring {
     fn state(&self) -> RingState {
-        *self.state.lock().unwrap()
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn set(&self, to: RingState) -> Result<(), RingError> {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if !s.can_become(to) {
             return Err(RingError::IllegalTransition { ring: self.id, from: *s, to });
         }
@@ -237,8 +237,16 @@ impl Ring {
     }
 
     fn buf_size(&self) -> Option<u32> {
-        let tx = self.tx.lock().unwrap().ring.as_ref().map(|r| r.buf_size());
-        tx.or_else(|| self.rx.lock().unwrap().as_ref().map(|r| r.buf_size()))
+        let tx = self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ring
+            .as_ref()
+            .map(|r| r.buf_size());
+        tx.or_else(|| {
+            self.rx.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|r| r.buf_size())
+        })
     }
 }
 
@@ -298,7 +306,7 @@ impl Shared {
     /// poll handled (completed and received), for adaptive moderation.
     fn poll(&self, ring: &Ring, client: Option<&dyn RingClient>) -> (bool, u64, u64) {
         let done = {
-            let tx = ring.tx.lock().unwrap();
+            let tx = ring.tx.lock().unwrap_or_else(PoisonError::into_inner);
             // SAFETY: the TX lock makes this the ring's one driver-side user.
             tx.ring.as_ref().map_or(0, |r| unsafe { r.driver_reclaim() })
         };
@@ -308,7 +316,7 @@ impl Shared {
                 c.tx_done(ring.id, done);
             }
         }
-        let rx = ring.rx.lock().unwrap();
+        let rx = ring.rx.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(r) = rx.as_ref() else { return (false, done.into(), 0) };
         let mut bytes = 0u64;
         // SAFETY: the RX lock makes this the ring's one driver-side user.
@@ -349,7 +357,7 @@ impl fmt::Debug for RingEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RingEngine")
             .field("rings", &self.sh.rings.len())
-            .field("strategy", &*self.strategy.lock().unwrap())
+            .field("strategy", &*self.strategy.lock().unwrap_or_else(PoisonError::into_inner))
             .finish_non_exhaustive()
     }
 }
@@ -438,12 +446,12 @@ impl RingEngine {
 
     /// The current strategy.
     pub fn strategy(&self) -> Strategy {
-        *self.strategy.lock().unwrap()
+        *self.strategy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Changes the strategy for later operations.
     pub fn set_strategy(&self, s: Strategy) {
-        *self.strategy.lock().unwrap() = s;
+        *self.strategy.lock().unwrap_or_else(PoisonError::into_inner) = s;
     }
 
     /// Installs the receiver of RX frames and TX completions.
@@ -485,7 +493,12 @@ impl RingEngine {
             .iter()
             .filter_map(|&r| self.sh.rings.get(r as usize))
             .filter(|r| r.state() == RingState::Started)
-            .map(|r| r.rx.lock().unwrap().as_ref().map_or(0, |d| u64::from(d.completed())))
+            .map(|r| {
+                r.rx.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+                    .map_or(0, |d| u64::from(d.completed()))
+            })
             .sum()
     }
 
@@ -540,7 +553,7 @@ impl RingEngine {
         count: usize,
     ) -> Result<usize, RingError> {
         let r = self.ring(ring)?;
-        let tx = r.tx.lock().unwrap();
+        let tx = r.tx.lock().unwrap_or_else(PoisonError::into_inner);
         let (Some(dma), true, Some(q)) = (tx.ring.as_ref(), tx.open, r.txq) else {
             drop(tx);
             return Err(RingError::NotStarted { ring, state: r.state() });
@@ -610,7 +623,7 @@ impl RingEngine {
 
     /// Allocates DMA buffers of `buf_size` bytes for rings that have none.
     pub fn alloc(&self, set: &[u16], buf_size: u32) -> Result<OpReport, RingError> {
-        let _op = self.op.lock().unwrap();
+        let _op = self.op.lock().unwrap_or_else(PoisonError::into_inner);
         let mut rep = OpReport::new("alloc", self.strategy(), &*self.clock);
         let rings = self.resolve(set)?;
         for r in &rings {
@@ -630,7 +643,7 @@ impl RingEngine {
 
     /// Frees the buffers of rings that are allocated or stopped.
     pub fn free(&self, set: &[u16]) -> Result<OpReport, RingError> {
-        let _op = self.op.lock().unwrap();
+        let _op = self.op.lock().unwrap_or_else(PoisonError::into_inner);
         let mut rep = OpReport::new("free", self.strategy(), &*self.clock);
         let rings = self.resolve(set)?;
         for r in &rings {
@@ -658,7 +671,7 @@ impl RingEngine {
     /// size are left alone. On failure, rings this call touched are put
     /// back as they were and the first error is returned.
     pub fn start(&self, set: &[u16], buf_size: u32) -> Result<OpReport, RingError> {
-        let _op = self.op.lock().unwrap();
+        let _op = self.op.lock().unwrap_or_else(PoisonError::into_inner);
         self.start_locked(set, buf_size, "start")
     }
 
@@ -666,14 +679,14 @@ impl RingEngine {
     /// queues and frees their buffers. Idempotent: rings already stopped,
     /// freed or never allocated are left alone.
     pub fn stop(&self, set: &[u16]) -> Result<OpReport, RingError> {
-        let _op = self.op.lock().unwrap();
+        let _op = self.op.lock().unwrap_or_else(PoisonError::into_inner);
         self.stop_locked(set, "stop")
     }
 
     /// Stops then starts `set` with `buf_size` buffers: what an MTU change
     /// without traffic to keep needs. The report covers both halves.
     pub fn restart(&self, set: &[u16], buf_size: u32) -> Result<OpReport, RingError> {
-        let _op = self.op.lock().unwrap();
+        let _op = self.op.lock().unwrap_or_else(PoisonError::into_inner);
         let stop = self.stop_locked(set, "stop+start")?;
         let start = self.start_locked(set, buf_size, "start")?;
         Ok(stop.then(start))
@@ -745,8 +758,8 @@ impl RingEngine {
             let (txr, rxr) = (txr.map_err(NicError::from)?, rxr.map_err(NicError::from)?);
             r.set(RingState::Allocated)?;
             counts.dma_allocated += acct.bytes() - before;
-            r.tx.lock().unwrap().ring = txr;
-            *r.rx.lock().unwrap() = rxr;
+            r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring = txr;
+            *r.rx.lock().unwrap_or_else(PoisonError::into_inner) = rxr;
         }
         Ok(())
     }
@@ -763,8 +776,8 @@ impl RingEngine {
             self.sh.nic.set_ring(q, None)?;
         }
         r.set(RingState::Freed)?;
-        let txr = r.tx.lock().unwrap().ring.take();
-        let rxr = r.rx.lock().unwrap().take();
+        let txr = r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring.take();
+        let rxr = r.rx.lock().unwrap_or_else(PoisonError::into_inner).take();
         for d in txr.iter().chain(rxr.iter()) {
             counts.dma_freed += d.bytes();
         }
@@ -780,11 +793,11 @@ impl RingEngine {
             self.alloc_rings(&[r], buf_size, counts)?;
         }
         let nic = &self.sh.nic;
-        let tx = r.tx.lock().unwrap().ring.clone();
+        let tx = r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring.clone();
         if let (Some(q), Some(d)) = (r.txq, tx) {
             nic.set_ring(QueueId::tx(q), Some(d))?;
         }
-        let rx = r.rx.lock().unwrap();
+        let rx = r.rx.lock().unwrap_or_else(PoisonError::into_inner);
         if let (Some(q), Some(d)) = (r.rxq, rx.as_ref()) {
             nic.set_ring(QueueId::rx(q), Some(Arc::clone(d)))?;
             // SAFETY: the RX lock makes this the one driver-side user.
@@ -797,7 +810,7 @@ impl RingEngine {
     /// Opens a ring whose queues the device reports enabled.
     fn open(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
         r.set(RingState::Started)?;
-        r.tx.lock().unwrap().open = true;
+        r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = true;
         r.gate.open();
         counts.rings_started += 1;
         Ok(())
@@ -806,7 +819,7 @@ impl RingEngine {
     /// The instant before which the ring must not be re-enabled.
     fn gap_deadline(&self, r: &Ring) -> Option<Instant> {
         let gap = self.sh.nic.caps().errata.reenable_gap?;
-        r.stopped_at.lock().unwrap().map(|t| t + gap)
+        r.stopped_at.lock().unwrap_or_else(PoisonError::into_inner).map(|t| t + gap)
     }
 
     fn start_batched(
@@ -959,7 +972,7 @@ impl RingEngine {
         let mut was_running = Vec::new();
         for r in rings {
             // Taking the TX lock waits out a transmit in progress.
-            r.tx.lock().unwrap().open = false;
+            r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = false;
             r.gate.close();
             let s = r.state();
             if s != RingState::Quiescing {
@@ -980,7 +993,7 @@ impl RingEngine {
             for (r, running) in rings.iter().zip(was_running) {
                 if running {
                     r.set(RingState::Started)?;
-                    r.tx.lock().unwrap().open = true;
+                    r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = true;
                     r.gate.open();
                 }
             }
@@ -990,12 +1003,12 @@ impl RingEngine {
 
     /// Reclaims what the stopped device left in the rings and frees them.
     fn reclaim(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
-        if let Some(d) = r.tx.lock().unwrap().ring.as_ref() {
+        if let Some(d) = r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring.as_ref() {
             // SAFETY: under the TX lock.
             let n = unsafe { d.driver_reclaim() };
             r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
         }
-        if let Some(d) = r.rx.lock().unwrap().as_ref() {
+        if let Some(d) = r.rx.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
             // Received after the gate closed: never delivered, counted.
             // SAFETY: under the RX lock.
             let n = unsafe { d.driver_reclaim() };
@@ -1038,7 +1051,7 @@ impl RingEngine {
         let mut done = Vec::new();
         for r in rings {
             if r.queues().all(|q| !nic.queue_enabled(q)) {
-                *r.stopped_at.lock().unwrap() = Some(now);
+                *r.stopped_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(now);
                 r.set(RingState::Stopped)?;
                 done.push(*r);
             }
@@ -1069,7 +1082,7 @@ impl RingEngine {
         for q in r.rxq.map(QueueId::rx).into_iter().chain(r.txq.map(QueueId::tx)) {
             self.poll_status(q, false)?;
         }
-        *r.stopped_at.lock().unwrap() = Some(clock.now());
+        *r.stopped_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(clock.now());
         r.set(RingState::Stopped)?;
         rep.phase("disable", clock);
         self.reclaim(r, &mut rep.counts)?;
