@@ -271,7 +271,7 @@ impl Core {
     /// Takes the mutation lock, unless the daemon is stopping. A lock a
     /// panic once poisoned is taken all the same: the panic was caught
     /// and the hardware driven back ([`Core::mutate`]).
-    fn lock_mutation(&self) -> Result<std::sync::MutexGuard<'_, ()>, CoreError> {
+    pub(crate) fn lock_mutation(&self) -> Result<std::sync::MutexGuard<'_, ()>, CoreError> {
         let g = self.mutation.lock().unwrap_or_else(PoisonError::into_inner);
         if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(CoreError::busy("netadmd is stopping: no further changes are accepted"));

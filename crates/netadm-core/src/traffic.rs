@@ -57,6 +57,10 @@ impl Core {
         t: &mut Timing,
     ) -> Result<(), CoreError> {
         let name: LinkName = link.parse()?;
+        // Serialised with mutations: the link and its rings stay as they
+        // are read here until the generator runs (a concurrent delete
+        // would otherwise pull the rings from under it).
+        let _m = self.lock_mutation()?;
         let st = self.running();
         let v = View { hw: self.hardware(), st: &st };
         let l = v.require(link)?;
@@ -87,7 +91,9 @@ impl Core {
                 "{link} has no running rings; plumb it first (create-if, create-vnic or create-aggr)"
             )));
         }
-        let (tx, src) = self.link_tx(&v, &l).expect("running ports");
+        let (tx, src) = self
+            .link_tx(&v, &l)
+            .ok_or_else(|| CoreError::busy(format!("{link}: its rings stopped meanwhile")))?;
         let mut entries = self.traffic.entries.lock().unwrap();
         if entries.get(&name).is_some_and(|e| e.generator.is_some()) {
             return Err(CoreError::exists(format!(

@@ -539,3 +539,41 @@ fn a_change_arriving_while_the_daemon_stops_is_refused_at_once() {
     assert_eq!(e.kind, ErrorKind::Busy, "{}", e.message);
     assert!(c.show_link().iter().all(|l| l.link != "vnic0"));
 }
+
+#[test]
+fn start_traffic_racing_create_and_delete_gets_typed_errors_never_a_panic() {
+    let c = Arc::new(Core::start(&hw(), None, Strategy::Batched).unwrap());
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    const ROUNDS: u32 = 15;
+    let rounds = Arc::new(AtomicU32::new(0));
+    let churn = {
+        let (c, rounds) = (c.clone(), rounds.clone());
+        std::thread::spawn(move || {
+            let ports = ["i40e0".to_string(), "i40e1".to_string()];
+            for _ in 0..ROUNDS {
+                c.create_aggr("aggr0", &ports, "L3,L4", "", "", "", true, &none).unwrap();
+                c.delete_aggr("aggr0", true, &none).unwrap();
+                rounds.fetch_add(1, Relaxed);
+            }
+        })
+    };
+    let (mut started, mut tries) = (0, 0);
+    while rounds.load(Relaxed) < ROUNDS && !churn.is_finished() {
+        tries += 1;
+        match c.start_traffic("aggr0", 1000, 128, 2) {
+            Ok(_) => {
+                started += 1;
+                let _ = c.stop_traffic("aggr0");
+            }
+            Err(e) => assert!(
+                matches!(e.kind, ErrorKind::NotFound | ErrorKind::Busy),
+                "{:?}: {}",
+                e.kind,
+                e.message
+            ),
+        }
+    }
+    churn.join().expect("the churning thread did not panic");
+    eprintln!("{ROUNDS} create/delete rounds; {tries} start-traffic, {started} started");
+    assert!(started > 0, "some starts found the aggregation up");
+}
