@@ -103,7 +103,12 @@ impl Core {
         if let Some(old) = entries.remove(&name) {
             self.hardware().streams().remove(old.stream.id());
         }
-        let id = self.traffic.next_id.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        // The next id no stream has (ids are 16 bits on the wire and wrap).
+        let streams = self.hardware().streams();
+        let id = (0..=u16::MAX)
+            .map(|_| self.traffic.next_id.fetch_add(1, Ordering::Relaxed).wrapping_add(1))
+            .find(|&id| id != 0 && streams.get(id).is_none())
+            .ok_or_else(|| CoreError::busy("every traffic stream id is in use"))?;
         let stream = Arc::new(Stream::new(id, flows as u16));
         self.hardware().streams().insert(stream.clone());
         let cfg = GenConfig {
@@ -335,11 +340,16 @@ impl Core {
         self.regroup(&v, |_, _| true);
         self.aggr_tx.lock().unwrap().retain(|name, _| st.aggr.contains_key(name));
         let mut entries = self.traffic.entries.lock().unwrap();
-        for (link, e) in entries.iter_mut() {
-            if v.resolve(link.as_str()).is_none()
-                && let Some(g) = e.generator.take()
-            {
-                g.stop();
+        // Links that are gone take their generator, books and stream with
+        // them: nothing grows with links that no longer exist.
+        let gone: Vec<LinkName> =
+            entries.keys().filter(|l| v.resolve(l.as_str()).is_none()).cloned().collect();
+        for link in gone {
+            if let Some(mut e) = entries.remove(&link) {
+                if let Some(g) = e.generator.take() {
+                    g.stop();
+                }
+                self.hardware().streams().remove(e.stream.id());
             }
         }
     }

@@ -577,3 +577,19 @@ fn start_traffic_racing_create_and_delete_gets_typed_errors_never_a_panic() {
     eprintln!("{ROUNDS} create/delete rounds; {tries} start-traffic, {started} started");
     assert!(started > 0, "some starts found the aggregation up");
 }
+
+#[test]
+fn a_deleted_link_takes_its_traffic_books_and_stream_with_it() {
+    let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
+    for round in 0..3 {
+        c.create_vnic("vnic0", "i40e0", "auto", 0, &BTreeMap::new(), true, &none).unwrap();
+        c.start_traffic("vnic0", 1000, 128, 4).unwrap();
+        let listed = c.show_traffic();
+        assert_eq!(listed.len(), 1, "round {round}: {listed:?}");
+        c.delete_vnic("vnic0", true, &none).unwrap();
+        assert!(c.show_traffic().is_empty(), "round {round}: books of a deleted link stay");
+    }
+    // Streams are gone from every port's classifier too: ids 1..=3 were
+    // used, none is registered now.
+    assert!((1..=3).all(|id| c.hardware().streams().get(id).is_none()));
+}
