@@ -41,6 +41,18 @@ struct Manager {
 }
 
 impl Manager {
+    /// Runs a read on the blocking pool: reads take std locks, and nothing
+    /// that can block may run on one of the runtime's async workers.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Core) -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let core = self.core.clone();
+        tokio::task::spawn_blocking(move || f(&core))
+            .await
+            .map_err(|e| Error::Internal(format!("a read failed: {e}")))
+    }
+
     /// Runs a mutation on the blocking pool, forwarding its progress as
     /// signals to everyone (clients filter on `caller`), then refreshes the
     /// link objects.
@@ -79,12 +91,12 @@ impl Manager {
 
 #[interface(name = "org.netadm.Netadm1")]
 impl Manager {
-    async fn show_phys(&self) -> Vec<PhysInfo> {
-        self.core.show_phys()
+    async fn show_phys(&self) -> Result<Vec<PhysInfo>, Error> {
+        self.read(|c| c.show_phys()).await
     }
 
-    async fn show_link(&self) -> Vec<LinkInfo> {
-        self.core.show_link()
+    async fn show_link(&self) -> Result<Vec<LinkInfo>, Error> {
+        self.read(|c| c.show_link()).await
     }
 
     async fn rename_link(
@@ -172,8 +184,8 @@ impl Manager {
         self.mutate(&hdr, &em, "delete-aggr", move |c, p| c.delete_aggr(&name, temporary, p)).await
     }
 
-    async fn show_aggr(&self) -> Vec<AggrInfo> {
-        self.core.show_aggr()
+    async fn show_aggr(&self) -> Result<Vec<AggrInfo>, Error> {
+        self.read(|c| c.show_aggr()).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -204,8 +216,8 @@ impl Manager {
         self.mutate(&hdr, &em, "delete-vnic", move |c, p| c.delete_vnic(&name, temporary, p)).await
     }
 
-    async fn show_vnic(&self) -> Vec<VnicInfo> {
-        self.core.show_vnic()
+    async fn show_vnic(&self) -> Result<Vec<VnicInfo>, Error> {
+        self.read(|c| c.show_vnic()).await
     }
 
     async fn set_link_prop(
@@ -241,7 +253,7 @@ impl Manager {
         link: String,
         names: Vec<String>,
     ) -> Result<Vec<PropInfo>, Error> {
-        self.core.show_link_prop(&link, &names).map_err(to_dbus)
+        self.read(move |c| c.show_link_prop(&link, &names)).await?.map_err(to_dbus)
     }
 
     async fn create_if(
@@ -264,8 +276,8 @@ impl Manager {
         self.mutate(&hdr, &em, "delete-if", move |c, p| c.delete_if(&name, temporary, p)).await
     }
 
-    async fn show_if(&self) -> Vec<IfInfo> {
-        self.core.show_if()
+    async fn show_if(&self) -> Result<Vec<IfInfo>, Error> {
+        self.read(|c| c.show_if()).await
     }
 
     async fn create_addr(
@@ -294,8 +306,8 @@ impl Manager {
             .await
     }
 
-    async fn show_addr(&self) -> Vec<AddrInfo> {
-        self.core.show_addr()
+    async fn show_addr(&self) -> Result<Vec<AddrInfo>, Error> {
+        self.read(|c| c.show_addr()).await
     }
 
     async fn start_traffic(
@@ -333,16 +345,16 @@ impl Manager {
         self.mutate(&hdr, &em, op, move |c, _| c.set_carrier(&link, up)).await
     }
 
-    async fn show_traffic(&self) -> Vec<TrafficInfo> {
-        self.core.show_traffic()
+    async fn show_traffic(&self) -> Result<Vec<TrafficInfo>, Error> {
+        self.read(|c| c.show_traffic()).await
     }
 
-    async fn show_stats(&self) -> Vec<LinkStats> {
-        self.core.show_stats()
+    async fn show_stats(&self) -> Result<Vec<LinkStats>, Error> {
+        self.read(|c| c.show_stats()).await
     }
 
-    async fn show_history(&self) -> Vec<HistoryEntry> {
-        self.core.history()
+    async fn show_history(&self) -> Result<Vec<HistoryEntry>, Error> {
+        self.read(|c| c.history()).await
     }
 
     async fn set_strategy(

@@ -136,14 +136,17 @@ impl Core {
         let mut t = Timing::new();
         let res = (|| {
             let name: LinkName = link.parse()?;
-            let mut entries = self.traffic.entries.lock().unwrap();
-            let e = entries
+            // Taken out under the lock, stopped (joined) outside it, so
+            // show-traffic never waits for a generator thread to end.
+            let g = self
+                .traffic
+                .entries
+                .lock()
+                .unwrap()
                 .get_mut(&name)
-                .filter(|e| e.generator.is_some())
+                .and_then(|e| e.generator.take())
                 .ok_or_else(|| CoreError::not_found(format!("no traffic is running on {link}")))?;
-            if let Some(g) = e.generator.take() {
-                g.stop();
-            }
+            g.stop();
             t.phase("stop");
             Ok(())
         })();
