@@ -67,6 +67,11 @@ fn assert_reads_work(bus: &Bus, id: u32, groups: &[u32]) {
         &["show-aggr"],
         &["show-linkprop", "aggr0"],
         &["show-history"],
+        &["show-vnic"],
+        &["show-if"],
+        &["show-addr"],
+        &["show-traffic"],
+        &["show-link", "-s"],
     ] {
         let mut a = vec!["--json"];
         a.extend_from_slice(args);
@@ -131,6 +136,24 @@ fn with_the_shipped_policy_anyone_may_look_and_only_root_may_change() {
     assert!(
         intro.status.success() && String::from_utf8_lossy(&intro.stdout).contains(".CreateAggr")
     );
+    // Every Show* method the daemon has is one the policy lets anyone
+    // call, so the README's "anyone may run the show verbs" cannot drift.
+    let text = String::from_utf8_lossy(&intro.stdout).into_owned();
+    let shows: std::collections::BTreeSet<String> = text
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix(".Show"))
+        .map(|m| format!("Show{m}"))
+        .collect();
+    let conf = std::fs::read_to_string(&policy).unwrap();
+    let allowed: std::collections::BTreeSet<String> = conf
+        .split("send_member=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .filter(|m| m.starts_with("Show"))
+        .map(str::to_owned)
+        .collect();
+    assert!(shows.len() >= 10, "{shows:?}");
+    assert_eq!(shows, allowed, "Show* methods vs the policy's allows");
     let prop = busctl(&[
         "get-property",
         "org.netadm.Netadm1",
