@@ -18,11 +18,11 @@ pub struct Authorizer {
 }
 
 impl Authorizer {
-    /// Authorizes root and members of `group` (looked up in /etc/group; a
-    /// group that does not exist authorizes nobody but root).
+    /// Authorizes root and members of `group` (looked up through NSS, so
+    /// groups from LDAP or SSSD count as well as /etc/group's; a group
+    /// that does not exist authorizes nobody but root).
     pub fn new(group: &str) -> Self {
-        let gid = std::fs::read_to_string("/etc/group").ok().and_then(|t| gid_of(&t, group));
-        Self { group: group.to_owned(), gid }
+        Self { group: group.to_owned(), gid: gid_of(group) }
     }
 
     /// Checks the sender of `hdr`; `AccessDenied` names why not.
@@ -56,14 +56,26 @@ fn allowed(uid: u32, groups: &[u32], admin_gid: Option<u32>) -> bool {
     uid == 0 || admin_gid.is_some_and(|g| groups.contains(&g))
 }
 
-/// The gid of `group` in /etc/group's format.
-fn gid_of(etc_group: &str, group: &str) -> Option<u32> {
-    etc_group.lines().find_map(|l| {
-        let mut f = l.split(':');
-        (f.next()? == group).then_some(())?;
-        f.next()?;
-        f.next()?.parse().ok()
-    })
+/// The gid of `group`, from the system's group database (getgrnam_r:
+/// files, LDAP, SSSD — whatever nsswitch.conf says).
+fn gid_of(group: &str) -> Option<u32> {
+    let name = std::ffi::CString::new(group).ok()?;
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        // SAFETY: a zeroed `struct group` is a valid out-parameter.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call; `buf` is the
+        // scratch space the entry's strings go in, of the length given.
+        let rc = unsafe {
+            libc::getgrnam_r(name.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut found)
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        return (rc == 0 && !found.is_null()).then_some(grp.gr_gid);
+    }
 }
 
 #[cfg(test)]
@@ -79,10 +91,9 @@ mod tests {
     }
 
     #[test]
-    fn group_lookup() {
-        let t = "root:x:0:\nnetadmx:x:7:\nnetadm:x:4242:alice,bob\n";
-        assert_eq!(gid_of(t, "netadm"), Some(4242));
-        assert_eq!(gid_of(t, "root"), Some(0));
-        assert_eq!(gid_of(t, "nogroup"), None);
+    fn group_lookup_goes_through_the_system_database() {
+        assert_eq!(gid_of("root"), Some(0));
+        assert_eq!(gid_of("no-such-group-netadm-test"), None);
+        assert_eq!(gid_of("bad\0name"), None);
     }
 }
