@@ -77,6 +77,61 @@ fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
+/// Takes the messages of one datagram that answer request `seq`: their
+/// payloads go to `out`; returns whether the answer is complete (the
+/// acknowledgement or the end of a dump). Every length is checked: a
+/// message cut short ends the datagram, an error without its code is
+/// malformed.
+fn take_replies(
+    mut b: &[u8],
+    seq: u32,
+    op: &str,
+    out: &mut Vec<Vec<u8>>,
+) -> Result<bool, KernelError> {
+    while b.len() >= 16 {
+        let len = u32::from_ne_bytes(b[0..4].try_into().expect("4 bytes")) as usize;
+        let mty = u16::from_ne_bytes([b[4], b[5]]);
+        let mseq = u32::from_ne_bytes(b[8..12].try_into().expect("4 bytes"));
+        if len < 16 || len > b.len() {
+            break;
+        }
+        let payload = &b[16..len];
+        b = &b[align(len).min(b.len())..];
+        if mseq != seq {
+            continue; // a late reply to an earlier request
+        }
+        match mty {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => {
+                let Some(code) = payload.get(0..4) else {
+                    return Err(malformed(op, "an error message without its code"));
+                };
+                let code = i32::from_ne_bytes(code.try_into().expect("4 bytes"));
+                if code == 0 {
+                    return Ok(true);
+                }
+                return Err(errno(-code, op));
+            }
+            _ => out.push(payload.to_vec()),
+        }
+    }
+    Ok(false)
+}
+
+/// How long a request waits for the kernel's answer.
+const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A reply the kernel should never send.
+fn malformed(op: &str, what: &str) -> KernelError {
+    KernelError::Io {
+        op: op.into(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("malformed reply: {what}"),
+        ),
+    }
+}
+
 fn ip_bytes(ip: IpAddr) -> (u8, Vec<u8>) {
     match ip {
         IpAddr::V4(a) => (libc::AF_INET as u8, a.octets().to_vec()),
@@ -99,6 +154,25 @@ impl Netlink {
         }
         // SAFETY: fd is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // Every wait for the kernel's answer is bounded: a request is
+        // made under the mutation lock, which must never be held forever.
+        let tv = libc::timeval { tv_sec: REPLY_TIMEOUT.as_secs() as libc::time_t, tv_usec: 0 };
+        // SAFETY: setsockopt reading a timeval of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(KernelError::Io {
+                op: "bound rtnetlink waits".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
         Ok(Self { fd, seq: Mutex::new(0) })
     }
 
@@ -144,35 +218,19 @@ impl Netlink {
             let n =
                 unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
             if n < 0 {
-                return Err(KernelError::Io {
-                    op: op.into(),
-                    source: std::io::Error::last_os_error(),
-                });
+                let e = std::io::Error::last_os_error();
+                let source = if e.kind() == std::io::ErrorKind::WouldBlock {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the kernel did not answer within {REPLY_TIMEOUT:?}"),
+                    )
+                } else {
+                    e
+                };
+                return Err(KernelError::Io { op: op.into(), source });
             }
-            let mut b = &buf[..n as usize];
-            while b.len() >= 16 {
-                let len = u32::from_ne_bytes(b[0..4].try_into().unwrap()) as usize;
-                let mty = u16::from_ne_bytes([b[4], b[5]]);
-                let mseq = u32::from_ne_bytes(b[8..12].try_into().unwrap());
-                if len < 16 || len > b.len() {
-                    break;
-                }
-                let payload = &b[16..len];
-                b = &b[align(len).min(b.len())..];
-                if mseq != *seq {
-                    continue; // a late reply to an earlier request
-                }
-                match mty {
-                    NLMSG_DONE => return Ok(out),
-                    NLMSG_ERROR => {
-                        let code = i32::from_ne_bytes(payload[0..4].try_into().unwrap());
-                        if code == 0 {
-                            return Ok(out);
-                        }
-                        return Err(errno(-code, op));
-                    }
-                    _ => out.push(payload.to_vec()),
-                }
+            if take_replies(&buf[..n as usize], *seq, op, &mut out)? {
+                return Ok(out);
             }
         }
     }
@@ -197,7 +255,10 @@ impl Netlink {
         let r = replies
             .first()
             .ok_or_else(|| KernelError::NotFound { what: format!("link {index}") })?;
-        let flags = u32::from_ne_bytes(r[8..12].try_into().unwrap());
+        if r.len() < 16 {
+            return Err(malformed(&format!("read link {index}"), "a link message cut short"));
+        }
+        let flags = u32::from_ne_bytes(r[8..12].try_into().expect("4 bytes"));
         let mut l =
             KernelLink { index, name: String::new(), mtu: 0, up: flags & IFF_UP != 0, mac: [0; 6] };
         for (ty, d) in attrs(&r[16..]) {
@@ -304,5 +365,51 @@ fn errno(code: i32, op: &str) -> KernelError {
             KernelError::NotFound { what: op.into() }
         }
         _ => KernelError::Refused { op: op.into(), source },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(ty: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&((16 + payload.len()) as u32).to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(payload);
+        m.resize(align(m.len()), 0);
+        m
+    }
+
+    #[test]
+    fn replies_are_parsed_with_every_length_checked() {
+        let mut out = vec![];
+        // Data for us, a late reply to another request, then the ack.
+        let mut d = msg(16, 7, b"link");
+        d.extend(msg(16, 6, b"stale"));
+        d.extend(msg(NLMSG_ERROR, 7, &0i32.to_ne_bytes()));
+        assert!(take_replies(&d, 7, "t", &mut out).unwrap());
+        assert_eq!(out, vec![b"link".to_vec()]);
+        // An error code is typed.
+        let e =
+            take_replies(&msg(NLMSG_ERROR, 1, &(-libc::EEXIST).to_ne_bytes()), 1, "t", &mut out);
+        assert!(matches!(e, Err(KernelError::Exists { .. })), "{e:?}");
+        // Hostile or truncated datagrams: never a panic.
+        let short_error = msg(NLMSG_ERROR, 1, &[1, 2]);
+        assert!(matches!(
+            take_replies(&short_error, 1, "t", &mut out),
+            Err(KernelError::Io { .. })
+        ));
+        for cut in [0, 3, 15, 17] {
+            let d = msg(16, 1, b"abcdef");
+            assert_eq!(take_replies(&d[..cut.min(d.len())], 1, "t", &mut out).unwrap(), false);
+        }
+        let mut lying = msg(16, 1, b"x");
+        lying[0..4].copy_from_slice(&1000u32.to_ne_bytes());
+        assert!(!take_replies(&lying, 1, "t", &mut out).unwrap());
+        assert!(attrs(&[8, 0, 1, 0]).next().is_none(), "an attribute longer than its buffer");
     }
 }
