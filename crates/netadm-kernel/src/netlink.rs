@@ -405,7 +405,7 @@ mod tests {
         ));
         for cut in [0, 3, 15, 17] {
             let d = msg(16, 1, b"abcdef");
-            assert_eq!(take_replies(&d[..cut.min(d.len())], 1, "t", &mut out).unwrap(), false);
+            assert!(!take_replies(&d[..cut.min(d.len())], 1, "t", &mut out).unwrap());
         }
         let mut lying = msg(16, 1, b"x");
         lying[0..4].copy_from_slice(&1000u32.to_ne_bytes());
