@@ -383,6 +383,7 @@ impl Core {
 
     fn plans(&self, st: &LinkState, groups: &groups::Groups) -> Vec<PortPlan> {
         let v = View { hw: &self.hw, st };
+        let in_use = v.ports_in_use();
         self.hw
             .ports()
             .iter()
@@ -429,7 +430,7 @@ impl Core {
                 let xmit_batch = flag(PropName::XmitBatch);
                 let rx_csum = flag(PropName::RxCsum);
                 PortPlan {
-                    active: v.port_in_use(&p.device),
+                    active: in_use.contains(&p.device),
                     buf: buf_size_for_mtu(v.mtu(&link)),
                     rings: want,
                     groups: mine,

@@ -112,9 +112,20 @@ fn random_mac(seed: &str) -> MacAddr {
 /// Invariants every configuration must keep; checked before any change is
 /// executed and on the persistent configuration at start.
 pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
+    // Names are unique within each map; a clash is across them: a port's
+    // name or an aggregation's taken again further on.
     let mut seen = BTreeSet::new();
-    for (n, _) in v.links() {
-        if !seen.insert(n.clone()) {
+    for p in v.hw.ports() {
+        let n = v.phys_name(&p.device);
+        if !seen.insert(n.clone())
+            || v.st.aggr.contains_key(n.as_str())
+            || v.st.vnic.contains_key(n.as_str())
+        {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
+        }
+    }
+    for n in v.st.aggr.keys() {
+        if v.st.vnic.contains_key(n.as_str()) {
             return Err(CoreError::exists(format!("link name {n} is used twice")));
         }
     }
