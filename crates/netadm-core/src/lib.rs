@@ -78,7 +78,7 @@ pub struct Core {
     hw: Hardware,
     store: Option<Store>,
     running: RwLock<Arc<LinkState>>,
-    persisted: Mutex<LinkState>,
+    persisted: Mutex<Arc<LinkState>>,
     mutation: Mutex<()>,
     history: Mutex<VecDeque<HistoryEntry>>,
     seq: Mutex<u64>,
@@ -202,7 +202,7 @@ impl Core {
             hw,
             store,
             running: RwLock::new(Arc::new(LinkState::default())),
-            persisted: Mutex::new(persisted.clone()),
+            persisted: Mutex::new(Arc::new(persisted.clone())),
             mutation: Mutex::new(()),
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
@@ -227,6 +227,13 @@ impl Core {
         *core.running.write().unwrap() = Arc::new(persisted.clone());
         core.sync_datapath();
         core.sync_kernel(&LinkState::default(), &persisted, &mut t)?;
+        // A journal left by the last netadmd (killed, or stopped before it
+        // could compact) is folded into links.toml now.
+        if let Some(s) = &core.store
+            && s.journal_pending()
+        {
+            s.save(&persisted).map_err(|e| CoreError::persistence(e.to_string()))?;
+        }
         Ok(core)
     }
 
@@ -242,6 +249,11 @@ impl Core {
 
     /// A snapshot of the persistent configuration.
     pub fn persisted(&self) -> LinkState {
+        LinkState::clone(&self.persisted.lock().unwrap())
+    }
+
+    /// A shared snapshot of the persistent configuration.
+    pub(crate) fn persisted_arc(&self) -> Arc<LinkState> {
         self.persisted.lock().unwrap().clone()
     }
 
@@ -257,8 +269,18 @@ impl Core {
 
     /// Waits for the mutation in progress, if any, to finish (it persists
     /// before it returns) and keeps new ones out: for a clean shutdown.
+    /// The journal of changes is folded into `links.toml` first, so a
+    /// stopped netadmd leaves that one file.
     pub fn quiesce(&self) {
-        std::mem::forget(self.mutation.lock().unwrap());
+        let guard = self.mutation.lock().unwrap();
+        if let Some(s) = &self.store
+            && s.journal_pending()
+        {
+            // Best effort: should this fail, the journal still holds every
+            // change and the next start replays it.
+            let _ = s.save(&self.persisted_arc());
+        }
+        std::mem::forget(guard);
     }
 
     /// Changes the ring lifecycle strategy (runtime only).
@@ -301,7 +323,7 @@ impl Core {
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
     ) -> Result<(), CoreError> {
         let cur = self.running();
-        let persisted = self.persisted();
+        let persisted = self.persisted_arc();
         let change = f(&View { hw: &self.hw, st: &cur }, &persisted, t)?;
         ops::check_state(&View { hw: &self.hw, st: &change.running })
             .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
@@ -333,7 +355,7 @@ impl Core {
         }
         if let Some(p) = &change.persisted
             && let Some(store) = &self.store
-            && let Err(e) = store.save(p)
+            && let Err(e) = store.append(&persisted, p)
         {
             let mut undo = Timing::new();
             let _ = self.sync_kernel(&change.running, &cur, &mut undo);
@@ -349,7 +371,7 @@ impl Core {
         }
         *self.running.write().unwrap() = Arc::new(change.running);
         if let Some(p) = change.persisted {
-            *self.persisted.lock().unwrap() = p;
+            *self.persisted.lock().unwrap() = Arc::new(p);
         }
         Ok(())
     }

@@ -39,7 +39,7 @@ impl Core {
     /// `show-link`.
     pub fn show_link(&self) -> Vec<LinkInfo> {
         let st = self.running();
-        let persisted = self.persisted();
+        let persisted = self.persisted_arc();
         let v = self.view_of(&st);
         let pv = self.view_of(&persisted);
         v.links()
@@ -250,7 +250,7 @@ impl Core {
     /// `show-if`.
     pub fn show_if(&self) -> Vec<IfInfo> {
         let st = self.running();
-        let persisted = self.persisted();
+        let persisted = self.persisted_arc();
         let v = self.view_of(&st);
         st.interface
             .keys()
