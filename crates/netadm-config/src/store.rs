@@ -188,15 +188,30 @@ pub fn diff(old: &LinkState, new: &LinkState) -> Vec<Entry> {
         mk: fn(K, Option<V>) -> Entry,
         out: &mut Vec<Entry>,
     ) {
-        for (k, va) in a {
-            match b.get(k) {
-                Some(vb) if vb == va => {}
-                other => out.push(mk(k.clone(), other.cloned())),
-            }
-        }
-        for (k, vb) in b {
-            if !a.contains_key(k) {
-                out.push(mk(k.clone(), Some(vb.clone())));
+        // One walk over both, in key order: O(n), no lookups.
+        let (mut ia, mut ib) = (a.iter().peekable(), b.iter().peekable());
+        loop {
+            match (ia.peek(), ib.peek()) {
+                (None, None) => break,
+                (Some((ka, _)), Some((kb, _))) if ka == kb => {
+                    let ((k, va), (_, vb)) =
+                        (ia.next().expect("peeked"), ib.next().expect("peeked"));
+                    if va != vb {
+                        out.push(mk(k.clone(), Some(vb.clone())));
+                    }
+                }
+                (Some((ka, _)), Some((kb, _))) if ka > kb => {
+                    let (k, vb) = ib.next().expect("peeked");
+                    out.push(mk(k.clone(), Some(vb.clone())));
+                }
+                (Some(_), _) => {
+                    let (k, _) = ia.next().expect("peeked");
+                    out.push(mk(k.clone(), None));
+                }
+                (None, Some(_)) => {
+                    let (k, vb) = ib.next().expect("peeked");
+                    out.push(mk(k.clone(), Some(vb.clone())));
+                }
             }
         }
     }

@@ -490,3 +490,21 @@ fn append_refuses_an_entry_that_would_not_load() {
     assert_eq!(entries(&tmp.0), [LINKS_FILE]);
     assert_eq!(store.load().unwrap(), base);
 }
+
+#[test]
+fn diff_names_each_changed_entry_and_applying_it_gives_the_new_state() {
+    let old = full_state();
+    let mut new = old.clone();
+    let moved = new.vnic.remove("vnic0").unwrap();
+    new.vnic.insert("vnic5".parse().unwrap(), moved);
+    new.aggr.get_mut("aggr1").unwrap().ports.push("atl1c3".parse().unwrap());
+    new.phys.remove("atl1c2");
+    let changes = netadm_config::diff(&old, &new);
+    assert_eq!(changes.len(), 4, "{changes:?}");
+    let mut replayed = old.clone();
+    for e in changes {
+        e.apply(&mut replayed);
+    }
+    assert_eq!(replayed, new);
+    assert!(netadm_config::diff(&new, &new).is_empty());
+}
