@@ -12,8 +12,10 @@
 //! 3. **execute** — stop, reprogram and start rings where the plans differ,
 //!    ports in parallel. If any step fails, every port is driven back to its
 //!    old plan and the error is returned.
-//! 4. **persist** — write the persistent configuration atomically; if that
-//!    fails, the hardware is put back too.
+//! 4. **persist** — record the persistent configuration's change durably
+//!    (appended to the journal, or the whole file replaced atomically; see
+//!    `netadm_config::Store::append`); if that fails, the hardware is put
+//!    back too.
 //! 5. **commit** — swap in the new running configuration.
 //!
 //! Reads take the running configuration's lock only to clone it, so they

@@ -136,6 +136,12 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
             )));
         }
     }
+    // The links VNICs sit over, each resolved once: there are few of them
+    // and many VNICs.
+    let mut overs: BTreeMap<&LinkName, Option<Link>> = BTreeMap::new();
+    for conf in v.st.vnic.values() {
+        overs.entry(&conf.over).or_insert_with(|| v.resolve(conf.over.as_str()));
+    }
     let mut members = BTreeSet::new();
     for (a, conf) in &v.st.aggr {
         if conf.ports.is_empty() {
@@ -150,7 +156,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
             if !members.insert(p.clone()) {
                 return Err(CoreError::busy(format!("port {p} is in two aggregations")));
             }
-            if !v.vnics_over(p).is_empty() || v.st.interface.contains_key(p) {
+            if overs.contains_key(p) || v.st.interface.contains_key(p) {
                 return Err(CoreError::busy(format!(
                     "port {p} of {a} has a VNIC or IP interface over it"
                 )));
@@ -158,7 +164,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
         }
     }
     for (n, conf) in &v.st.vnic {
-        match v.resolve(conf.over.as_str()) {
+        match overs.get(&conf.over).and_then(Option::as_ref) {
             None => {
                 return Err(CoreError::not_found(format!(
                     "VNIC {n}: link {} does not exist",

@@ -105,7 +105,11 @@ impl Core {
             out.extend(hw.ports().iter().map(|p| v.phys_name(&p.device).to_string()));
         }
         let after = self.view_of(running.1);
-        for e in diff(running.0, running.1).into_iter().chain(diff(persisted.0, persisted.1)) {
+        // A configuration that did not change is the same allocation.
+        let changes = |(a, b): (&LinkState, &LinkState)| {
+            if std::ptr::eq(a, b) { vec![] } else { diff(a, b) }
+        };
+        for e in changes(running).into_iter().chain(changes(persisted)) {
             let under: Option<LinkName> = match &e {
                 Entry::Phys(d, _) => Some(after.phys_name(d)),
                 Entry::Aggr(n, _) => {
