@@ -171,8 +171,13 @@ impl Timing {
 pub(crate) struct Change {
     /// The next running configuration.
     pub running: LinkState,
-    /// The next persistent configuration, when it changes.
+    /// The next persistent configuration, when it changes and differs
+    /// from `running`.
     pub persisted: Option<LinkState>,
+    /// The persistent configuration was the running one and changes as it
+    /// does: `running` is also the next persistent configuration (one
+    /// `apply`, and one copy, for both).
+    pub same: bool,
 }
 
 impl Core {
@@ -204,7 +209,7 @@ impl Core {
             hw,
             store,
             running: RwLock::new(Arc::new(LinkState::default())),
-            persisted: Mutex::new(Arc::new(persisted.clone())),
+            persisted: Mutex::new(Arc::new(LinkState::default())),
             mutation: Mutex::new(()),
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
@@ -226,7 +231,11 @@ impl Core {
         })?;
         let mut t = Timing::new();
         core.execute(&LinkState::default(), &persisted, &mut t, &|_, _, _| {})?;
-        *core.running.write().unwrap() = Arc::new(persisted.clone());
+        // One allocation for both while they are the same: a verb then
+        // applies its change once (see ops::change).
+        let shared = Arc::new(persisted.clone());
+        *core.running.write().unwrap() = shared.clone();
+        *core.persisted.lock().unwrap() = shared;
         core.sync_datapath();
         core.sync_kernel(&LinkState::default(), &persisted, &mut t)?;
         // A journal left by the last netadmd (killed, or stopped before it
@@ -355,7 +364,8 @@ impl Core {
             let _ = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {});
             return Err(e);
         }
-        if let Some(p) = &change.persisted
+        let persists = change.same || change.persisted.is_some();
+        if let Some(p) = if change.same { Some(&change.running) } else { change.persisted.as_ref() }
             && let Some(store) = &self.store
             && let Err(e) = store.append(&persisted, p)
         {
@@ -368,11 +378,14 @@ impl Core {
             }
             return Err(CoreError::persistence(format!("cannot save configuration: {e}")));
         }
-        if change.persisted.is_some() {
+        if persists {
             t.phase("persist");
         }
-        *self.running.write().unwrap() = Arc::new(change.running);
-        if let Some(p) = change.persisted {
+        let running = Arc::new(change.running);
+        *self.running.write().unwrap() = running.clone();
+        if change.same {
+            *self.persisted.lock().unwrap() = running;
+        } else if let Some(p) = change.persisted {
             *self.persisted.lock().unwrap() = Arc::new(p);
         }
         Ok(())

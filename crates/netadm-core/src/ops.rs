@@ -50,15 +50,20 @@ fn change(
 ) -> Result<Change, CoreError> {
     let running = apply(v)?;
     if temporary {
-        return Ok(Change { running, persisted: None });
+        return Ok(Change { running, persisted: None, same: false });
+    }
+    // Nothing temporary anywhere: the running configuration is the
+    // persistent one (one allocation), and `apply` gives the same result.
+    if std::ptr::eq(v.st, persisted) {
+        return Ok(Change { running, persisted: None, same: true });
     }
     let pv = View { hw: v.hw, st: persisted };
     if exists(v, subject) && !exists(&pv, subject) {
         t.note(format!("{subject} is temporary: the change was not persisted"));
-        return Ok(Change { running, persisted: None });
+        return Ok(Change { running, persisted: None, same: false });
     }
     match apply(&pv) {
-        Ok(p) => Ok(Change { running, persisted: Some(p) }),
+        Ok(p) => Ok(Change { running, persisted: Some(p), same: false }),
         Err(e) => Err(CoreError {
             message: format!(
                 "{}; in the persistent configuration (use -t for a temporary change)",

@@ -109,6 +109,10 @@ impl Core {
         let changes = |(a, b): (&LinkState, &LinkState)| {
             if std::ptr::eq(a, b) { vec![] } else { diff(a, b) }
         };
+        // When the persistent configuration is the running one, before and
+        // after, its changes are the same.
+        let both = std::ptr::eq(running.0, persisted.0) && std::ptr::eq(running.1, persisted.1);
+        let persisted = if both { (persisted.0, persisted.0) } else { persisted };
         for e in changes(running).into_iter().chain(changes(persisted)) {
             let under: Option<LinkName> = match &e {
                 Entry::Phys(d, _) => Some(after.phys_name(d)),
