@@ -490,7 +490,17 @@ impl Core {
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
         let ga = self.groups.lock().unwrap().clone();
-        let gb = self.assign_groups(to)?;
+        // Only VNICs with rxrings or txrings get a group (groups::wanted);
+        // without any, there is nothing to assign, and no need to look at
+        // every VNIC's properties by name.
+        let asks = |c: &netadm_config::VnicConf| {
+            c.props.contains_key(&PropName::RxRings) || c.props.contains_key(&PropName::TxRings)
+        };
+        let gb = if to.vnic.values().any(asks) {
+            self.assign_groups(to)?
+        } else {
+            groups::Groups::new()
+        };
         let (a, b) = (self.plans(from, &ga), self.plans(to, &gb));
         match self.drive(&a, &b, &ga, &gb, t, progress) {
             Ok(()) => {
