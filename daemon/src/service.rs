@@ -1,7 +1,7 @@
 //! The `org.netadm.Netadm1` service: the manager object, per-link objects
 //! and progress signals.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use netadm_core::{Core, CoreError, ErrorKind};
@@ -67,6 +67,7 @@ impl Manager {
             tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
         })?;
         let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let before = (self.core.running(), self.core.persisted_snapshot());
         let (tx, mut rx) = mpsc::unbounded_channel::<(String, u32, u32)>();
         let core = self.core.clone();
         let job = tokio::task::spawn_blocking(move || {
@@ -84,7 +85,10 @@ impl Manager {
             Err(e) => tracing::info!(op, caller, kind = e.kind.as_str(), "failed: {}", e.message),
         }
         let res = res.map_err(to_dbus)?;
-        sync_links(&self.core, emitter.connection(), &self.links).await;
+        // Only the link objects the change can have touched.
+        let after = (self.core.running(), self.core.persisted_snapshot());
+        let changed = self.core.links_changed((&before.0, &after.0), (&before.1, &after.1));
+        sync_links(&self.core, emitter.connection(), &self.links, Some(changed)).await;
         Ok(res)
     }
 }
@@ -421,23 +425,43 @@ impl LinkObject {
     }
 }
 
-/// Makes the served link objects match the running configuration.
-async fn sync_links(core: &Core, conn: &Connection, served: &Mutex<BTreeMap<String, LinkInfo>>) {
+/// Makes the served link objects match the running configuration: every
+/// one (`changed` None), or those named in `changed`, which must include
+/// every link whose object may differ (`Core::links_changed`), so a verb
+/// costs what it changes rather than a row per link.
+async fn sync_links(
+    core: &Core,
+    conn: &Connection,
+    served: &Mutex<BTreeMap<String, LinkInfo>>,
+    changed: Option<BTreeSet<String>>,
+) {
     let mut served = served.lock().await;
-    let now: BTreeMap<String, LinkInfo> =
-        core.show_link().into_iter().map(|l| (l.link.clone(), l)).collect();
     let server = conn.object_server();
-    for (name, info) in served.iter() {
-        if now.get(name) != Some(info) {
-            let _ = server.remove::<LinkObject, _>(link_path(name)).await;
+    let now: BTreeMap<String, LinkInfo> = match &changed {
+        None => core.show_link(),
+        Some(names) => core.show_links_named(names),
+    }
+    .into_iter()
+    .map(|l| (l.link.clone(), l))
+    .collect();
+    let gone: Vec<String> = match &changed {
+        None => served.keys().filter(|n| !now.contains_key(*n)).cloned().collect(),
+        Some(names) => names.iter().filter(|n| !now.contains_key(*n)).cloned().collect(),
+    };
+    for name in gone {
+        if served.remove(&name).is_some() {
+            let _ = server.remove::<LinkObject, _>(link_path(&name)).await;
         }
     }
-    for (name, info) in &now {
-        if served.get(name) != Some(info) {
-            let _ = server.at(link_path(name), LinkObject { info: info.clone() }).await;
+    for (name, info) in now {
+        if served.get(&name) != Some(&info) {
+            if served.contains_key(&name) {
+                let _ = server.remove::<LinkObject, _>(link_path(&name)).await;
+            }
+            let _ = server.at(link_path(&name), LinkObject { info: info.clone() }).await;
+            served.insert(name, info);
         }
     }
-    *served = now;
 }
 
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress
@@ -459,7 +483,7 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
         .build()
         .await
         .map_err(|e| format!("cannot serve {BUS_NAME} on the {bus} bus: {e}"))?;
-    sync_links(&core, &conn, &links).await;
+    sync_links(&core, &conn, &links, None).await;
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
     crate::notify::notify("READY=1");
 

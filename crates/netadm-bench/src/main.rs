@@ -6,6 +6,7 @@
 //! netadm-bench datapath [--json] [--frames N]
 //! netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
 //! netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (root)
+//! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
 //! ```
 
 mod datapath;
@@ -13,6 +14,7 @@ mod kernel;
 mod mtu;
 mod realnet;
 mod rings;
+mod scale;
 
 use std::process::ExitCode;
 
@@ -20,7 +22,8 @@ const USAGE: &str =
     "usage: netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
        netadm-bench datapath [--json] [--frames N]
        netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
-       netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)";
+       netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
+       netadm-bench scale [--json] [--sizes N,N,...] [--samples N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
         Some("datapath") => datapath::Opts::parse(&args[1..]).and_then(datapath::run),
         Some("mtu") => mtu::Opts::parse(&args[1..]).and_then(mtu::run),
         Some("kernel") => kernel::Opts::parse(&args[1..]).and_then(kernel::run),
+        Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

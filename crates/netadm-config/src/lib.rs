@@ -9,7 +9,9 @@
 //! - **Persistent link configuration** ([`LinkState`], `links.toml` in the
 //!   state directory): what the operator configured (renamed links,
 //!   aggregations, VNICs, IP interfaces and addresses, link properties).
-//!   Read and written through a [`Store`], which replaces the file atomically.
+//!   Read and written through a [`Store`], which replaces the file atomically,
+//!   and between two such rewrites appends each change to a journal
+//!   (`links.journal`) that loading replays.
 //!
 //! Every string in either file becomes a validated `netadm-model` type while
 //! parsing, and every error names the file and the 1-based line and column of
@@ -31,4 +33,4 @@ pub use links::{
     AddrConf, AddrError, AggrConf, IfConf, LinkState, LinkStateError, MAC_MODES, MacModeError,
     PhysConf, VnicConf, check_mac_mode, parse_addr_prefix,
 };
-pub use store::{LINKS_FILE, Store, StoreError};
+pub use store::{Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff};

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use netadm_config::{
-    AddrConf, AggrConf, IfConf, LINKS_FILE, LinkState, LinkStateError, PhysConf, Store, StoreError,
-    VnicConf,
+    AddrConf, AggrConf, IfConf, JOURNAL_FILE, LINKS_FILE, LinkState, LinkStateError, PhysConf,
+    Store, StoreError, VnicConf,
 };
 use netadm_model::{AggrPolicy, LacpMode, LacpTimer, PropName};
 
@@ -405,4 +405,106 @@ fn io_errors_name_the_path() {
     let store = Store::open(&tmp.0.join("state")).unwrap();
     fs::create_dir(store.path()).unwrap();
     assert!(matches!(store.load(), Err(StoreError::Io { action: "read", .. })));
+}
+
+#[test]
+fn appended_changes_replay_and_a_torn_last_record_is_dropped() {
+    let tmp = TempDir::new("journal");
+    let store = Store::open(&tmp.0).unwrap().journal_from(0);
+    let base = full_state();
+    store.save(&base).unwrap();
+    let mut next = base.clone();
+    next.vnic.remove("vnic1");
+    next.interface.insert("vnic2".parse().unwrap(), IfConf {});
+    let mut v = next.vnic["vnic0"].clone();
+    v.props.clear();
+    next.vnic.insert("vnic2".parse().unwrap(), v);
+    store.append(&base, &next).unwrap();
+    assert_eq!(entries(&tmp.0), [JOURNAL_FILE, LINKS_FILE]);
+    // A fresh process sees links.toml plus the journal.
+    assert_eq!(Store::open(&tmp.0).unwrap().journal_from(0).load().unwrap(), next);
+    // A record cut short by a crash was never acknowledged: dropped.
+    let whole = fs::read(store.journal_path()).unwrap();
+    let mut torn = whole.clone();
+    torn.extend_from_slice(b"0123456789abcdef {\"vnic\":[\"vnic9\",nu");
+    fs::write(store.journal_path(), &torn).unwrap();
+    assert_eq!(Store::open(&tmp.0).unwrap().journal_from(0).load().unwrap(), next);
+    // Damage before the last line is an error naming the journal's line.
+    let mut bad = whole.clone();
+    bad.extend_from_slice(b"0000000000000000 {}\n");
+    bad.extend_from_slice(&whole[whole.iter().position(|&b| b == b'\n').unwrap() + 1..]);
+    fs::write(store.journal_path(), &bad).unwrap();
+    match Store::open(&tmp.0).unwrap().journal_from(0).load() {
+        Err(StoreError::Parse { path, line, .. }) => {
+            assert_eq!(path, store.journal_path());
+            assert_eq!(line, 2 + whole.iter().filter(|&&b| b == b'\n').count() - 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    fs::write(store.journal_path(), &whole).unwrap();
+    // Writing the whole state folds the journal in and removes it.
+    let s = Store::open(&tmp.0).unwrap().journal_from(0);
+    let loaded = s.load().unwrap();
+    s.save(&loaded).unwrap();
+    assert_eq!(entries(&tmp.0), [LINKS_FILE]);
+    assert_eq!(s.load().unwrap(), next);
+}
+
+#[test]
+fn a_journal_naming_another_links_toml_is_ignored() {
+    let tmp = TempDir::new("stale");
+    let store = Store::open(&tmp.0).unwrap().journal_from(0);
+    let base = full_state();
+    store.save(&base).unwrap();
+    let mut next = base.clone();
+    next.vnic.remove("vnic1");
+    store.append(&base, &next).unwrap();
+    let journal = fs::read(store.journal_path()).unwrap();
+    // Compacted, then a crash before the journal was removed.
+    store.save(&next).unwrap();
+    fs::write(store.journal_path(), &journal).unwrap();
+    let mut later = next.clone();
+    later.vnic.insert("vnic1".parse().unwrap(), base.vnic["vnic1"].clone());
+    later.interface.insert("vnic1".parse().unwrap(), IfConf {});
+    store.save(&later).unwrap();
+    fs::write(store.journal_path(), &journal).unwrap();
+    assert_eq!(
+        Store::open(&tmp.0).unwrap().journal_from(0).load().unwrap(),
+        later,
+        "old journal re-applied"
+    );
+}
+
+#[test]
+fn append_refuses_an_entry_that_would_not_load() {
+    let tmp = TempDir::new("append-refuse");
+    let store = Store::open(&tmp.0).unwrap().journal_from(0);
+    let base = full_state();
+    store.save(&base).unwrap();
+    let mut next = base.clone();
+    next.vnic.get_mut("vnic0").unwrap().mac_mode = "Auto".into();
+    assert!(matches!(
+        store.append(&base, &next),
+        Err(StoreError::Invalid { error: LinkStateError::MacMode { .. }, .. })
+    ));
+    assert_eq!(entries(&tmp.0), [LINKS_FILE]);
+    assert_eq!(store.load().unwrap(), base);
+}
+
+#[test]
+fn diff_names_each_changed_entry_and_applying_it_gives_the_new_state() {
+    let old = full_state();
+    let mut new = old.clone();
+    let moved = new.vnic.remove("vnic0").unwrap();
+    new.vnic.insert("vnic5".parse().unwrap(), moved);
+    new.aggr.get_mut("aggr1").unwrap().ports.push("atl1c3".parse().unwrap());
+    new.phys.remove("atl1c2");
+    let changes = netadm_config::diff(&old, &new);
+    assert_eq!(changes.len(), 4, "{changes:?}");
+    let mut replayed = old.clone();
+    for e in changes {
+        e.apply(&mut replayed);
+    }
+    assert_eq!(replayed, new);
+    assert!(netadm_config::diff(&new, &new).is_empty());
 }

@@ -12,8 +12,10 @@
 //! 3. **execute** — stop, reprogram and start rings where the plans differ,
 //!    ports in parallel. If any step fails, every port is driven back to its
 //!    old plan and the error is returned.
-//! 4. **persist** — write the persistent configuration atomically; if that
-//!    fails, the hardware is put back too.
+//! 4. **persist** — record the persistent configuration's change durably
+//!    (appended to the journal, or the whole file replaced atomically; see
+//!    `netadm_config::Store::append`); if that fails, the hardware is put
+//!    back too.
 //! 5. **commit** — swap in the new running configuration.
 //!
 //! Reads take the running configuration's lock only to clone it, so they
@@ -78,7 +80,7 @@ pub struct Core {
     hw: Hardware,
     store: Option<Store>,
     running: RwLock<Arc<LinkState>>,
-    persisted: Mutex<LinkState>,
+    persisted: Mutex<Arc<LinkState>>,
     mutation: Mutex<()>,
     /// Set by [`Core::quiesce`]: mutations arriving after it are refused.
     stopping: std::sync::atomic::AtomicBool,
@@ -171,8 +173,13 @@ impl Timing {
 pub(crate) struct Change {
     /// The next running configuration.
     pub running: LinkState,
-    /// The next persistent configuration, when it changes.
+    /// The next persistent configuration, when it changes and differs
+    /// from `running`.
     pub persisted: Option<LinkState>,
+    /// The persistent configuration was the running one and changes as it
+    /// does: `running` is also the next persistent configuration (one
+    /// `apply`, and one copy, for both).
+    pub same: bool,
 }
 
 impl Core {
@@ -204,7 +211,7 @@ impl Core {
             hw,
             store,
             running: RwLock::new(Arc::new(LinkState::default())),
-            persisted: Mutex::new(persisted.clone()),
+            persisted: Mutex::new(Arc::new(LinkState::default())),
             mutation: Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             history: Mutex::new(VecDeque::new()),
@@ -227,9 +234,20 @@ impl Core {
         })?;
         let mut t = Timing::new();
         core.execute(&LinkState::default(), &persisted, &mut t, &|_, _, _| {})?;
-        *core.running.write().unwrap() = Arc::new(persisted.clone());
+        // One allocation for both while they are the same: a verb then
+        // applies its change once (see ops::change).
+        let shared = Arc::new(persisted.clone());
+        *core.running.write().unwrap() = shared.clone();
+        *core.persisted.lock().unwrap() = shared;
         core.sync_datapath();
         core.sync_kernel(&LinkState::default(), &persisted, &mut t)?;
+        // A journal left by the last netadmd (killed, or stopped before it
+        // could compact) is folded into links.toml now.
+        if let Some(s) = &core.store
+            && s.journal_pending()
+        {
+            s.save(&persisted).map_err(|e| CoreError::persistence(e.to_string()))?;
+        }
         Ok(core)
     }
 
@@ -245,6 +263,11 @@ impl Core {
 
     /// A snapshot of the persistent configuration.
     pub fn persisted(&self) -> LinkState {
+        LinkState::clone(&self.persisted.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A shared snapshot of the persistent configuration.
+    pub(crate) fn persisted_arc(&self) -> Arc<LinkState> {
         self.persisted.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
@@ -260,12 +283,22 @@ impl Core {
 
     /// Waits for the mutation in progress, if any, to finish (it persists
     /// before it returns) and keeps new ones out: for a clean shutdown.
-    /// A mutation that arrives later gets a typed `Busy` error at once
-    /// (it used to wait for a lock never released, so the daemon never
-    /// exited).
+    /// The journal of changes is folded into `links.toml` first, so a
+    /// stopped netadmd leaves that one file. A mutation that arrives later
+    /// gets a typed `Busy` error at once (it used to wait for a lock never
+    /// released, so the daemon never exited).
     pub fn quiesce(&self) {
         let _m = self.mutation.lock().unwrap_or_else(PoisonError::into_inner);
-        self.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+        if self.stopping.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        if let Some(s) = &self.store
+            && s.journal_pending()
+        {
+            // Best effort: should this fail, the journal still holds every
+            // change and the next start replays it.
+            let _ = s.save(&self.persisted_arc());
+        }
     }
 
     /// Takes the mutation lock, unless the daemon is stopping. A lock a
@@ -339,7 +372,7 @@ impl Core {
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
     ) -> Result<(), CoreError> {
         let cur = self.running();
-        let persisted = self.persisted();
+        let persisted = self.persisted_arc();
         let change = f(&View { hw: &self.hw, st: &cur }, &persisted, t)?;
         ops::check_state(&View { hw: &self.hw, st: &change.running })
             .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
@@ -369,9 +402,10 @@ impl Core {
             let _ = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {});
             return Err(e);
         }
-        if let Some(p) = &change.persisted
+        let persists = change.same || change.persisted.is_some();
+        if let Some(p) = if change.same { Some(&change.running) } else { change.persisted.as_ref() }
             && let Some(store) = &self.store
-            && let Err(e) = store.save(p)
+            && let Err(e) = store.append(&persisted, p)
         {
             let mut undo = Timing::new();
             let _ = self.sync_kernel(&change.running, &cur, &mut undo);
@@ -382,12 +416,15 @@ impl Core {
             }
             return Err(CoreError::persistence(format!("cannot save configuration: {e}")));
         }
-        if change.persisted.is_some() {
+        if persists {
             t.phase("persist");
         }
-        *self.running.write().unwrap() = Arc::new(change.running);
-        if let Some(p) = change.persisted {
-            *self.persisted.lock().unwrap_or_else(PoisonError::into_inner) = p;
+        let running = Arc::new(change.running);
+        *self.running.write().unwrap() = running.clone();
+        if change.same {
+            *self.persisted.lock().unwrap_or_else(PoisonError::into_inner) = running;
+        } else if let Some(p) = change.persisted {
+            *self.persisted.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(p);
         }
         Ok(())
     }
@@ -421,6 +458,7 @@ impl Core {
 
     fn plans(&self, st: &LinkState, groups: &groups::Groups) -> Vec<PortPlan> {
         let v = View { hw: &self.hw, st };
+        let in_use = v.ports_in_use();
         self.hw
             .ports()
             .iter()
@@ -467,7 +505,7 @@ impl Core {
                 let xmit_batch = flag(PropName::XmitBatch);
                 let rx_csum = flag(PropName::RxCsum);
                 PortPlan {
-                    active: v.port_in_use(&p.device),
+                    active: in_use.contains(&p.device),
                     buf: buf_size_for_mtu(v.mtu(&link)),
                     rings: want,
                     groups: mine,
@@ -490,7 +528,17 @@ impl Core {
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
         let ga = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let gb = self.assign_groups(to)?;
+        // Only VNICs with rxrings or txrings get a group (groups::wanted);
+        // without any, there is nothing to assign, and no need to look at
+        // every VNIC's properties by name.
+        let asks = |c: &netadm_config::VnicConf| {
+            c.props.contains_key(&PropName::RxRings) || c.props.contains_key(&PropName::TxRings)
+        };
+        let gb = if to.vnic.values().any(asks) {
+            self.assign_groups(to)?
+        } else {
+            groups::Groups::new()
+        };
         let (a, b) = (self.plans(from, &ga), self.plans(to, &gb));
         match self.drive(&a, &b, &ga, &gb, t, progress) {
             Ok(()) => {

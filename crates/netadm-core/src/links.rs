@@ -59,9 +59,21 @@ impl<'a> View<'a> {
         v
     }
 
-    /// What `name` refers to.
+    /// What `name` refers to: a port first, then an aggregation, then a
+    /// VNIC (the order of [`View::links`]). A lookup in each map, not a
+    /// walk over every link: everything that resolves names (validation,
+    /// plans, MTUs, reads) calls this once per link it looks at.
     pub fn resolve(&self, name: &str) -> Option<Link> {
-        self.links().into_iter().find(|(n, _)| n.as_str() == name).map(|(_, l)| l)
+        let phys_name = |d: &'a LinkName| {
+            self.st.phys.get(d).and_then(|p| p.name.as_ref()).unwrap_or(d).as_str()
+        };
+        if let Some(p) = self.hw.ports().iter().find(|p| phys_name(&p.device) == name) {
+            return Some(Link::Phys(p.device.clone()));
+        }
+        if let Some((n, _)) = self.st.aggr.get_key_value(name) {
+            return Some(Link::Aggr(n.clone()));
+        }
+        self.st.vnic.get_key_value(name).map(|(n, _)| Link::Vnic(n.clone()))
     }
 
     /// What `name` refers to, or a NotFound error naming it.
@@ -161,6 +173,26 @@ impl<'a> View<'a> {
                 .map(|o| self.ports_under(&o))
                 .unwrap_or_default(),
         }
+    }
+
+    /// Every port device something uses (see [`View::port_in_use`]), in
+    /// one pass: each distinct link VNICs sit over is resolved once, not
+    /// once per VNIC.
+    pub fn ports_in_use(&self) -> std::collections::BTreeSet<LinkName> {
+        let mut over: std::collections::BTreeSet<&LinkName> = std::collections::BTreeSet::new();
+        for v in self.st.vnic.values() {
+            over.insert(&v.over);
+        }
+        let mut used = std::collections::BTreeSet::new();
+        let links = over
+            .into_iter()
+            .filter_map(|o| self.resolve(o.as_str()))
+            .chain(self.st.aggr.keys().map(|n| Link::Aggr(n.clone())))
+            .chain(self.st.interface.keys().filter_map(|n| self.resolve(n.as_str())));
+        for l in links {
+            used.extend(self.ports_under(&l));
+        }
+        used
     }
 
     /// Whether anything uses port `device`: an aggregation it belongs to, or

@@ -50,15 +50,20 @@ fn change(
 ) -> Result<Change, CoreError> {
     let running = apply(v)?;
     if temporary {
-        return Ok(Change { running, persisted: None });
+        return Ok(Change { running, persisted: None, same: false });
+    }
+    // Nothing temporary anywhere: the running configuration is the
+    // persistent one (one allocation), and `apply` gives the same result.
+    if std::ptr::eq(v.st, persisted) {
+        return Ok(Change { running, persisted: None, same: true });
     }
     let pv = View { hw: v.hw, st: persisted };
     if exists(v, subject) && !exists(&pv, subject) {
         t.note(format!("{subject} is temporary: the change was not persisted"));
-        return Ok(Change { running, persisted: None });
+        return Ok(Change { running, persisted: None, same: false });
     }
     match apply(&pv) {
-        Ok(p) => Ok(Change { running, persisted: Some(p) }),
+        Ok(p) => Ok(Change { running, persisted: Some(p), same: false }),
         Err(e) => Err(CoreError {
             message: format!(
                 "{}; in the persistent configuration (use -t for a temporary change)",
@@ -112,9 +117,20 @@ fn random_mac(seed: &str) -> MacAddr {
 /// Invariants every configuration must keep; checked before any change is
 /// executed and on the persistent configuration at start.
 pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
+    // Names are unique within each map; a clash is across them: a port's
+    // name or an aggregation's taken again further on.
     let mut seen = BTreeSet::new();
-    for (n, _) in v.links() {
-        if !seen.insert(n.clone()) {
+    for p in v.hw.ports() {
+        let n = v.phys_name(&p.device);
+        if !seen.insert(n.clone())
+            || v.st.aggr.contains_key(n.as_str())
+            || v.st.vnic.contains_key(n.as_str())
+        {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
+        }
+    }
+    for n in v.st.aggr.keys() {
+        if v.st.vnic.contains_key(n.as_str()) {
             return Err(CoreError::exists(format!("link name {n} is used twice")));
         }
     }
@@ -124,6 +140,12 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
                 "port {d} is configured but the hardware has no such port"
             )));
         }
+    }
+    // The links VNICs sit over, each resolved once: there are few of them
+    // and many VNICs.
+    let mut overs: BTreeMap<&LinkName, Option<Link>> = BTreeMap::new();
+    for conf in v.st.vnic.values() {
+        overs.entry(&conf.over).or_insert_with(|| v.resolve(conf.over.as_str()));
     }
     let mut members = BTreeSet::new();
     for (a, conf) in &v.st.aggr {
@@ -139,7 +161,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
             if !members.insert(p.clone()) {
                 return Err(CoreError::busy(format!("port {p} is in two aggregations")));
             }
-            if !v.vnics_over(p).is_empty() || v.st.interface.contains_key(p) {
+            if overs.contains_key(p) || v.st.interface.contains_key(p) {
                 return Err(CoreError::busy(format!(
                     "port {p} of {a} has a VNIC or IP interface over it"
                 )));
@@ -147,7 +169,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
         }
     }
     for (n, conf) in &v.st.vnic {
-        match v.resolve(conf.over.as_str()) {
+        match overs.get(&conf.over).and_then(Option::as_ref) {
             None => {
                 return Err(CoreError::not_found(format!(
                     "VNIC {n}: link {} does not exist",

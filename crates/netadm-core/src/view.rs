@@ -6,11 +6,38 @@ use netadm_dbus::{
 };
 use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
+use std::collections::BTreeSet;
+
+use netadm_config::{Entry, LinkState, diff};
+
 use crate::links::{Link, View};
 use crate::{Core, CoreError};
 
+/// The `show-link` row of `link`, named `name`, under the running (`v`) and
+/// persistent (`pv`) configurations.
+fn link_info(v: &View<'_>, pv: &View<'_>, name: &LinkName, link: &Link) -> LinkInfo {
+    let over = match link {
+        Link::Phys(_) => vec![],
+        Link::Aggr(n) => v.st.aggr[n].ports.iter().map(ToString::to_string).collect(),
+        Link::Vnic(n) => vec![v.st.vnic[n].over.to_string()],
+    };
+    let persistent = match link {
+        Link::Phys(_) => true,
+        _ => pv.resolve(name.as_str()).is_some_and(|l| l.class() == link.class()),
+    };
+    LinkInfo {
+        link: name.to_string(),
+        class: link.class().to_string(),
+        mtu: v.mtu(link),
+        state: "up".into(),
+        over,
+        member_of: v.aggr_of(name).map(ToString::to_string).unwrap_or_default(),
+        persistent,
+    }
+}
+
 impl Core {
-    fn view_of<'a>(&'a self, st: &'a netadm_config::LinkState) -> View<'a> {
+    fn view_of<'a>(&'a self, st: &'a LinkState) -> View<'a> {
         View { hw: self.hardware(), st }
     }
 
@@ -39,32 +66,76 @@ impl Core {
     /// `show-link`.
     pub fn show_link(&self) -> Vec<LinkInfo> {
         let st = self.running();
-        let persisted = self.persisted();
+        let persisted = self.persisted_arc();
         let v = self.view_of(&st);
         let pv = self.view_of(&persisted);
-        v.links()
-            .into_iter()
-            .map(|(name, link)| {
-                let over = match &link {
-                    Link::Phys(_) => vec![],
-                    Link::Aggr(n) => st.aggr[n].ports.iter().map(ToString::to_string).collect(),
-                    Link::Vnic(n) => vec![st.vnic[n].over.to_string()],
-                };
-                let persistent = match &link {
-                    Link::Phys(_) => true,
-                    _ => pv.resolve(name.as_str()).is_some_and(|l| l.class() == link.class()),
-                };
-                LinkInfo {
-                    link: name.to_string(),
-                    class: link.class().to_string(),
-                    mtu: v.mtu(&link),
-                    state: "up".into(),
-                    over,
-                    member_of: v.aggr_of(&name).map(ToString::to_string).unwrap_or_default(),
-                    persistent,
-                }
+        v.links().into_iter().map(|(name, link)| link_info(&v, &pv, &name, &link)).collect()
+    }
+
+    /// `show-link` rows of the links among `names` that exist, each at the
+    /// cost of its own lookups.
+    pub fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkInfo> {
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        let v = self.view_of(&st);
+        let pv = self.view_of(&persisted);
+        names
+            .iter()
+            .filter_map(|n| {
+                let link = v.resolve(n)?;
+                Some(link_info(&v, &pv, &n.parse().ok()?, &link))
             })
             .collect()
+    }
+
+    /// The links whose `show-link` row may differ between two snapshots of
+    /// the running and persistent configurations (before and after a
+    /// change): every port, every aggregation and VNIC whose entry changed
+    /// in either, and the VNICs over a port or aggregation that changed
+    /// (their MTU follows it). What is no longer there is among them.
+    pub fn links_changed(
+        &self,
+        running: (&LinkState, &LinkState),
+        persisted: (&LinkState, &LinkState),
+    ) -> BTreeSet<String> {
+        let hw = self.hardware();
+        let mut out = BTreeSet::new();
+        for st in [running.0, running.1] {
+            let v = self.view_of(st);
+            out.extend(hw.ports().iter().map(|p| v.phys_name(&p.device).to_string()));
+        }
+        let after = self.view_of(running.1);
+        // A configuration that did not change is the same allocation.
+        let changes = |(a, b): (&LinkState, &LinkState)| {
+            if std::ptr::eq(a, b) { vec![] } else { diff(a, b) }
+        };
+        // When the persistent configuration is the running one, before and
+        // after, its changes are the same.
+        let both = std::ptr::eq(running.0, persisted.0) && std::ptr::eq(running.1, persisted.1);
+        let persisted = if both { (persisted.0, persisted.0) } else { persisted };
+        for e in changes(running).into_iter().chain(changes(persisted)) {
+            let under: Option<LinkName> = match &e {
+                Entry::Phys(d, _) => Some(after.phys_name(d)),
+                Entry::Aggr(n, _) => {
+                    out.insert(n.to_string());
+                    Some(n.clone())
+                }
+                Entry::Vnic(n, _) => {
+                    out.insert(n.to_string());
+                    None
+                }
+                Entry::Interface(..) | Entry::Address(..) => None,
+            };
+            if let Some(l) = under {
+                out.extend(after.vnics_over(&l).into_iter().map(ToString::to_string));
+            }
+        }
+        out
+    }
+
+    /// A shared snapshot of the persistent configuration.
+    pub fn persisted_snapshot(&self) -> std::sync::Arc<LinkState> {
+        self.persisted_arc()
     }
 
     /// `show-aggr`.
@@ -250,7 +321,7 @@ impl Core {
     /// `show-if`.
     pub fn show_if(&self) -> Vec<IfInfo> {
         let st = self.running();
-        let persisted = self.persisted();
+        let persisted = self.persisted_arc();
         let v = self.view_of(&st);
         st.interface
             .keys()

@@ -1,0 +1,528 @@
+//! `netadm-bench scale`: what each verb costs as the number of links grows.
+//!
+//! For every n in `--sizes`, a private `dbus-daemon` and a `netadmd`
+//! (kernel mirror off, the embedded hardware) run on a state directory
+//! holding n persistent VNICs: half over `aggr0` (i40e0+i40e1, mtu 9000),
+//! half over the port `atl1c2`, every fourth with an mtu of its own. That
+//! state is written through `netadm_config::Store` — the daemon's own store,
+//! so the file is exactly what netadmd writes — rather than built by n
+//! calls, which before the fix cost a quarter of an hour at n = 1000.
+//! netadmd then starts on it, and every figure below is taken through the
+//! real `netadm` binary:
+//!
+//! - create-vnic and delete-vnic (persistent, over aggr0): `--samples` of
+//!   each, median and p99 of the daemon's `total_us` and of the CLI wall;
+//! - set-linkprop (mtu of one VNIC, alternating), the same figures;
+//! - show-link of every link and of one, CLI wall;
+//! - start-up: netadmd stopped (SIGTERM) and started again on what it
+//!   persisted, from spawn to its "serving" line (it is on the bus then);
+//! - RSS of netadmd (VmRSS) after the operations;
+//!
+//! and, between the largest two n, the growth exponent of each figure: the
+//! log-log slope `ln(b/a) / ln(n_b/n_a)` (0: flat, 1: linear, 2: n²).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use netadm_config::{AggrConf, LinkState, Store, VnicConf};
+use netadm_model::{LinkName, MacAddr, PropName};
+use serde_json::{Value, json};
+
+/// Options of `netadm-bench scale`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opts {
+    /// Print one JSON object instead of tables.
+    pub json: bool,
+    /// The numbers of links to measure at.
+    pub sizes: Vec<usize>,
+    /// Operations timed per verb and size.
+    pub samples: usize,
+}
+
+impl Opts {
+    /// Parses `[--json] [--sizes N,N,...] [--samples N]`.
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut o = Self { json: false, sizes: vec![10, 100, 1_000, 10_000], samples: 20 };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--json" => o.json = true,
+                "--sizes" => {
+                    let v: String = crate::value("--sizes", it.next())?;
+                    o.sizes = v
+                        .split(',')
+                        .map(|s| s.trim().parse::<usize>())
+                        .collect::<Result<_, _>>()
+                        .map_err(|_| format!("--sizes: expected N,N,... got {v:?}"))?;
+                    if o.sizes.is_empty() || o.sizes.contains(&0) {
+                        return Err("--sizes: every size must be at least 1".into());
+                    }
+                }
+                "--samples" => {
+                    o.samples = crate::value("--samples", it.next())?;
+                    if o.samples == 0 {
+                        return Err("--samples must be at least 1".into());
+                    }
+                }
+                other => return Err(format!("scale: unknown option {other:?}")),
+            }
+        }
+        o.sizes.sort_unstable();
+        o.sizes.dedup();
+        Ok(o)
+    }
+}
+
+/// How long a process gets to say it is ready.
+const READY: Duration = Duration::from_secs(120);
+
+/// Median and 99th percentile (nearest rank), in µs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Dist {
+    median: f64,
+    p99: f64,
+}
+
+fn dist(mut xs: Vec<f64>) -> Dist {
+    if xs.is_empty() {
+        return Dist::default();
+    }
+    xs.sort_by(f64::total_cmp);
+    let rank = |p: f64| xs[((p * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1];
+    Dist { median: rank(0.5), p99: rank(0.99) }
+}
+
+/// A verb's figures: daemon total and CLI wall.
+#[derive(Debug, Clone, Copy, Default)]
+struct Verb {
+    daemon: Dist,
+    wall: Dist,
+}
+
+/// Everything measured at one n.
+#[derive(Debug, Clone, Default)]
+struct Figures {
+    n: usize,
+    file_bytes: u64,
+    create: Verb,
+    delete: Verb,
+    setprop: Verb,
+    show_all: Dist,
+    show_one: Dist,
+    startup_us: f64,
+    rss_kib: f64,
+}
+
+/// A child process killed and reaped on drop.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Removes a directory and what is in it on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Each line of `r`, sent on a thread until its end.
+fn line_feed(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (until [`READY`] has passed) for a line containing `want`, then
+/// drains the rest on a thread so the writer never blocks.
+fn wait_for(rx: mpsc::Receiver<String>, what: &str, want: &str) -> Result<String, String> {
+    let deadline = Instant::now() + READY;
+    let mut seen = vec![];
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.contains(want) => {
+                std::thread::spawn(move || rx.into_iter().for_each(drop));
+                return Ok(l);
+            }
+            Ok(l) => seen.push(l),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!("{what} not ready within {READY:?}: {}", seen.join("\n")));
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(format!("{what} exited: {}", seen.join("\n")));
+            }
+        }
+    }
+}
+
+/// `netadmd` and `netadm`, beside this binary.
+fn daemon_and_cli() -> Result<(PathBuf, PathBuf), String> {
+    let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
+    let dir = me.parent().ok_or("netadm-bench has no directory")?.to_owned();
+    let at = |name: &str| {
+        let p = dir.join(name);
+        p.is_file().then_some(p).ok_or_else(|| {
+            format!(
+                "scale: {name} must sit beside netadm-bench (in {}); \
+                 cargo build --release -p netadmd -p netadm -p netadm-bench",
+                dir.display()
+            )
+        })
+    };
+    Ok((at("netadmd")?, at("netadm")?))
+}
+
+/// A private bus that allows everything: its process and address.
+fn private_bus(dir: &Path) -> Result<(Reaped, String), String> {
+    let conf = dir.join("bus.conf");
+    let text = format!(
+        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>"#,
+        dir.join("bus").display()
+    );
+    std::fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
+    let mut child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", conf.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run dbus-daemon ({e}); apt-get install dbus-daemon"))?;
+    let out = line_feed(child.stdout.take().expect("piped"));
+    let bus = Reaped(child);
+    let addr = wait_for(out, "dbus-daemon", "unix:")?;
+    Ok((bus, addr.trim().to_owned()))
+}
+
+/// The state of size n: aggr0 (mtu 9000) and n VNICs, half over aggr0 and
+/// half over atl1c2, every fourth with mtu 1400.
+fn seed(n: usize) -> Result<LinkState, String> {
+    let name = |s: &str| s.parse::<LinkName>().map_err(|e| format!("{s}: {e}"));
+    let mut st = LinkState::default();
+    st.aggr.insert(
+        name("aggr0")?,
+        AggrConf {
+            ports: vec![name("i40e0")?, name("i40e1")?],
+            policy: Default::default(),
+            lacp_mode: Default::default(),
+            lacp_timer: Default::default(),
+            mac: None,
+            props: [(PropName::Mtu, "9000".to_owned())].into(),
+        },
+    );
+    for i in 0..n {
+        let b = (i as u32).to_be_bytes();
+        let mut props = BTreeMap::new();
+        if i % 4 == 3 {
+            props.insert(PropName::Mtu, "1400".to_owned());
+        }
+        st.vnic.insert(
+            name(&format!("vnic{i}"))?,
+            VnicConf {
+                over: name(if i % 2 == 0 { "aggr0" } else { "atl1c2" })?,
+                mac: MacAddr([0x02, 0x08, 0x21, b[1], b[2], b[3]]),
+                mac_mode: "random".into(),
+                vid: None,
+                props,
+            },
+        );
+    }
+    Ok(st)
+}
+
+/// A running netadmd.
+struct Daemon {
+    proc: Reaped,
+}
+
+impl Daemon {
+    /// Starts netadmd and waits for it to serve; returns it and how long
+    /// that took (µs).
+    fn start(netadmd: &Path, bus: &str, state: &Path) -> Result<(Self, f64), String> {
+        let t = Instant::now();
+        let mut child = Command::new(netadmd)
+            .args(["--bus", bus, "--kernel-mirror", "off", "--state-dir"])
+            .arg(state)
+            .env("RUST_LOG", "warn,netadmd=info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", netadmd.display()))?;
+        let err = line_feed(child.stderr.take().expect("piped"));
+        let proc = Reaped(child);
+        wait_for(err, "netadmd", "serving org.netadm.Netadm1")?;
+        Ok((Self { proc }, t.elapsed().as_micros() as f64))
+    }
+
+    /// VmRSS in KiB.
+    fn rss_kib(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.proc.0.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// SIGTERM, and waits for a clean exit.
+    fn stop(mut self) -> Result<(), String> {
+        let pid = self.proc.0.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        if !sent.as_ref().is_ok_and(|s| s.success()) {
+            return Err(format!("cannot signal netadmd {pid}: {sent:?}"));
+        }
+        let status = self.proc.0.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("netadmd stopped with {status}"));
+        }
+        Ok(())
+    }
+}
+
+/// Runs the CLI; returns its stdout and wall time (µs).
+fn cli(netadm: &Path, bus: &str, args: &[&str]) -> Result<(String, f64), String> {
+    let t = Instant::now();
+    let out = Command::new(netadm)
+        .env("NETADM_BUS", bus)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", netadm.display()))?;
+    let wall = t.elapsed().as_micros() as f64;
+    if !out.status.success() {
+        return Err(format!(
+            "netadm {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), wall))
+}
+
+/// A mutation through the CLI: (daemon total_us, CLI wall µs).
+fn mutation(netadm: &Path, bus: &str, args: &[&str]) -> Result<(f64, f64), String> {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let (out, wall) = cli(netadm, bus, &full)?;
+    let v: Value = serde_json::from_str(&out).map_err(|e| format!("netadm output: {e}: {out}"))?;
+    let total = v["timing"]["total_us"]
+        .as_f64()
+        .ok_or_else(|| format!("netadm output has no timing.total_us: {out}"))?;
+    Ok((total, wall))
+}
+
+/// Times `samples` runs of a mutation, `args(i)` giving the i-th.
+fn sample(
+    netadm: &Path,
+    bus: &str,
+    samples: usize,
+    args: impl Fn(usize) -> Vec<String>,
+) -> Result<Verb, String> {
+    let (mut d, mut w) = (vec![], vec![]);
+    for i in 0..samples {
+        let a = args(i);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (total, wall) = mutation(netadm, bus, &a)?;
+        d.push(total);
+        w.push(wall);
+    }
+    Ok(Verb { daemon: dist(d), wall: dist(w) })
+}
+
+fn measure(o: &Opts, n: usize, dir: &Path, bus: &str) -> Result<Figures, String> {
+    let (netadmd, netadm) = daemon_and_cli()?;
+    let state = dir.join(format!("state-{n}"));
+    let store = Store::open(&state).map_err(|e| e.to_string())?;
+    store.save(&seed(n)?).map_err(|e| e.to_string())?;
+    let (d, _) = Daemon::start(&netadmd, bus, &state)?;
+    let create = sample(&netadm, bus, o.samples, |i| {
+        ["create-vnic", "-l", "aggr0", &format!("bench{i}")].map(String::from).to_vec()
+    })?;
+    let delete = sample(&netadm, bus, o.samples, |i| {
+        ["delete-vnic", &format!("bench{i}")].map(String::from).to_vec()
+    })?;
+    let setprop = sample(&netadm, bus, o.samples, |i| {
+        let mtu = if i % 2 == 0 { "mtu=1300" } else { "mtu=1400" };
+        ["set-linkprop", "-p", mtu, "vnic3"].map(String::from).to_vec()
+    })?;
+    let walls = |args: &[&str]| -> Result<Dist, String> {
+        let mut w = vec![];
+        for _ in 0..o.samples {
+            w.push(cli(&netadm, bus, args)?.1);
+        }
+        Ok(dist(w))
+    };
+    let show_all = walls(&["show-link"])?;
+    let last = format!("vnic{}", n - 1);
+    let show_one = walls(&["show-link", &last])?;
+    let rss_kib = d.rss_kib();
+    d.stop()?;
+    let file_bytes = std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0);
+    let (d, startup_us) = Daemon::start(&netadmd, bus, &state)?;
+    // It answers: the links are all there.
+    let (out, _) = cli(&netadm, bus, &["show-link", "-p", "-o", "link"])?;
+    let links = out.lines().count();
+    if links < n {
+        return Err(format!("after restart {links} links, expected at least {n}"));
+    }
+    d.stop()?;
+    let _ = std::fs::remove_dir_all(&state);
+    Ok(Figures { n, file_bytes, create, delete, setprop, show_all, show_one, startup_us, rss_kib })
+}
+
+/// Runs the benchmark.
+pub fn run(o: Opts) -> Result<(), String> {
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("netadm-bench-scale-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
+    let (_bus, addr) = private_bus(&dir.0)?;
+    let mut all = vec![];
+    for &n in &o.sizes {
+        if !o.json {
+            eprintln!("scale: n = {n} ...");
+        }
+        all.push(measure(&o, n, &dir.0, &addr)?);
+    }
+    report(&o, &all);
+    Ok(())
+}
+
+/// The figures of one row, by name, µs (RSS in KiB, file in bytes).
+fn named(f: &Figures) -> Vec<(&'static str, f64)> {
+    vec![
+        ("create-vnic daemon median", f.create.daemon.median),
+        ("create-vnic daemon p99", f.create.daemon.p99),
+        ("create-vnic CLI median", f.create.wall.median),
+        ("create-vnic CLI p99", f.create.wall.p99),
+        ("delete-vnic daemon median", f.delete.daemon.median),
+        ("delete-vnic daemon p99", f.delete.daemon.p99),
+        ("delete-vnic CLI median", f.delete.wall.median),
+        ("delete-vnic CLI p99", f.delete.wall.p99),
+        ("set-linkprop daemon median", f.setprop.daemon.median),
+        ("set-linkprop daemon p99", f.setprop.daemon.p99),
+        ("set-linkprop CLI median", f.setprop.wall.median),
+        ("show-link all CLI median", f.show_all.median),
+        ("show-link all CLI p99", f.show_all.p99),
+        ("show-link one CLI median", f.show_one.median),
+        ("show-link one CLI p99", f.show_one.p99),
+        ("start-up", f.startup_us),
+        ("RSS KiB", f.rss_kib),
+        ("links.toml bytes", f.file_bytes as f64),
+    ]
+}
+
+/// ln(b/a) / ln(nb/na).
+fn slope(na: usize, a: f64, nb: usize, b: f64) -> Option<f64> {
+    (a > 0.0 && b > 0.0 && nb > na).then(|| (b / a).ln() / (nb as f64 / na as f64).ln())
+}
+
+fn report(o: &Opts, all: &[Figures]) {
+    let growth: Vec<(&str, Option<f64>)> = match all {
+        [.., a, b] => named(a)
+            .into_iter()
+            .zip(named(b))
+            .map(|((k, x), (_, y))| (k, slope(a.n, x, b.n, y)))
+            .collect(),
+        _ => vec![],
+    };
+    if o.json {
+        let rows: Vec<Value> = all
+            .iter()
+            .map(|f| {
+                let mut m = serde_json::Map::new();
+                m.insert("n".into(), json!(f.n));
+                for (k, v) in named(f) {
+                    m.insert(k.replace(' ', "_"), json!(v));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let g: serde_json::Map<String, Value> =
+            growth.iter().map(|(k, v)| (k.replace(' ', "_"), json!(v))).collect();
+        let v = json!({ "samples": o.samples, "sizes": rows, "growth_exponent": g });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return;
+    }
+    let ms = |us: f64| format!("{:.2}", us / 1000.0);
+    println!(
+        "netadm-bench scale: n persistent VNICs (half over aggr0, half over atl1c2), {} samples per verb; times in ms",
+        o.samples
+    );
+    print!("{:<28}", "n");
+    for f in all {
+        print!("{:>12}", f.n);
+    }
+    println!("{:>10}", "growth");
+    let rows: Vec<Vec<(&str, f64)>> = all.iter().map(named).collect();
+    for (i, (k, _)) in named(&all[0]).iter().enumerate() {
+        print!("{k:<28}");
+        for r in &rows {
+            let v = r[i].1;
+            let cell =
+                if k.ends_with("KiB") || k.ends_with("bytes") { format!("{v:.0}") } else { ms(v) };
+            print!("{cell:>12}");
+        }
+        match growth.get(i).and_then(|g| g.1) {
+            Some(s) => println!("{s:>10.2}"),
+            None => println!("{:>10}", "-"),
+        }
+    }
+    if let [.., a, b] = all {
+        println!(
+            "growth: log-log slope between n = {} and n = {} (0 flat, 1 linear, 2 n²)",
+            a.n, b.n
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let o = Opts::parse(&a("--json --sizes 100,10 --samples 5")).unwrap();
+        assert_eq!(o, Opts { json: true, sizes: vec![10, 100], samples: 5 });
+        assert_eq!(Opts::parse(&[]).unwrap().sizes, vec![10, 100, 1_000, 10_000]);
+        assert!(Opts::parse(&a("--sizes 0")).is_err());
+        assert!(Opts::parse(&a("--sizes x")).is_err());
+        assert!(Opts::parse(&a("--samples 0")).is_err());
+        assert!(Opts::parse(&a("--bogus")).is_err());
+    }
+
+    #[test]
+    fn percentiles_and_slopes() {
+        let d = dist((1..=100).map(f64::from).collect());
+        assert_eq!((d.median, d.p99), (50.0, 99.0));
+        assert_eq!(slope(10, 1.0, 100, 100.0), Some(2.0));
+        assert_eq!(slope(10, 5.0, 100, 5.0), Some(0.0));
+        assert_eq!(slope(10, 0.0, 100, 5.0), None);
+    }
+
+    #[test]
+    fn seeded_states_save() {
+        let st = seed(8).unwrap();
+        assert_eq!(st.vnic.len(), 8);
+        st.validate().unwrap();
+    }
+}
