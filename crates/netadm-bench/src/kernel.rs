@@ -386,7 +386,7 @@ fn toggle(s: &Side, seconds: u32, reverse: bool) -> Result<Toggled, String> {
         Ok(())
     })?;
     (s.set_mtu)(1500)?;
-    Ok(realnet::toggled(&r, changes))
+    Ok(realnet::toggled(&r, changes, realnet::FIRST_CHANGE_SECS))
 }
 
 struct Figures {
@@ -516,7 +516,7 @@ const NOTES: [&str; 4] = [
     "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2); veth: vc0 (C) - vd0 (D); offloads as the kernel sets them on both",
     "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
     "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
-    "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
+    "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed), measured from the first MTU change at 1 s (before it, TCP slow start); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
 ];
 
 fn report(o: &Opts, n: &Figures, v: &Figures) {

@@ -372,9 +372,18 @@ pub struct Toggled {
     pub overrun_ms: f64,
 }
 
-/// Summarises `r`'s whole intervals; `mtu_changes` as made.
-pub fn toggled(r: &Iperf3, mtu_changes: u32) -> Toggled {
-    let iv = whole(&r.intervals);
+/// When the first MTU change is made, seconds into a toggled run (see
+/// [`iperf3_client`]'s ticks): the intervals before it are the
+/// connection's slow start, which says nothing about the changes and is
+/// not measured.
+pub const FIRST_CHANGE_SECS: f64 = 1.0;
+
+/// Summarises `r`'s whole intervals that start at `from` seconds or
+/// later ([`FIRST_CHANGE_SECS`] for a toggled run); `mtu_changes` as
+/// made.
+pub fn toggled(r: &Iperf3, mtu_changes: u32, from: f64) -> Toggled {
+    let iv: Vec<Interval> =
+        whole(&r.intervals).into_iter().filter(|i| i.start >= from - INTERVAL_SECS / 2.0).collect();
     Toggled {
         median_gbps: median_gbps(&iv, r.duration),
         longest_stall_ms: longest_stall_ms(&iv, r.duration),
@@ -447,11 +456,23 @@ mod tests {
     }
 
     #[test]
+    fn slow_start_before_the_first_change_is_not_measured() {
+        // A slow first 100 ms, then steady: no stall from the first
+        // change at 1 s on, though measured from 0 it is one.
+        let mut rates = vec![0.1];
+        rates.extend([3.0; 29]);
+        let r = run(iv(&rates), 3.0);
+        assert!(toggled(&r, 2, 0.0).longest_stall_ms > 0.0);
+        let t = toggled(&r, 2, FIRST_CHANGE_SECS);
+        assert_eq!((t.longest_stall_ms, t.intervals), (0.0, 20));
+    }
+
+    #[test]
     fn the_trailing_fragment_is_left_out() {
         let mut v = iv(&[2.0, 2.0]);
         v.push(Interval { start: 0.2, secs: 0.003, gbps: 0.0 });
         assert_eq!(whole(&v).len(), 2);
-        let t = toggled(&run(v, 0.2), 3);
+        let t = toggled(&run(v, 0.2), 3, 0.0);
         assert_eq!((t.longest_stall_ms, t.overrun_ms), (0.0, 0.0));
         assert_eq!((t.slowest_gbps, t.retransmits, t.mtu_changes, t.intervals), (2.0, 7, 3, 2));
     }
@@ -463,7 +484,7 @@ mod tests {
         // would be 0 and the stall nothing; the test's own median is 2.
         let v = iv(&[2.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
         assert_eq!(median_gbps(&v, 0.5), 2.0);
-        let t = toggled(&run(v, 0.5), 4);
+        let t = toggled(&run(v, 0.5), 4, 0.0);
         assert!((t.longest_stall_ms - 900.0).abs() < 1e-6, "{t:?}");
         assert!((t.overrun_ms - 800.0).abs() < 1e-6, "{t:?}");
         assert_eq!(t.median_gbps, 2.0);
