@@ -37,6 +37,14 @@ fn hw() -> HardwareConfig {
 
 fn none(_: &str, _: u32, _: u32) {}
 
+/// These tests measure real-time behaviour (pauses, order, loss) on a
+/// machine that may have two cores: they run one at a time, not beside
+/// each other's traffic generators.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn mtu(v: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("mtu".to_string(), v.to_string())])
 }
@@ -116,6 +124,7 @@ fn finish_and_check(c: &Core) -> netadm_dbus::TrafficInfo {
 
 #[test]
 fn twenty_mtu_changes_under_sequenced_traffic_lose_nothing_and_pause_senders_briefly() {
+    let _serial = serial();
     let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
     aggregation_under_traffic(&c);
     let mut longest = 0;
@@ -156,11 +165,13 @@ fn twenty_mtu_changes_under_sequenced_traffic_lose_nothing_and_pause_senders_bri
 
 #[test]
 fn a_failure_in_the_first_wave_leaves_the_old_mtu_working() {
+    let _serial = serial();
     failure_leaves_old_mtu(QueueId::tx(10));
 }
 
 #[test]
 fn a_failure_in_the_middle_of_an_mtu_change_leaves_the_old_mtu_working() {
+    let _serial = serial();
     failure_leaves_old_mtu(QueueId::tx(40));
 }
 
@@ -247,6 +258,7 @@ fn opackets(c: &Core, port: &str) -> u64 {
 
 #[test]
 fn a_cut_cable_moves_its_flows_to_the_other_member_and_back() {
+    let _serial = serial();
     let hw = HardwareConfig::parse(CABLED, Path::new("cabled.toml")).unwrap();
     let c = Core::start(&hw, None, Strategy::Batched).unwrap();
     c.create_aggr("aggr1", &["atl1c0".into(), "atl1c1".into()], "L4", "", "", "", true, &none)
@@ -286,6 +298,7 @@ fn a_cut_cable_moves_its_flows_to_the_other_member_and_back() {
 
 #[test]
 fn adding_and_removing_members_under_traffic_loses_nothing_and_pauses_senders_briefly() {
+    let _serial = serial();
     let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
     c.create_aggr("aggr0", &["i40e0".into()], "L3,L4", "", "", "", true, &none).unwrap();
     c.start_traffic("aggr0", 100_000, 128, 32).unwrap();
@@ -320,6 +333,7 @@ const DIST: u8 = 0x20;
 
 #[test]
 fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
+    let _serial = serial();
     let hw = HardwareConfig::parse(CABLED, Path::new("cabled.toml")).unwrap();
     let c = Core::start(&hw, None, Strategy::Batched).unwrap();
     c.create_aggr(
@@ -391,6 +405,7 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
 
 #[test]
 fn changing_rxrings_under_traffic_loses_nothing_and_pauses_senders_briefly() {
+    let _serial = serial();
     let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
     aggregation_under_traffic(&c);
     let mut longest = 0;
@@ -436,6 +451,7 @@ fn rx_on(c: &Core, port: &str, rings: std::ops::Range<u16>) -> u64 {
 
 #[test]
 fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
+    let _serial = serial();
     let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
     c.create_if("i40e0", true, &none).unwrap();
     let four = BTreeMap::from([("rxrings".to_string(), "4".to_string())]);
@@ -498,6 +514,7 @@ fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
 
 #[test]
 fn a_panic_in_a_ring_job_is_an_internal_error_and_the_daemon_serves_on() {
+    let _serial = serial();
     let faulty: Arc<Mutex<Option<Arc<FaultyNic>>>> = Arc::default();
     let keep = faulty.clone();
     let wrap: NicWrap = Box::new(move |name, nic| {
@@ -527,6 +544,7 @@ fn a_panic_in_a_ring_job_is_an_internal_error_and_the_daemon_serves_on() {
 
 #[test]
 fn a_change_arriving_while_the_daemon_stops_is_refused_at_once() {
+    let _serial = serial();
     let c = Arc::new(Core::start(&hw(), None, Strategy::Batched).unwrap());
     c.quiesce();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -542,6 +560,7 @@ fn a_change_arriving_while_the_daemon_stops_is_refused_at_once() {
 
 #[test]
 fn start_traffic_racing_create_and_delete_gets_typed_errors_never_a_panic() {
+    let _serial = serial();
     let c = Arc::new(Core::start(&hw(), None, Strategy::Batched).unwrap());
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     const ROUNDS: u32 = 15;
@@ -580,6 +599,7 @@ fn start_traffic_racing_create_and_delete_gets_typed_errors_never_a_panic() {
 
 #[test]
 fn a_deleted_link_takes_its_traffic_books_and_stream_with_it() {
+    let _serial = serial();
     let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
     for round in 0..3 {
         c.create_vnic("vnic0", "i40e0", "auto", 0, &BTreeMap::new(), true, &none).unwrap();
