@@ -1204,6 +1204,12 @@ impl Engine {
             }
             let Some(ring) = self.live[q].clone() else { continue };
             let limit = self.sh.tails[q].load(Ordering::Acquire);
+            if !self.reflect_room() {
+                // Paused by the link partner (802.3x): what comes back has
+                // nowhere to go until the driver takes what arrived.
+                self.sh.doorbell_pending[q / 64].fetch_or(1 << (q % 64), Ordering::SeqCst);
+                continue;
+            }
             let mut bytes = 0u64;
             // SAFETY: this engine thread is the only device-side user
             // of every ring programmed into this device; `limit` is what
@@ -1212,7 +1218,7 @@ impl Engine {
                 ring.device_take_upto(limit, ENGINE_BUDGET, &mut scratch, |frame, off| {
                     bytes += frame.len() as u64;
                     self.send_offloaded(frame, off, &mut seg);
-                    self.wire_free <= now
+                    self.wire_free <= now && self.reflect_room()
                 })
             };
             if ring.device_owned_upto(limit) > 0 {
@@ -1355,13 +1361,13 @@ impl Engine {
         self.occupy(wire_bytes(frame.len()));
         match self.sh.cfg.wire {
             WireMode::Sink | WireMode::Afpacket => {}
-            WireMode::Loopback => self.deliver_or_drop(frame),
+            WireMode::Loopback => self.reflect(frame),
             WireMode::Reflector => {
                 let (dst, src) = frame.split_at_mut(6);
                 if src.len() >= 6 {
                     dst.swap_with_slice(&mut src[..6]);
                 }
-                self.deliver_or_drop(frame);
+                self.reflect(frame);
             }
             WireMode::Cable => match self.sh.peer.get() {
                 // SAFETY: this engine thread is the only driver-side user
@@ -1383,11 +1389,42 @@ impl Engine {
         }
     }
 
-    /// Delivers a frame that cannot wait (the device's own transmission
-    /// looped back): without buffers it is dropped and counted.
-    fn deliver_or_drop(&mut self, frame: &[u8]) {
-        if self.deliver(frame, Offload::NONE) == Delivery::NoBuffer {
-            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+    /// Whether a loopback or reflector port's receive packet buffer has
+    /// room for what the next frame sent brings back (a superframe's
+    /// segments included); other wires always have. Without room the
+    /// port stops sending — flow control, as a PAUSE from the link
+    /// partner does — until the driver takes what arrived.
+    fn reflect_room(&self) -> bool {
+        const ROOM: u32 = 64;
+        if !matches!(self.sh.cfg.wire, WireMode::Loopback | WireMode::Reflector) {
+            return true;
+        }
+        let inbox = &self.sh.inbox;
+        if inbox.free() < ROOM {
+            // SAFETY: as in `reflect`: this thread is the inbox's only
+            // producer.
+            unsafe { inbox.driver_reclaim() };
+        }
+        inbox.free() >= ROOM
+    }
+
+    /// A frame coming back to this port (loopback, reflector): into its
+    /// own receive packet buffer, as any frame off a wire, so it waits for
+    /// RX buffers rather than being dropped while the host is slow; when
+    /// that buffer is full, the wire drops and counts.
+    fn reflect(&mut self, frame: &[u8]) {
+        let inbox = &self.sh.inbox;
+        // SAFETY: a loopback or reflector port has no cable and no
+        // afpacket socket: this engine thread is its inbox's only
+        // producer (and, in `receive_wire`, its only consumer).
+        let pushed = unsafe {
+            if inbox.free() < inbox.slots_for(frame.len()) {
+                inbox.driver_reclaim();
+            }
+            inbox.driver_push_frame(frame, Offload::NONE)
+        };
+        if !pushed {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
