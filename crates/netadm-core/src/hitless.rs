@@ -111,8 +111,16 @@ pub(crate) fn drain(p: &Port, rings: &[u16]) -> Result<(), RingError> {
 fn drain_tx(p: &Port, rings: &[u16]) -> Result<(), RingError> {
     let nic = p.engine.nic();
     let txqs: Vec<u16> = rings.iter().copied().filter(|&r| r < nic.caps().tx_queues).collect();
-    nic.wait_tx_drained(&txqs, Instant::now() + DRAIN)
-        .map_err(|rings| RingError::TxDrainTimeout { rings })
+    let deadline = Instant::now() + DRAIN;
+    nic.wait_tx_drained(&txqs, deadline).map_err(|rings| RingError::TxDrainTimeout { rings })?;
+    // On a reflector what was sent comes back through the port's receive
+    // packet buffer: nothing is in flight until that is empty too.
+    if matches!(p.wire, netadm_config::Wire::Reflector)
+        && !p.device_handle().wait_inbox_empty(deadline)
+    {
+        return Err(RingError::TxDrainTimeout { rings: txqs });
+    }
+    Ok(())
 }
 
 fn drain_rx(p: &Port, rings: &[u16], deadline: Instant) -> Result<(), RingError> {

@@ -612,6 +612,20 @@ impl Device {
         if ok { Ok(()) } else { Err(qs.iter().copied().filter(|&q| busy(q)).collect()) }
     }
 
+    /// Waits, event-driven, until the port's receive packet buffer (its
+    /// inbox) holds nothing: every frame that came back or arrived has
+    /// been placed in an RX ring. For a loopback or reflector port after
+    /// [`Self::wait_tx_drained`], nothing it sent is still on its way.
+    pub fn wait_inbox_empty(&self, deadline: Instant) -> bool {
+        self.sh.drain_waiters.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.sh.wake_engine();
+        let inbox = &self.sh.inbox;
+        let ok = self.sh.events.wait_until(deadline, || inbox.device_owned() == 0);
+        self.sh.drain_waiters.fetch_sub(1, Ordering::AcqRel);
+        ok
+    }
+
     /// Connects two ports with a cable: what either transmits, the other
     /// receives. Both must have been built with [`WireMode::Cable`]; each
     /// port has one cable, connected once.
@@ -1408,11 +1422,18 @@ impl Engine {
         inbox.free() >= ROOM
     }
 
-    /// A frame coming back to this port (loopback, reflector): into its
-    /// own receive packet buffer, as any frame off a wire, so it waits for
-    /// RX buffers rather than being dropped while the host is slow; when
-    /// that buffer is full, the wire drops and counts.
+    /// A frame coming back to this port (loopback, reflector): straight
+    /// into its RX ring while that has buffers and nothing waits before
+    /// it; otherwise into the port's receive packet buffer, in order
+    /// behind what already waits there, as any frame off a wire, so it
+    /// waits for RX buffers rather than being dropped while the host is
+    /// slow. When that buffer is full, the wire drops and counts.
     fn reflect(&mut self, frame: &[u8]) {
+        if self.sh.inbox.device_owned() == 0
+            && self.deliver(frame, Offload::NONE) != Delivery::NoBuffer
+        {
+            return;
+        }
         let inbox = &self.sh.inbox;
         // SAFETY: a loopback or reflector port has no cable and no
         // afpacket socket: this engine thread is its inbox's only
@@ -1452,6 +1473,13 @@ impl Engine {
             })
         };
         self.wire_scratch = scratch;
+        if n > 0 {
+            // As in `transmit`: a drain waiter may be watching the inbox.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if self.sh.drain_waiters.load(Ordering::SeqCst) > 0 {
+                self.sh.events.notify();
+            }
+        }
         n > 0
     }
 
