@@ -1218,12 +1218,6 @@ impl Engine {
             }
             let Some(ring) = self.live[q].clone() else { continue };
             let limit = self.sh.tails[q].load(Ordering::Acquire);
-            if !self.reflect_room() {
-                // Paused by the link partner (802.3x): what comes back has
-                // nowhere to go until the driver takes what arrived.
-                self.sh.doorbell_pending[q / 64].fetch_or(1 << (q % 64), Ordering::SeqCst);
-                continue;
-            }
             let mut bytes = 0u64;
             // SAFETY: this engine thread is the only device-side user
             // of every ring programmed into this device; `limit` is what
@@ -1232,7 +1226,7 @@ impl Engine {
                 ring.device_take_upto(limit, ENGINE_BUDGET, &mut scratch, |frame, off| {
                     bytes += frame.len() as u64;
                     self.send_offloaded(frame, off, &mut seg);
-                    self.wire_free <= now && self.reflect_room()
+                    self.wire_free <= now
                 })
             };
             if ring.device_owned_upto(limit) > 0 {
@@ -1401,25 +1395,6 @@ impl Engine {
                 }
             },
         }
-    }
-
-    /// Whether a loopback or reflector port's receive packet buffer has
-    /// room for what the next frame sent brings back (a superframe's
-    /// segments included); other wires always have. Without room the
-    /// port stops sending — flow control, as a PAUSE from the link
-    /// partner does — until the driver takes what arrived.
-    fn reflect_room(&self) -> bool {
-        const ROOM: u32 = 64;
-        if !matches!(self.sh.cfg.wire, WireMode::Loopback | WireMode::Reflector) {
-            return true;
-        }
-        let inbox = &self.sh.inbox;
-        if inbox.free() < ROOM {
-            // SAFETY: as in `reflect`: this thread is the inbox's only
-            // producer.
-            unsafe { inbox.driver_reclaim() };
-        }
-        inbox.free() >= ROOM
     }
 
     /// A frame coming back to this port (loopback, reflector): straight
