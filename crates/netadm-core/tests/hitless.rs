@@ -175,7 +175,8 @@ fn a_failure_in_the_middle_of_an_mtu_change_leaves_the_old_mtu_working() {
     failure_leaves_old_mtu(QueueId::tx(40));
 }
 
-fn failure_leaves_old_mtu(q: QueueId) {
+/// A core whose i40e1 is wrapped in a fault injector, and the injector.
+fn core_with_faulty_i40e1() -> (Core, Arc<FaultyNic>) {
     let faulty: Arc<Mutex<Option<Arc<FaultyNic>>>> = Arc::default();
     let keep = faulty.clone();
     let wrap: NicWrap = Box::new(move |name, nic| {
@@ -187,9 +188,14 @@ fn failure_leaves_old_mtu(q: QueueId) {
         f as Arc<dyn Nic>
     });
     let c = Core::start_with(&hw(), None, Strategy::Batched, Some(&wrap), false).unwrap();
+    let f = faulty.lock().unwrap().clone().unwrap();
+    (c, f)
+}
+
+fn failure_leaves_old_mtu(q: QueueId) {
+    let (c, f) = core_with_faulty_i40e1();
     aggregation_under_traffic(&c);
     // The second wave's start on i40e1 never gets an enable acknowledged.
-    let f = faulty.lock().unwrap().clone().unwrap();
     f.set_faults(Faults { swallow_enable: [q].into(), once: true, ..Faults::default() });
     let e = c.set_link_prop("aggr0", &mtu("9000"), true, &none).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Hardware, "{}", e.message);
@@ -516,18 +522,7 @@ fn vnic_ring_groups_keep_their_traffic_apart_and_are_never_disturbed() {
 #[test]
 fn a_panic_in_a_ring_job_is_an_internal_error_and_the_daemon_serves_on() {
     let _serial = serial();
-    let faulty: Arc<Mutex<Option<Arc<FaultyNic>>>> = Arc::default();
-    let keep = faulty.clone();
-    let wrap: NicWrap = Box::new(move |name, nic| {
-        if name != "i40e1" {
-            return nic;
-        }
-        let f = Arc::new(FaultyNic::new(nic, Duration::from_millis(100)));
-        *keep.lock().unwrap() = Some(f.clone());
-        f as Arc<dyn Nic>
-    });
-    let c = Core::start_with(&hw(), None, Strategy::Batched, Some(&wrap), false).unwrap();
-    let f = faulty.lock().unwrap().clone().unwrap();
+    let (c, f) = core_with_faulty_i40e1();
     f.set_faults(Faults { panic_ring: [QueueId::rx(3)].into(), once: true, ..Faults::default() });
     let e = c
         .create_aggr("aggr0", &["i40e0".into(), "i40e1".into()], "L3,L4", "", "", "", true, &none)
