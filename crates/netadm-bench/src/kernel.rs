@@ -13,14 +13,13 @@
 //! toggles 1500<->9000 every second, both directions: median interval,
 //! longest stall, slowest interval, retransmits, MTU changes made.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::procs::{await_line, binaries, lines, private_bus};
 use crate::realnet::{self, Netns, Reaped, Toggled, run as cmd};
 
 /// Options of the `kernel` benchmark.
@@ -121,88 +120,6 @@ impl Drop for TempDir {
     }
 }
 
-/// Sends each line of `r` to the receiver, on a thread, to its end.
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits for a line of `rx` containing `want`; then drains the rest on a
-/// thread so the writer never blocks on a full pipe.
-fn await_line(rx: mpsc::Receiver<String>, what: &str, want: &str) -> Result<String, String> {
-    let deadline = Instant::now() + READY;
-    let mut seen = vec![];
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) if l.contains(want) => {
-                std::thread::spawn(move || rx.into_iter().for_each(drop));
-                return Ok(l);
-            }
-            Ok(l) => seen.push(l),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                return Err(format!("{what} was not ready within {READY:?}: {}", seen.join("\n")));
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(format!("{what} exited: {}", seen.join("\n")));
-            }
-        }
-    }
-}
-
-/// The binaries `netadmd` and `netadm` beside this one.
-fn binaries() -> Result<(PathBuf, PathBuf), String> {
-    let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
-    let dir = me.parent().ok_or("netadm-bench has no directory")?;
-    let find = |name: &str| {
-        let p = dir.join(name);
-        if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!(
-                "kernel: {name} not found at {} (it must sit beside netadm-bench); \
-                 build it with `cargo build --release --workspace`",
-                p.display()
-            ))
-        }
-    };
-    Ok((find("netadmd")?, find("netadm")?))
-}
-
-/// A private bus allowing everything; its process and address.
-fn start_bus(dir: &Path) -> Result<(Reaped, String), String> {
-    let conf = dir.join("bus.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>"#,
-            dir.join("bus").display()
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut child = realnet::dies_with_us(None, "dbus-daemon")
-        .arg(format!("--config-file={}", conf.display()))
-        .args(["--nofork", "--print-address=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run dbus-daemon ({e}); apt-get install dbus-daemon"))?;
-    let out = lines(child.stdout.take().expect("piped"));
-    let bus = Reaped(child);
-    let addr = await_line(out, "dbus-daemon", "unix:")?;
-    Ok((bus, addr))
-}
-
 /// The netadm side, running: netadmd in `a` with aggr0 addressed.
 struct Netadm {
     cli: PathBuf,
@@ -254,7 +171,7 @@ fn start_netadm(
         .map_err(|e| format!("cannot run netadmd: {e}"))?;
     let err = lines(child.stderr.take().expect("piped"));
     let daemon = Reaped(child);
-    await_line(err, "netadmd", "serving org.netadm.Netadm1")?;
+    await_line(err, "netadmd", "serving org.netadm.Netadm1", READY)?;
     let n = Netadm { cli, bus: bus.to_owned() };
     n.run(&["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"])?;
     n.run(&["create-if", "aggr0"])?;
@@ -423,7 +340,7 @@ fn check_prerequisites() -> Result<(), String> {
 
 pub fn run(o: Opts) -> Result<(), String> {
     check_prerequisites()?;
-    let (netadmd, cli) = binaries()?;
+    let (netadmd, cli) = binaries("kernel")?;
     remove_stale();
     let say = |m: &str| {
         if !o.json {
@@ -441,7 +358,7 @@ pub fn run(o: Opts) -> Result<(), String> {
     realnet::netadm_far_side(a, b)?;
     veth_pair(c, d)?;
     let dir = TempDir::new()?;
-    let (_bus, addr) = start_bus(&dir.0)?;
+    let (_bus, addr) = private_bus(&dir.0)?;
     say("netadmd, aggr0, aggr0/v4 ...");
     let (_daemon, n) = start_netadm(a, &dir.0, &addr, &netadmd, cli)?;
     await_path(a, "192.0.2.2")?;

@@ -12,6 +12,7 @@
 mod datapath;
 mod kernel;
 mod mtu;
+mod procs;
 mod realnet;
 mod rings;
 mod scale;

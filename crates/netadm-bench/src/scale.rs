@@ -22,15 +22,16 @@
 //! log-log slope `ln(b/a) / ln(n_b/n_a)` (0: flat, 1: linear, 2: n²).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netadm_config::{AggrConf, LinkState, Store, VnicConf};
 use netadm_model::{LinkName, MacAddr, PropName};
 use serde_json::{Value, json};
+
+use crate::procs::{await_line, binaries, lines, private_bus};
+use crate::realnet::Reaped;
 
 /// Options of `netadm-bench scale`.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,16 +118,6 @@ struct Figures {
     rss_kib: f64,
 }
 
-/// A child process killed and reaped on drop.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Removes a directory and what is in it on drop.
 struct Scratch(PathBuf);
 
@@ -134,83 +125,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// Each line of `r`, sent on a thread until its end.
-fn line_feed(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits (until [`READY`] has passed) for a line containing `want`, then
-/// drains the rest on a thread so the writer never blocks.
-fn wait_for(rx: mpsc::Receiver<String>, what: &str, want: &str) -> Result<String, String> {
-    let deadline = Instant::now() + READY;
-    let mut seen = vec![];
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) if l.contains(want) => {
-                std::thread::spawn(move || rx.into_iter().for_each(drop));
-                return Ok(l);
-            }
-            Ok(l) => seen.push(l),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                return Err(format!("{what} not ready within {READY:?}: {}", seen.join("\n")));
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(format!("{what} exited: {}", seen.join("\n")));
-            }
-        }
-    }
-}
-
-/// `netadmd` and `netadm`, beside this binary.
-fn daemon_and_cli() -> Result<(PathBuf, PathBuf), String> {
-    let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
-    let dir = me.parent().ok_or("netadm-bench has no directory")?.to_owned();
-    let at = |name: &str| {
-        let p = dir.join(name);
-        p.is_file().then_some(p).ok_or_else(|| {
-            format!(
-                "scale: {name} must sit beside netadm-bench (in {}); \
-                 cargo build --release -p netadmd -p netadm -p netadm-bench",
-                dir.display()
-            )
-        })
-    };
-    Ok((at("netadmd")?, at("netadm")?))
-}
-
-/// A private bus that allows everything: its process and address.
-fn private_bus(dir: &Path) -> Result<(Reaped, String), String> {
-    let conf = dir.join("bus.conf");
-    let text = format!(
-        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>"#,
-        dir.join("bus").display()
-    );
-    std::fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
-    let mut child = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", conf.display()))
-        .args(["--nofork", "--print-address=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run dbus-daemon ({e}); apt-get install dbus-daemon"))?;
-    let out = line_feed(child.stdout.take().expect("piped"));
-    let bus = Reaped(child);
-    let addr = wait_for(out, "dbus-daemon", "unix:")?;
-    Ok((bus, addr.trim().to_owned()))
 }
 
 /// The state of size n: aggr0 (mtu 9000) and n VNICs, half over aggr0 and
@@ -266,9 +180,9 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", netadmd.display()))?;
-        let err = line_feed(child.stderr.take().expect("piped"));
+        let err = lines(child.stderr.take().expect("piped"));
         let proc = Reaped(child);
-        wait_for(err, "netadmd", "serving org.netadm.Netadm1")?;
+        await_line(err, "netadmd", "serving org.netadm.Netadm1", READY)?;
         Ok((Self { proc }, t.elapsed().as_micros() as f64))
     }
 
@@ -349,7 +263,7 @@ fn sample(
 }
 
 fn measure(o: &Opts, n: usize, dir: &Path, bus: &str) -> Result<Figures, String> {
-    let (netadmd, netadm) = daemon_and_cli()?;
+    let (netadmd, netadm) = binaries("scale")?;
     let state = dir.join(format!("state-{n}"));
     let store = Store::open(&state).map_err(|e| e.to_string())?;
     store.save(&seed(n)?).map_err(|e| e.to_string())?;

@@ -158,6 +158,17 @@ struct Desc {
     off: Offload,
 }
 
+/// What a walk over a ring's frames does with the one it is at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Take it and go on.
+    Take,
+    /// Take it and stop.
+    TakeAndStop,
+    /// Leave it (and those after it) where it is.
+    Leave,
+}
+
 /// One descriptor ring and its buffers, in DMA memory.
 pub struct DmaRing {
     region: Region,
@@ -421,6 +432,41 @@ impl DmaRing {
         frames
     }
 
+    /// Walks the frames (chains) in `[from, end)`, at most `budget`,
+    /// gathering chains into `scratch`, asking `f` of each what to do.
+    /// Returns the index after the last frame taken and how many were.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `[from, end)`, and an acquire load ordered the other
+    /// party's writes to those slots before this.
+    unsafe fn walk(
+        &self,
+        from: u32,
+        end: u32,
+        budget: u32,
+        scratch: &mut Vec<u8>,
+        mut f: impl FnMut(&mut [u8], Offload) -> Step,
+    ) -> (u32, u32) {
+        let (mut at, mut n) = (from, 0);
+        while n < budget && at != end {
+            // SAFETY: the caller's contract.
+            let Some((frame, off, used)) = (unsafe { self.read_chain(at, end, scratch) }) else {
+                break;
+            };
+            let step = f(frame, off);
+            if step == Step::Leave {
+                break;
+            }
+            at = at.wrapping_add(used);
+            n += 1;
+            if step == Step::TakeAndStop {
+                break;
+            }
+        }
+        (at, n)
+    }
+
     /// Driver: visits up to `budget` frames the device has completed (RX),
     /// each with its offload context, gathering chains into `scratch`,
     /// then reclaims their slots. Returns how many frames were visited.
@@ -434,19 +480,15 @@ impl DmaRing {
         scratch: &mut Vec<u8>,
         mut visit: impl FnMut(&[u8], Offload),
     ) -> u32 {
-        let mut clean = self.clean.load(Ordering::Relaxed);
-        let done = self.done();
-        let mut n = 0;
-        while n < budget && clean != done {
-            // SAFETY: [clean, done) is the driver's; the acquire load of
-            // done ordered the device's writes before these reads.
-            let Some((f, off, used)) = (unsafe { self.read_chain(clean, done, scratch) }) else {
-                break;
-            };
-            visit(f, off);
-            clean = clean.wrapping_add(used);
-            n += 1;
-        }
+        let clean = self.clean.load(Ordering::Relaxed);
+        // SAFETY: [clean, done) is the driver's; the acquire load of done
+        // ordered the device's writes before these reads.
+        let (clean, n) = unsafe {
+            self.walk(clean, self.done(), budget, scratch, |f, off| {
+                visit(f, off);
+                Step::Take
+            })
+        };
         self.clean.store(clean, Ordering::Release);
         n
     }
@@ -543,21 +585,14 @@ impl DmaRing {
         scratch: &mut Vec<u8>,
         mut f: impl FnMut(&mut [u8], Offload) -> bool,
     ) -> u32 {
-        let mut head = self.head.load(Ordering::Relaxed);
-        let tail = self.tail();
-        let mut n = 0;
-        while n < budget && head != tail {
-            // SAFETY: [head, tail) is the device's; the acquire load of
-            // tail ordered the driver's writes before these reads.
-            let Some((frame, off, used)) = (unsafe { self.read_chain(head, tail, scratch) }) else {
-                break;
-            };
-            if !f(frame, off) {
-                break;
-            }
-            head = head.wrapping_add(used);
-            n += 1;
-        }
+        let head = self.head.load(Ordering::Relaxed);
+        // SAFETY: [head, tail) is the device's; the acquire load of tail
+        // ordered the driver's writes before these reads.
+        let (head, n) = unsafe {
+            self.walk(head, self.tail(), budget, scratch, |fr, o| {
+                if f(fr, o) { Step::Take } else { Step::Leave }
+            })
+        };
         self.head.store(head, Ordering::Release);
         self.device_write_back();
         n
@@ -581,24 +616,17 @@ impl DmaRing {
         scratch: &mut Vec<u8>,
         mut f: impl FnMut(&mut [u8], Offload) -> bool,
     ) -> u32 {
-        let mut head = self.head.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Relaxed);
         // The acquire load orders the driver's slot writes before the
         // reads below (the caller's `limit` is at most this tail).
         let tail = self.tail();
         let end = if tail.wrapping_sub(head) < limit.wrapping_sub(head) { tail } else { limit };
-        let mut n = 0;
-        while n < budget && head != end {
-            // SAFETY: [head, end) is the device's.
-            let Some((frame, off, used)) = (unsafe { self.read_chain(head, end, scratch) }) else {
-                break;
-            };
-            let more = f(frame, off);
-            head = head.wrapping_add(used);
-            n += 1;
-            if !more {
-                break;
-            }
-        }
+        // SAFETY: [head, end) is the device's.
+        let (head, n) = unsafe {
+            self.walk(head, end, budget, scratch, |fr, o| {
+                if f(fr, o) { Step::Take } else { Step::TakeAndStop }
+            })
+        };
         self.head.store(head, Ordering::Release);
         n
     }
