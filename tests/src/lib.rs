@@ -259,6 +259,34 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a test's prerequisites are here: root (when `root_for` says
+/// what for) and each `(tool, Debian package)` on PATH. If not, it prints
+/// "skipped: needs ..." and returns false, unless under CI (`CI=true`),
+/// where a missing prerequisite fails the test: `.ci/run` installs the
+/// packages and runs as root.
+pub fn prerequisites(root_for: Option<&str>, tools: &[(&str, &str)]) -> bool {
+    let on_path = |tool: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    };
+    let mut missing = vec![];
+    if let Some(why) = root_for.filter(|_| !is_root()) {
+        missing.push(format!("root, {why}"));
+    }
+    for (tool, package) in tools {
+        if !on_path(tool) {
+            missing.push(format!("{tool} (apt-get install {package})"));
+        }
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let what = missing.join(", ");
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and missing: {what}");
+    eprintln!("skipped: needs {what}");
+    false
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
