@@ -67,6 +67,7 @@ impl Manager {
             tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
         })?;
         let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let started = std::time::Instant::now();
         let before = (self.core.running(), self.core.persisted_snapshot());
         let (tx, mut rx) = mpsc::unbounded_channel::<(String, u32, u32)>();
         let core = self.core.clone();
@@ -84,6 +85,8 @@ impl Manager {
             Ok(r) => tracing::info!(op, caller, total_us = r.total_us, "done"),
             Err(e) => tracing::info!(op, caller, kind = e.kind.as_str(), "failed: {}", e.message),
         }
+        let result = res.as_ref().map_or_else(|e| e.kind.as_str(), |_| "ok");
+        crate::metrics::observe(op, result, started.elapsed());
         let res = res.map_err(to_dbus)?;
         // Only the link objects the change can have touched.
         let after = (self.core.running(), self.core.persisted_snapshot());

@@ -45,13 +45,28 @@ fn lines(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
 
 /// Waits for a line satisfying `want`, or panics after [`READY`].
 fn await_line(rx: &mpsc::Receiver<String>, what: &str, want: impl Fn(&str) -> bool) -> String {
+    await_lines(rx, what, want).pop().unwrap()
+}
+
+/// Waits for a line satisfying `want`, or panics after [`READY`]; returns
+/// every line up to it, it last.
+fn await_lines(
+    rx: &mpsc::Receiver<String>,
+    what: &str,
+    want: impl Fn(&str) -> bool,
+) -> Vec<String> {
     let deadline = std::time::Instant::now() + READY;
     let mut seen = vec![];
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
-            Ok(l) if want(&l) => return l,
-            Ok(l) => seen.push(l),
+            Ok(l) => {
+                let done = want(&l);
+                seen.push(l);
+                if done {
+                    return seen;
+                }
+            }
             Err(_) => panic!("{what} did not get ready; it printed: {seen:#?}"),
         }
     }
@@ -165,6 +180,8 @@ pub struct Daemon {
     child: Child,
     /// Its state directory.
     pub state_dir: PathBuf,
+    /// What it printed to stderr until it served.
+    pub startup: Vec<String>,
     stderr: mpsc::Receiver<String>,
 }
 
@@ -182,8 +199,8 @@ impl Daemon {
             .spawn()
             .unwrap();
         let stderr = lines(child.stderr.take().unwrap());
-        await_line(&stderr, "netadmd", |l| l.contains("serving org.netadm.Netadm1"));
-        Self { child, state_dir: state_dir.to_path_buf(), stderr }
+        let startup = await_lines(&stderr, "netadmd", |l| l.contains("serving org.netadm.Netadm1"));
+        Self { child, state_dir: state_dir.to_path_buf(), startup, stderr }
     }
 
     /// Runs `netadmd` expecting it to refuse to start; returns its stderr.
@@ -319,6 +336,15 @@ pub fn json_err(bus: &Bus, args: &[&str]) -> (String, String) {
     });
     let e = &v["error"];
     (e["kind"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned())
+}
+
+/// Waits until `cond` holds, for at most 30 s.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
 }
 
 /// The rows of a `show-*` JSON array whose `key` equals `value`.

@@ -19,6 +19,8 @@ use netadm_e2e::*;
 const BOOT: Duration = Duration::from_secs(120);
 const RESTART: Duration = Duration::from_secs(30);
 const HALT: Duration = Duration::from_secs(30);
+/// Any one command run in the container (systemctl waits for its jobs).
+const EXEC: Duration = Duration::from_secs(120);
 
 /// Root, and the tools to build and boot the root. Missing: skipped with a
 /// message, or a failure under CI (`.ci/run` installs them).
@@ -131,7 +133,7 @@ exec systemd-nspawn -D "$T/root" --register=no --keep-unit --private-network \
     fn await_booted(&mut self) {
         let deadline = Instant::now() + BOOT;
         loop {
-            let out = self.exec(&["timeout", "60", "systemctl", "is-system-running", "--wait"]);
+            let out = self.exec(&["systemctl", "is-system-running", "--wait"]);
             let state = String::from_utf8_lossy(&out.stdout).trim().to_owned();
             if state == "running" || state == "degraded" {
                 eprintln!("container booted: {state}");
@@ -149,10 +151,11 @@ exec systemd-nspawn -D "$T/root" --register=no --keep-unit --private-network \
         }
     }
 
-    /// Runs a command of the container's, in all its namespaces.
+    /// Runs a command of the container's, in all its namespaces, for at
+    /// most [`EXEC`].
     fn exec(&self, args: &[&str]) -> Output {
-        Command::new("nsenter")
-            .args(["-t", &self.pid1.to_string(), "-a"])
+        Command::new("timeout")
+            .args([&EXEC.as_secs().to_string(), "nsenter", "-t", &self.pid1.to_string(), "-a"])
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -174,8 +177,8 @@ exec systemd-nspawn -D "$T/root" --register=no --keep-unit --private-network \
 
     /// Runs a host command in the container's network namespace only.
     fn net(&self, args: &[&str]) -> String {
-        let out = Command::new("nsenter")
-            .args(["-t", &self.pid1.to_string(), "-n"])
+        let out = Command::new("timeout")
+            .args([&EXEC.as_secs().to_string(), "nsenter", "-t", &self.pid1.to_string(), "-n"])
             .args(args)
             .output()
             .unwrap();
@@ -298,15 +301,42 @@ fn netadmd_runs_under_a_real_systemd() {
     assert_ne!(c.sysfs("atl1c2", "ifindex"), index, "the TAP was not made anew");
     assert!(c.net(&["ip", "-4", "-o", "addr", "show", "dev", "atl1c2"]).contains("192.0.2.1/24"));
 
+    // Metrics with the README's drop-in: the hardened unit lets netadmd
+    // listen on localhost, and a scrape (bash's /dev/tcp: the root has no
+    // HTTP client) returns its figures.
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let dropin = readme
+        .split("```ini\n")
+        .nth(1)
+        .and_then(|r| r.split("```").next())
+        .expect("README.md: the metrics drop-in (```ini)");
+    let dir = "/etc/systemd/system/netadmd.service.d";
+    c.ok(&["mkdir", "-p", dir]);
+    c.ok(&["sh", "-c", &format!("cat > {dir}/metrics.conf <<'EOF'\n{dropin}EOF\n")]);
+    c.ok(&["systemctl", "daemon-reload"]);
+    c.ok(&["systemctl", "restart", "netadmd.service"]);
+    let port = dropin.split("--metrics-listen 127.0.0.1:").nth(1).unwrap();
+    let port = port.split_whitespace().next().unwrap();
+    let scrape = c.ok(&[
+        "bash",
+        "-c",
+        &format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+        ),
+    ]);
+    assert!(scrape.starts_with("HTTP/1.0 200"), "scrape: {scrape}");
+    assert!(scrape.contains("netadm_port_rings{port=\"atl1c2\",state=\"started\"} 4"), "{scrape}");
+
     // systemctl stop: SIGTERM, a clean exit.
     c.ok(&["systemctl", "stop", "netadmd.service"]);
     assert_eq!(c.unit("ActiveState"), "inactive");
     assert_eq!(c.unit("Result"), "success");
 
-    // The journal has its logs: two starts and the stop.
+    // The journal has its logs: three starts and the stops.
     let journal = c.ok(&["journalctl", "-u", "netadmd.service", "-o", "cat", "--no-pager"]);
     eprintln!("journal of netadmd.service:\n{journal}");
-    assert_eq!(journal.matches("serving org.netadm.Netadm1 on the system bus").count(), 2);
+    assert_eq!(journal.matches("serving org.netadm.Netadm1 on the system bus").count(), 3);
+    assert!(journal.contains("metrics: Prometheus text format on http://127.0.0.1:"));
     assert!(journal.contains("stopping"), "no stop in the journal");
     drop(c);
     eprintln!("whole test in {:.1} s", started.elapsed().as_secs_f64());
