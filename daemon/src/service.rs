@@ -283,6 +283,15 @@ impl Manager {
         self.mutate(&hdr, &em, "delete-if", move |c, p| c.delete_if(&name, temporary, p)).await
     }
 
+    async fn refresh_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "refresh-if", move |c, _| c.refresh_if(&name)).await
+    }
+
     async fn show_if(&self) -> Result<Vec<IfInfo>, Error> {
         self.read(|c| c.show_if()).await
     }

@@ -270,6 +270,10 @@ pub struct IfInfo {
     pub persistent: String,
     /// The kernel device mirroring it, or empty when none was made.
     pub kernel_device: String,
+    /// How the kernel device differs from the configuration, when someone
+    /// changed it behind netadm's back (state `drifted` or `missing`);
+    /// empty when it does not. `RefreshIf` puts it back.
+    pub drift: String,
 }
 
 /// An address object (`show-addr`).
@@ -453,6 +457,9 @@ mod proxies {
         fn create_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// Deletes an IP interface and its addresses.
         fn delete_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Makes an IP interface's kernel device anew as configured (MAC,
+        /// MTU, up, addresses), whatever was done to it.
+        fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
         /// IP interfaces.
         fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
         /// Creates an address object; `kind` is `static`, `addr` is
