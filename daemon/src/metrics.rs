@@ -186,6 +186,13 @@ pub fn render(core: &Core) -> String {
         (vec![("link", &l.link)], f64::from(u8::from(l.state == "up")))
     });
 
+    let ifs = core.show_if();
+    let drift = "1 when someone changed or deleted the IP interface's kernel device (show-if: \
+                 drifted or missing).";
+    o.each(&ifs, "netadm_interface_drifted", "gauge", drift, |i| {
+        (vec![("ifname", &i.ifname)], f64::from(u8::from(!i.drift.is_empty())))
+    });
+
     let phys = core.show_phys();
     if !phys.is_empty() {
         o.family("netadm_port_rings", "gauge", "Descriptor rings of each port, by state.");

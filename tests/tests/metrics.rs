@@ -50,6 +50,7 @@ fn a_scrape_parses_and_agrees_with_the_daemon() {
     // Work to count: a verb that succeeds, one that fails, traffic.
     json(&bus, &["create-aggr", "-l", "i40e0", "-l", "i40e1", "aggr0"]);
     assert_eq!(json_err(&bus, &["create-if", "nosuch0"]).0, "NotFound");
+    json(&bus, &["create-if", "atl1c2"]);
     json(&bus, &["start-traffic", "-l", "aggr0", "--rate", "50000", "--flows", "8"]);
     let traffic = || rows(&json(&bus, &["show-traffic"]), "link", "aggr0")[0].clone();
     wait_for("20000 frames", || traffic()["received"].as_u64().unwrap() >= 20_000);
@@ -118,6 +119,7 @@ fn a_scrape_parses_and_agrees_with_the_daemon() {
         assert_eq!(at(&format!(r#"netadm_port_rings{{port="{port}",state="stopped"}}"#)), stopped);
     }
     assert_eq!(at(r#"netadm_port_rings{port="i40e0",state="started"}"#), 256.0);
+    assert_eq!(at(r#"netadm_interface_drifted{ifname="atl1c2"}"#), 0.0);
 
     // Only /metrics, only GET.
     assert!(get(&addr, "/").0.starts_with("HTTP/1.0 404"));
