@@ -23,9 +23,12 @@ const MTU: &[&str] = &["set-linkprop", "-p", "mtu=9000", "aggr0"];
 
 /// Every mutating verb: its name, the commands that set up the state it
 /// starts from, and its command.
-const VERBS: &[(&str, &[&[&str]], &[&str])] = &[
+/// A command line.
+type Cmd = &'static [&'static str];
+
+const VERBS: &[(&str, &[Cmd], Cmd)] = &[
     ("create-aggr", &[], AGGR),
-    ("modify-aggr", &[AGGR], &["modify-aggr", "-P", "L4", "aggr0"]),
+    ("modify-aggr", &[AGGR], &["modify-aggr", "-P", "L2", "aggr0"]),
     (
         "add-aggr",
         &[&["create-aggr", "-l", "i40e0", "aggr0"]],
@@ -122,7 +125,10 @@ fn a_crash_at_every_step_of_a_save_leaves_the_state_before_or_after_every_verb()
                 let mut d = set_up(&bus, &dir, *journal, setup, &[("FAILPOINTS", &fp)]);
                 assert_eq!(state(&bus), before, "{what}: setup is not deterministic");
                 let out = netadm(&bus, cmd);
-                assert!(!out.status.success(), "{what}: the verb succeeded");
+                assert!(
+                    !out.status.success(),
+                    "{what}: the verb succeeded (a verb that changes nothing saves nothing)"
+                );
                 let status = d.wait_exit(Duration::from_secs(20));
                 assert!(
                     status.is_some_and(|s| !s.success()),

@@ -364,8 +364,12 @@ impl Core {
             // The panic may have come after links.toml or the journal took
             // the change: the file is written again from the persistent
             // configuration, unchanged like the running one.
+            // (Should saving panic again, that is reported, not raised.)
             let saved = match &self.store {
-                Some(s) => s.save(&self.persisted_arc()).map_err(|e| e.to_string()),
+                Some(s) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    s.save(&self.persisted_arc()).map_err(|e| e.to_string())
+                }))
+                .unwrap_or_else(|_| Err("it panicked too".into())),
                 None => Ok(()),
             };
             Err(CoreError::internal(format!(
