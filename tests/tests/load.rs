@@ -49,8 +49,21 @@ async fn apply(p: &NetadmProxy<'_>, op: &Op) -> Result<(), Error> {
     r.map(drop).map_err(Error::from_zbus)
 }
 
-async fn show(p: &NetadmProxy<'_>, which: u64) -> Result<(), Error> {
-    let r = match which % 9 {
+/// The show methods the clients call, by index.
+const SHOWS: [&str; 9] = [
+    "ShowLink",
+    "ShowAggr",
+    "ShowVnic",
+    "ShowIf",
+    "ShowAddr",
+    "ShowTraffic",
+    "ShowStats",
+    "ShowHistory",
+    "ShowPhys",
+];
+
+async fn show(p: &NetadmProxy<'_>, which: usize) -> Result<(), Error> {
+    let r = match which {
         0 => p.show_link().await.map(drop),
         1 => p.show_aggr().await.map(drop),
         2 => p.show_vnic().await.map(drop),
@@ -95,7 +108,8 @@ async fn connect(bus: &str) -> NetadmProxy<'static> {
 struct Report {
     done: Vec<Op>,
     refused: BTreeMap<&'static str, u32>,
-    show_us: Vec<u64>,
+    /// Per show method (index into SHOWS), each call's latency in µs.
+    show_us: [Vec<u64>; 9],
 }
 
 async fn client(bus: String, i: usize, until: Instant) -> Result<Report, String> {
@@ -113,9 +127,10 @@ async fn client(bus: String, i: usize, until: Instant) -> Result<Report, String>
     while Instant::now() < until {
         let roll = next();
         if roll % 4 != 0 {
+            let which = (next() % SHOWS.len() as u64) as usize;
             let t = Instant::now();
-            show(&p, next()).await.map_err(|e| format!("client {i}: show: {e:?}"))?;
-            r.show_us.push(t.elapsed().as_micros() as u64);
+            show(&p, which).await.map_err(|e| format!("client {i}: show: {e:?}"))?;
+            r.show_us[which].push(t.elapsed().as_micros() as u64);
             continue;
         }
         let j = (next() % NAMES as u64) as usize;
@@ -199,8 +214,22 @@ fn fifty_clients_mixing_changes_and_shows_under_traffic_end_in_a_serial_state() 
     d.stop();
     assert_eq!(after, replay, "the state after the load is not the serial replay's");
 
-    let mut show_us: Vec<u64> = reports.iter().flat_map(|r| r.show_us.iter().copied()).collect();
+    let per = |w: usize| {
+        let mut v: Vec<u64> = reports.iter().flat_map(|r| r.show_us[w].iter().copied()).collect();
+        v.sort_unstable();
+        v
+    };
+    let mut show_us: Vec<u64> = (0..SHOWS.len()).flat_map(per).collect();
     show_us.sort_unstable();
+    let by_method: Vec<String> = (0..SHOWS.len())
+        .map(|w| {
+            let v = per(w);
+            if v.is_empty() {
+                return format!("{} -", SHOWS[w]);
+            }
+            format!("{} {:.1}", SHOWS[w], pct(&v, 0.99))
+        })
+        .collect();
     let done: usize = reports.iter().map(|r| r.done.len()).sum();
     let mut refused: BTreeMap<&str, u32> = BTreeMap::new();
     for r in &reports {
@@ -212,13 +241,14 @@ fn fifty_clients_mixing_changes_and_shows_under_traffic_end_in_a_serial_state() 
     println!(
         "load: {CLIENTS} clients, {seconds} s: {} show calls, p50 {:.1} ms, p99 {:.1} ms, max \
          {:.1} ms; {done} mutations done, refused {refused:?}; traffic on aggr0 meanwhile: sent \
-         {}, lost {}",
+         {}, lost {}; p99 by method (ms): {}",
         show_us.len(),
         pct(&show_us, 0.50),
         pct(&show_us, 0.99),
         pct(&show_us, 1.0),
         t["sent"],
-        t["lost"]
+        t["lost"],
+        by_method.join(", ")
     );
     assert!(!show_us.is_empty() && done > 0, "the clients did nothing");
 }
