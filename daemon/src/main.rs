@@ -50,6 +50,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Tests only: failpoints named in the FAILPOINTS variable.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

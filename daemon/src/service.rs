@@ -479,6 +479,11 @@ async fn sync_links(
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress
 /// finish before returning.
 pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), String> {
+    // Handlers first: a SIGTERM that comes as soon as READY=1 is out (a
+    // quick `systemctl stop`, a test) must stop cleanly, not kill.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let links = Arc::new(Mutex::new(BTreeMap::new()));
     let manager = Manager { core: core.clone(), auth, links: links.clone() };
     let builder = match bus {
@@ -499,11 +504,9 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
     crate::notify::notify("READY=1");
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
     tokio::select! {
         _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
     }
     tracing::info!("stopping: waiting for the mutation in progress");
     crate::notify::notify("STOPPING=1");

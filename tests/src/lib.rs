@@ -188,7 +188,13 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `netadmd` on `bus` with `state_dir` and waits until it serves.
     pub fn start(bus: &Bus, state_dir: &Path, extra: &[&str]) -> Self {
+        Self::start_env(bus, state_dir, extra, &[])
+    }
+
+    /// [`Daemon::start`] with environment variables set (e.g. `FAILPOINTS`).
+    pub fn start_env(bus: &Bus, state_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(bin("netadmd"))
+            .envs(env.iter().copied())
             .args(["--bus", bus.address(), "--state-dir"])
             .arg(state_dir)
             // Tests run in the host's network namespace unless they made
@@ -225,6 +231,23 @@ impl Daemon {
     pub fn kill9(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Waits for it to exit by itself (at most `within`); its status, or
+    /// `None` if it is still running then.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        // Its stderr closes when it exits: that is the event.
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Timeout) => return None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Some(self.child.wait().unwrap());
+                }
+            }
+        }
     }
 
     /// Its process id.

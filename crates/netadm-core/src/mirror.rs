@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_config::{LinkState, parse_addr_prefix};
@@ -80,7 +80,11 @@ impl Mirror {
 
     /// The kernel device of an interface, if one was made.
     pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
-        self.ifs.lock().unwrap().get(name).map(|i| i.tap.name().to_owned())
+        self.ifs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .map(|i| i.tap.name().to_owned())
     }
 }
 
@@ -160,7 +164,7 @@ impl Core {
         let Some(m) = &self.mirror else { return Ok(false) };
         let (vf, vt) =
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
-        let mut ifs = m.ifs.lock().unwrap();
+        let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
         for (n, i) in ifs.iter_mut() {
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
@@ -194,14 +198,19 @@ impl Core {
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
         let addr =
             |s: &str| parse_addr_prefix(s).map_err(|e| CoreError::invalid_argument(e.to_string()));
-        let mut ifs = m.ifs.lock().unwrap();
+        let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         // Addresses that go, then interfaces that go.
         for (obj, a) in &from.address {
             if !to.address.contains_key(obj)
                 && let Some(i) = ifs.get(obj.interface())
             {
                 let (ip, p) = addr(&a.addr)?;
-                m.nl.del_addr(i.index, ip, p).map_err(kerr)?;
+                match m.nl.del_addr(i.index, ip, p) {
+                    // Gone already (putting back a change that failed
+                    // before it was added): as wanted.
+                    Err(KernelError::NotFound { .. }) => {}
+                    r => r.map_err(kerr)?,
+                }
             }
         }
         for n in from.interface.keys() {
@@ -226,6 +235,10 @@ impl Core {
             let offload = offloads(&vt, &l);
             tap.set_offload(offload.0, offload.1).map_err(kerr)?;
             let index = m.nl.index(n.as_str()).map_err(kerr)?;
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
+                "failpoint core.kernel.tap"
+            )));
             m.nl.set_mac(index, mac).map_err(kerr)?;
             m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
             let stop = crate::drift::eventfd()?;
@@ -276,6 +289,10 @@ impl Core {
             }
             let mtu = vt.mtu(&l);
             if vf.resolve(n.as_str()).is_none_or(|lf| vf.mtu(&lf) != mtu) {
+                #[cfg(feature = "failpoints")]
+                fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
+                    "failpoint core.kernel.mtu"
+                )));
                 m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
         }
@@ -284,6 +301,10 @@ impl Core {
                 && let Some(i) = ifs.get(obj.interface())
             {
                 let (ip, p) = addr(&a.addr)?;
+                #[cfg(feature = "failpoints")]
+                fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
+                    "failpoint core.kernel.addr"
+                )));
                 m.nl.add_addr(i.index, ip, p).map_err(|e| match e {
                     KernelError::Exists { .. } => {
                         CoreError::exists(format!("{ip} is already present in the kernel"))

@@ -110,7 +110,7 @@ fn take_replies(
                 if code == 0 {
                     return Ok(true);
                 }
-                return Err(errno(-code, op));
+                return Err(errno(code.wrapping_neg(), op));
             }
             _ => out.push(payload.to_vec()),
         }
@@ -367,6 +367,9 @@ fn errno(code: i32, op: &str) -> KernelError {
         _ => KernelError::Refused { op: op.into(), source },
     }
 }
+
+#[cfg(test)]
+mod hostile;
 
 #[cfg(test)]
 mod tests {
