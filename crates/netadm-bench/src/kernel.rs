@@ -230,6 +230,10 @@ fn percentile(xs: &[f64], p: f64) -> f64 {
 #[derive(Debug, Clone, Copy)]
 struct Rtt {
     avg_ms: f64,
+    /// Robust to the few round trips a loaded machine delays by
+    /// milliseconds (a woken thread waiting for a CPU), which the average
+    /// is not.
+    median_ms: f64,
     p99_ms: f64,
     min_ms: f64,
     max_ms: f64,
@@ -260,6 +264,7 @@ fn ping(ns: &str, addr: &str, count: u32) -> Result<Rtt, String> {
     }
     Ok(Rtt {
         avg_ms: t.iter().sum::<f64>() / t.len() as f64,
+        median_ms: realnet::median(&t),
         p99_ms: percentile(&t, 99.0),
         min_ms: t.iter().copied().fold(f64::INFINITY, f64::min),
         max_ms: t.iter().copied().fold(0.0, f64::max),
@@ -439,7 +444,7 @@ const NOTES: [&str; 4] = [
 fn report(o: &Opts, n: &Figures, v: &Figures) {
     let ratio = |a: f64, b: f64| if b > 0.0 { Some(a / b) } else { None };
     if o.json {
-        let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": o.pings});
+        let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "median": r.median_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": o.pings});
         let tog = |t: &Toggled| {
             json!({
                 "median_gbps": t.median_gbps, "longest_stall_ms": t.longest_stall_ms,
@@ -495,6 +500,7 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
         v.rtt.avg_ms,
         3,
     );
+    row("ping RTT median (ms)", n.rtt.median_ms, v.rtt.median_ms, 3);
     row("ping RTT p99 (ms)", n.rtt.p99_ms, v.rtt.p99_ms, 3);
     row("ping lost (count)", n.rtt.lost.into(), v.rtt.lost.into(), 0);
     for (title, a, b) in [

@@ -89,6 +89,7 @@ impl Mirror {
 }
 
 fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::Tx>) {
+    netadm_nic::wake::short_slices();
     // A virtio-net header and the largest superframe.
     let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
     loop {

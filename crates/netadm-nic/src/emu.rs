@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use crate::dma::DmaRing;
 use crate::offload::{self, Offload, VNET_HDR_LEN};
 use crate::types::{Caps, Dir, HwStats, InterruptHandler, NicError, QueueId};
+use crate::wake::Parker;
 
 /// Where frames the device transmits go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,6 +64,11 @@ pub enum WireMode {
 /// NAPI's busy polling, it saves the wake-up on a busy link and costs
 /// nothing on an idle one.
 const LINGER: Duration = Duration::from_micros(50);
+
+/// Frames one `recvmmsg(2)` reads off an afpacket wire at most, and the
+/// room for each: a virtio-net header and the largest superframe.
+const PACKET_BATCH: usize = 8;
+const PACKET_SLOT: usize = VNET_HDR_LEN + 65536 + 1024;
 
 /// Frames a wire holds in flight towards a port before it drops them.
 const WIRE_SLOTS: u32 = 4096;
@@ -251,7 +257,8 @@ struct Shared {
     drain_waiters: AtomicUsize,
     irq_pending: AtomicU64,
     irq_handler: RwLock<Option<InterruptHandler>>,
-    engine_thread: OnceLock<Thread>,
+    /// Wakes the engine thread (doorbells, control writes, a cable peer).
+    engine_wake: Arc<Parker>,
     irq_thread: OnceLock<Thread>,
     shutdown: AtomicBool,
     counters: Counters,
@@ -262,10 +269,9 @@ struct Shared {
     peer: OnceLock<Peer>,
     /// Link carrier: a cut wire neither sends nor receives.
     carrier: AtomicBool,
-    /// The AF_PACKET socket of an afpacket wire, once attached.
+    /// The AF_PACKET socket of an afpacket wire, once attached: the
+    /// engine thread sends on it and reads it.
     packet: OnceLock<std::os::fd::OwnedFd>,
-    /// Wakes the afpacket reader to stop.
-    packet_stop: OnceLock<std::os::fd::OwnedFd>,
     /// RX checksum reporting enabled (where the device has it).
     rx_csum: AtomicBool,
 }
@@ -273,7 +279,7 @@ struct Shared {
 /// The far end of a cable.
 struct Peer {
     inbox: Arc<DmaRing>,
-    engine: Thread,
+    engine: Arc<Parker>,
 }
 
 impl Shared {
@@ -283,9 +289,7 @@ impl Shared {
     }
 
     fn wake_engine(&self) {
-        if let Some(t) = self.engine_thread.get() {
-            t.unpark();
-        }
+        self.engine_wake.unpark();
     }
 
     fn tx_queues(&self) -> usize {
@@ -297,8 +301,6 @@ impl Shared {
 pub struct Device {
     sh: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
-    /// Threads started after power-on (an afpacket reader).
-    extra: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -338,7 +340,7 @@ impl Device {
             drain_waiters: AtomicUsize::new(0),
             irq_pending: AtomicU64::new(0),
             irq_handler: RwLock::new(None),
-            engine_thread: OnceLock::new(),
+            engine_wake: Arc::new(Parker::new().expect("an eventfd for the device engine")),
             irq_thread: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             counters: Counters::default(),
@@ -353,7 +355,6 @@ impl Device {
             peer: OnceLock::new(),
             carrier: AtomicBool::new(true),
             packet: OnceLock::new(),
-            packet_stop: OnceLock::new(),
             rx_csum: AtomicBool::new(caps.offloads.rx_csum),
             cfg,
         });
@@ -371,9 +372,8 @@ impl Device {
                 .spawn(move || irq_thread(&sh))
                 .expect("spawn device interrupt thread")
         };
-        let _ = sh.engine_thread.set(engine.thread().clone());
         let _ = sh.irq_thread.set(irq.thread().clone());
-        Self { sh, threads: vec![engine, irq], extra: Mutex::new(vec![]) }
+        Self { sh, threads: vec![engine, irq] }
     }
 
     /// The device's capabilities.
@@ -647,7 +647,7 @@ impl Device {
         }
         let end = |d: &Device| Peer {
             inbox: Arc::clone(&d.sh.inbox),
-            engine: d.sh.engine_thread.get().expect("engine started").clone(),
+            engine: Arc::clone(&d.sh.engine_wake),
         };
         let _ = a.sh.peer.set(end(b));
         let _ = b.sh.peer.set(end(a));
@@ -656,10 +656,13 @@ impl Device {
 
     /// Wires the port to host interface `ifname` (in the calling thread's
     /// network namespace) through an `AF_PACKET` socket: promiscuous, not
-    /// seeing its own transmissions; a reader thread puts what arrives in
-    /// the port's inbox (the only producer), as a cable would.
+    /// seeing its own transmissions. The engine thread reads it as it reads
+    /// any wire: what arrives goes into an RX ring, or waits in the port's
+    /// receive packet buffer (the inbox) when the ring has too few buffers
+    /// posted; while frames wait there, the socket is not read, so its own
+    /// buffer holds the rest (flow control, as towards a link partner).
     pub fn attach_afpacket(&self, ifname: &str) -> std::io::Result<()> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::fd::{FromRawFd, OwnedFd};
         if self.sh.cfg.wire != WireMode::Afpacket || self.sh.packet.get().is_some() {
             return Err(std::io::Error::other("not a free afpacket port"));
         }
@@ -722,75 +725,10 @@ impl Device {
         if rc < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        // SAFETY: eventfd(2); checked.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        let stop = unsafe { OwnedFd::from_raw_fd(efd) };
         let _ = self.sh.packet.set(sock);
-        let _ = self.sh.packet_stop.set(stop);
-        let sh = Arc::clone(&self.sh);
-        let t = thread::Builder::new().name(format!("{ifname}-pkt")).spawn(move || {
-            let sock = sh.packet.get().expect("set").as_raw_fd();
-            let stop = sh.packet_stop.get().expect("set").as_raw_fd();
-            // A virtio-net header and the largest superframe.
-            let mut buf = vec![0u8; VNET_HDR_LEN + 65536 + 1024];
-            loop {
-                let mut fds = [
-                    libc::pollfd { fd: sock, events: libc::POLLIN, revents: 0 },
-                    libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
-                ];
-                // SAFETY: two valid pollfds.
-                let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-                if n < 0 || fds[1].revents != 0 || sh.shutdown.load(Ordering::Acquire) {
-                    return;
-                }
-                // Everything queued, one poll per burst; the engine is
-                // woken every few frames, not for each.
-                let mut unwoken = 0;
-                loop {
-                    // SAFETY: buf is valid for its length.
-                    let len = unsafe {
-                        libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
-                    };
-                    if len < 0 {
-                        break;
-                    }
-                    if len <= VNET_HDR_LEN as isize {
-                        continue;
-                    }
-                    if !sh.carrier.load(Ordering::Acquire) {
-                        sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    let off = Offload::from_vnet(buf[..VNET_HDR_LEN].try_into().expect("10 bytes"));
-                    let frame = &buf[VNET_HDR_LEN..len as usize];
-                    // SAFETY: this thread is the inbox's only producer (an
-                    // afpacket port has no cable).
-                    unsafe {
-                        if sh.inbox.free() < sh.inbox.slots_for(frame.len()) {
-                            sh.inbox.driver_reclaim();
-                        }
-                        if !sh.inbox.driver_push_frame(frame, off) {
-                            sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    unwoken += 1;
-                    if unwoken == 16 {
-                        sh.wake_engine();
-                        unwoken = 0;
-                    }
-                }
-                sh.wake_engine();
-                // Frames the socket dropped because it was full: lost on
-                // the way in, so counted. (Reading the statistics resets
-                // them.)
-                sh.counters.wire_dropped.fetch_add(packet_drops(sock), Ordering::Relaxed);
-            }
-        })?;
-        self.extra.lock().unwrap().push(t);
+        // The engine reads the socket itself: wake it for what arrived
+        // while it slept (none, on a fresh socket; cheap either way).
+        self.sh.wake_engine();
         Ok(())
     }
 
@@ -831,18 +769,12 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
-        if let Some(fd) = self.sh.packet_stop.get() {
-            let one = 1u64.to_ne_bytes();
-            // SAFETY: writing 8 bytes to our own eventfd.
-            unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(fd), one.as_ptr().cast(), 8) };
-        }
         self.sh.shutdown.store(true, Ordering::Release);
         self.sh.wake_engine();
         if let Some(t) = self.sh.irq_thread.get() {
             t.unpark();
         }
-        let extra = std::mem::take(&mut *self.extra.lock().unwrap());
-        for t in self.threads.drain(..).chain(extra) {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -903,6 +835,7 @@ fn spin_for(d: Duration) {
 }
 
 fn irq_thread(sh: &Shared) {
+    crate::wake::short_slices();
     let mut last_work = Instant::now();
     loop {
         let bits = sh.irq_pending.swap(0, Ordering::AcqRel);
@@ -960,6 +893,9 @@ struct Engine {
     scratch: Vec<u8>,
     seg: Vec<u8>,
     wire_scratch: Vec<u8>,
+    /// Where frames read off an afpacket wire land first: PACKET_BATCH
+    /// slots of PACKET_SLOT bytes.
+    packet_buf: Vec<u8>,
     /// Frames went into the cable peer's inbox since it was last woken.
     peer_pushed: bool,
     /// TX queues with completions not yet written back, per vector, and
@@ -999,6 +935,7 @@ impl Engine {
             scratch: Vec::new(),
             seg: Vec::new(),
             wire_scratch: Vec::new(),
+            packet_buf: Vec::new(),
             peer_pushed: false,
             wb_by_vector: vec![Vec::new(); nv],
             wb_listed: vec![false; sh.regs.len()],
@@ -1016,6 +953,7 @@ impl Engine {
     }
 
     fn run(mut self) {
+        crate::wake::short_slices();
         // Timers of a few µs must not be rounded up by the default 50 µs
         // timer slack: the ack latency is part of the hardware model.
         // SAFETY: PR_SET_TIMERSLACK only affects the calling thread.
@@ -1028,6 +966,7 @@ impl Engine {
             busy |= self.timers_due();
             busy |= self.transmit();
             busy |= self.receive_wire();
+            busy |= self.receive_packet();
             self.raise_interrupts();
             let now = Instant::now();
             if busy {
@@ -1050,14 +989,19 @@ impl Engine {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // An afpacket wire wakes the engine when a frame arrives,
+            // unless frames already wait for RX buffers (then the RX
+            // doorbell does, and the socket holds the rest).
+            let wire = self.sh.packet.get().filter(|_| self.sh.inbox.device_owned() == 0);
+            let wire = wire.map(std::os::fd::AsRawFd::as_raw_fd);
             match next {
                 Some(t) => {
                     let now = Instant::now();
                     if t > now {
-                        thread::park_timeout(t - now);
+                        self.sh.engine_wake.park(wire, Some(t - now));
                     }
                 }
-                None => thread::park(),
+                None => self.sh.engine_wake.park(wire, None),
             }
         }
     }
@@ -1460,6 +1404,90 @@ impl Engine {
                 self.sh.events.notify();
             }
         }
+        n > 0
+    }
+
+    /// Reads what arrived on an afpacket wire, up to a budget, a batch per
+    /// system call (`recvmmsg`): each frame
+    /// goes straight into its RX ring, or, when that has too few buffers
+    /// posted or frames already wait, into the receive packet buffer
+    /// behind them. While anything waits there the socket is left alone:
+    /// its own buffer holds what comes (and what overflows it, the kernel
+    /// counts, and so do we).
+    fn receive_packet(&mut self) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(sock) = self.sh.packet.get().map(AsRawFd::as_raw_fd) else { return false };
+        let inbox = Arc::clone(&self.sh.inbox);
+        let mut bufs = std::mem::take(&mut self.packet_buf);
+        bufs.resize(PACKET_BATCH * PACKET_SLOT, 0);
+        let mut n = 0;
+        while n < ENGINE_BUDGET && inbox.device_owned() == 0 {
+            let base = bufs.as_mut_ptr();
+            let mut iov: [libc::iovec; PACKET_BATCH] = std::array::from_fn(|i| libc::iovec {
+                // SAFETY: within `bufs`, which holds PACKET_BATCH slots.
+                iov_base: unsafe { base.add(i * PACKET_SLOT) }.cast(),
+                iov_len: PACKET_SLOT,
+            });
+            // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+            let mut msgs: [libc::mmsghdr; PACKET_BATCH] = unsafe { std::mem::zeroed() };
+            for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+                m.msg_hdr.msg_iov = v;
+                m.msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: PACKET_BATCH headers, each with one iovec into a
+            // distinct slot of `bufs`, all outliving the call.
+            let got = unsafe {
+                libc::recvmmsg(
+                    sock,
+                    msgs.as_mut_ptr(),
+                    PACKET_BATCH as u32,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if got <= 0 {
+                break;
+            }
+            for (i, m) in msgs.iter().take(got as usize).enumerate() {
+                n += 1;
+                let len = (m.msg_len as usize).min(PACKET_SLOT);
+                if len <= VNET_HDR_LEN {
+                    continue;
+                }
+                if !self.sh.carrier.load(Ordering::Acquire) {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let slot = &bufs[i * PACKET_SLOT..i * PACKET_SLOT + len];
+                let off = Offload::from_vnet(slot[..VNET_HDR_LEN].try_into().expect("10 bytes"));
+                let frame = &slot[VNET_HDR_LEN..];
+                // Straight into the RX ring, unless frames already wait.
+                if inbox.device_owned() == 0 && self.deliver(frame, off) != Delivery::NoBuffer {
+                    continue;
+                }
+                // SAFETY: an afpacket port has no cable: this engine thread
+                // is its inbox's only producer (and, in `receive_wire`, its
+                // only consumer).
+                let pushed = unsafe {
+                    if inbox.free() < inbox.slots_for(frame.len()) {
+                        inbox.driver_reclaim();
+                    }
+                    inbox.driver_push_frame(frame, off)
+                };
+                if !pushed {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if (got as usize) < PACKET_BATCH {
+                break; // the socket is empty
+            }
+        }
+        if n > 0 {
+            // Frames the socket dropped because it was full: lost on the
+            // way in, so counted. (Reading the statistics resets them.)
+            self.sh.counters.wire_dropped.fetch_add(packet_drops(sock), Ordering::Relaxed);
+        }
+        self.packet_buf = bufs;
         n > 0
     }
 

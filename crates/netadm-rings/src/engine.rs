@@ -586,6 +586,13 @@ impl RingEngine {
                 self.sh.nic.doorbell(QueueId::tx(q));
             }
         }
+        // The batch's doorbell is written after the TX lock is let go: it
+        // wakes the device's engine, which may take this CPU at once, and
+        // the interrupt handler (TX reclaim) must not then wait for the
+        // lock behind a sender that is off the CPU. Whatever rings the
+        // queue's doorbell later latches the ring's tail as it is then,
+        // which covers these frames.
+        drop(tx);
         if unrung > 0 {
             self.sh.nic.doorbell(QueueId::tx(q));
         }
