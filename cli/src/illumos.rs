@@ -226,8 +226,8 @@ impl Personality {
             }
             return Ok(args);
         };
-        if verb.starts_with('-') {
-            return Ok(args); // -h, --help, -V: clap's.
+        if verb.starts_with('-') || verb == "help" {
+            return Ok(args); // -h, --help, -V, help VERB: clap's.
         }
         let netadm_verb = match self {
             Self::Dladm if DLADM.contains(&verb.as_str()) => verb.clone(),
@@ -293,6 +293,25 @@ impl Personality {
 }
 
 impl Personality {
+    /// netadm's command definition as this command shows it in `--help`:
+    /// its own name, and only the verbs it accepts.
+    pub fn command(self, cmd: clap::Command) -> clap::Command {
+        let keep = |verb: &str| match self {
+            Self::Netadm => true,
+            Self::Dladm => DLADM.contains(&verb),
+            Self::Ipadm => IPADM.iter().any(|(_, n)| *n == verb),
+        };
+        let hide: Vec<String> =
+            cmd.get_subcommands().map(|s| s.get_name().to_owned()).filter(|v| !keep(v)).collect();
+        let mut cmd = hide.iter().fold(cmd, |c, v| c.mut_subcommand(v, |s| s.hide(true)));
+        if self == Self::Ipadm {
+            for (illumos, netadm) in IPADM.iter().filter(|(i, n)| i != n) {
+                cmd = cmd.mut_subcommand(netadm, |s| s.visible_alias(illumos));
+            }
+        }
+        cmd.name(self.name()).bin_name(self.name())
+    }
+
     /// illumos's `ipadm delete-if`/`delete-addr` remove the object wherever
     /// it is (they have no `-t`); netadm's refuse, without `-t`, an object
     /// that is only temporary. When `e` is that refusal of the translated
@@ -461,6 +480,23 @@ mod tests {
         assert_eq!(Personality::Netadm.delete_temporary(&args, &refused), None);
         let gone = CliError::not_found("IP interface net0 does not exist");
         assert_eq!(Personality::Ipadm.delete_temporary(&args, &gone), None);
+    }
+
+    #[test]
+    fn help_lists_the_commands_own_verbs() {
+        let cmd = clap::Command::new("netadm")
+            .subcommand(clap::Command::new("show-link"))
+            .subcommand(clap::Command::new("show-addr"));
+        let shown = |p: Personality| -> Vec<String> {
+            p.command(cmd.clone())
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| s.get_name().to_owned())
+                .collect()
+        };
+        assert_eq!(shown(Personality::Dladm), ["show-link"]);
+        assert_eq!(shown(Personality::Ipadm), ["show-addr"]);
+        assert_eq!(shown(Personality::Netadm), ["show-link", "show-addr"]);
     }
 
     #[test]

@@ -704,7 +704,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(who, wants_json, &e),
     };
-    let command = Cli::command().name(who.name()).bin_name(who.name());
+    let command = who.command(Cli::command());
     let matches = match command.clone().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {

@@ -190,6 +190,15 @@ fn illumos_errors_and_exit_codes() {
     let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(v["error"]["kind"], "NotSupported", "{v}");
 
+    // Help lists the command's own verbs, in illumos's names.
+    let help = ok(&dir, &bus, "ipadm", &["--help"]);
+    assert!(help.contains("create-ip") && help.contains("show-addr"), "{help}");
+    assert!(!help.contains("show-link") && !help.contains("demo"), "{help}");
+    let help = ok(&dir, &bus, "dladm", &["--help"]);
+    assert!(help.contains("create-vnic") && !help.contains("show-addr"), "{help}");
+    // `ipadm` alone: its usage, exit 1.
+    assert!(fails(&dir, &bus, "ipadm", &[]).contains("Usage: ipadm"));
+
     // Usage errors exit 1 as illumos's do (netadm's exit 2).
     let e = fails(&dir, &bus, "dladm", &["create-vnic", "vnic9"]);
     assert!(e.contains("Usage") || e.contains("usage"), "{e}");
