@@ -254,7 +254,9 @@ impl Personality {
                 break;
             }
             let (flag, inline) = match a.strip_prefix("--") {
-                Some(long) if long != "json" && long != "bus" && !long.starts_with("bus=") => {
+                Some(long)
+                    if !["json", "bus", "help"].contains(&long) && !long.starts_with("bus=") =>
+                {
                     let (opt, val) = match long.split_once('=') {
                         Some((o, v)) => (o, Some(v.to_owned())),
                         None => (long, None),
@@ -306,7 +308,9 @@ impl Personality {
         let mut cmd = hide.iter().fold(cmd, |c, v| c.mut_subcommand(v, |s| s.hide(true)));
         if self == Self::Ipadm {
             for (illumos, netadm) in IPADM.iter().filter(|(i, n)| i != n) {
-                cmd = cmd.mut_subcommand(netadm, |s| s.visible_alias(illumos));
+                if cmd.find_subcommand(netadm).is_some() {
+                    cmd = cmd.mut_subcommand(netadm, |s| s.visible_alias(illumos));
+                }
             }
         }
         cmd.name(self.name()).bin_name(self.name())
@@ -465,6 +469,7 @@ mod tests {
         );
         assert_eq!(t(Dladm, &["create-if", "net0"]).unwrap_err().kind, "InvalidArgument");
         assert_eq!(t(Dladm, &["show-link", "--bogus"]).unwrap_err().kind, "InvalidArgument");
+        assert_eq!(t(Dladm, &["show-vnic", "--help"]).unwrap(), ["dladm", "show-vnic", "--help"]);
     }
 
     #[test]
