@@ -8,6 +8,7 @@
 
 mod demo;
 mod error;
+mod illumos;
 mod opresult;
 mod progress;
 mod render;
@@ -696,20 +697,32 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
 }
 
 fn main() -> ExitCode {
-    let matches = match Cli::command().try_get_matches() {
+    let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    let who = illumos::Personality::from_argv0(args.first().map(String::as_str));
+    let wants_json = args.iter().any(|a| a == "--json");
+    let args = match who.translate(args) {
+        Ok(a) => a,
+        Err(e) => return fail(who, wants_json, &e),
+    };
+    let command = who.command(Cli::command());
+    let matches = match command.clone().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind as K;
-            let wants_json = std::env::args().any(|a| a == "--json");
             if wants_json && !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
                 // A script asked for JSON: a malformed command line is an
-                // error like any other, typed, on stderr, exit 2 as clap's.
+                // error like any other, typed, on stderr, exit 2 as clap's
+                // (1 as dladm/ipadm, as illumos's).
                 let msg = e.kind().to_string();
                 let detail = e.to_string();
                 let first = detail.lines().next().unwrap_or(&msg).trim_start_matches("error: ");
                 let err = CliError::new("InvalidArgument", first.to_owned());
                 eprintln!("{}", error::to_json(&err));
-                return ExitCode::from(2);
+                return ExitCode::from(who.usage_status());
+            }
+            if who.is_illumos() && e.use_stderr() {
+                let _ = e.print();
+                return ExitCode::from(who.usage_status());
             }
             e.exit()
         }
@@ -733,8 +746,20 @@ fn main() -> ExitCode {
                         .map(|()| String::new())
                         .map_err(|e| CliError::new("Demo", e));
                 }
+                let prints = who.prints(&verb, json);
                 let ctx = Ctx::connect(bus, json, verb).await?;
-                run(cli.verb, &ctx).await
+                let out = match run(cli.verb, &ctx).await {
+                    Err(e) => match who.delete_temporary(&args, &e) {
+                        Some(with_t) => {
+                            let m = command.try_get_matches_from(with_t).map_err(|_| e)?;
+                            let cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+                            run(cli.verb, &ctx).await?
+                        }
+                        None => return Err(e),
+                    },
+                    out => out?,
+                };
+                Ok(if prints { out } else { String::new() })
             })
         });
     match result {
@@ -744,15 +769,18 @@ fn main() -> ExitCode {
             let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            if json {
-                eprintln!("{}", error::to_json(&e));
-            } else {
-                eprintln!("netadm: {e}");
-            }
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(who, json, &e),
     }
+}
+
+/// Reports `e` on stderr (`<command>: <message>`, or JSON) and exits 1.
+fn fail(who: illumos::Personality, json: bool, e: &CliError) -> ExitCode {
+    if json {
+        eprintln!("{}", error::to_json(e));
+    } else {
+        eprintln!("{}: {e}", who.name());
+    }
+    ExitCode::FAILURE
 }
 
 #[cfg(test)]

@@ -273,6 +273,12 @@ fn netadmd_runs_under_a_real_systemd() {
     assert_eq!(c.sysfs("atl1c2", "mtu"), "1400");
     let index = c.sysfs("atl1c2", "ifindex");
     assert!(c.net(&["ip", "-4", "-o", "addr", "show", "dev", "atl1c2"]).contains("192.0.2.1/24"));
+    // install.sh's dladm and ipadm (links to netadm in /usr/sbin).
+    let mtu =
+        c.ok(&["/usr/sbin/dladm", "show-linkprop", "-c", "-o", "value", "-p", "mtu", "atl1c2"]);
+    assert_eq!(mtu.trim_end(), "1400");
+    let addr = c.ok(&["/usr/sbin/ipadm", "show-addr", "-p", "-o", "addr", "atl1c2/v4"]);
+    assert_eq!(addr.trim_end(), "192.0.2.1/24");
 
     // uid 65534 may look but not change the network.
     let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "netadm"];
