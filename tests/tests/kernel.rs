@@ -19,6 +19,14 @@ mod realnet;
 
 use realnet::Reaped;
 
+/// The tests here measure real traffic (and the MTU test, stalls of
+/// 100 ms) on a machine that may have two cores: they run one at a time,
+/// not beside each other's netadmd and iperf3.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Whether this test can run: root and every command in `cmds`. If not, it
 /// says "skipped" and the test returns, except under CI (`CI=true`), where
 /// a missing prerequisite fails the test, naming it.
@@ -97,6 +105,7 @@ fn daemon_in(ns: &Netns, bus: &Bus) -> Reaped {
 
 #[test]
 fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind() {
+    let _serial = serial();
     if !prerequisites(&["ip", "ping", "ethtool"]) {
         return;
     }
@@ -201,6 +210,7 @@ const STALL_BOUND_MS: f64 = 100.0;
 /// 10 % of the run's median) longer than 100 ms either way.
 #[test]
 fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
+    let _serial = serial();
     if !prerequisites(&["ip", "iperf3", "ethtool", "setpriv"]) {
         return;
     }
