@@ -268,6 +268,28 @@ impl Drop for Daemon {
     }
 }
 
+/// Starts netadmd in network namespace `ns` on `bus` with the kernel
+/// mirror on, hardware `hw` and its state in `state`; waits until it
+/// answers (20 s at most). The caller kills and reaps it.
+pub fn netadmd_in_netns(ns: &str, bus: &Bus, hw: &Path, state: &Path) -> Child {
+    let daemon = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(bin("netadmd"))
+        .args(["--bus", bus.address(), "--kernel-mirror", "on", "--config"])
+        .arg(hw)
+        .arg("--state-dir")
+        .arg(state)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + READY;
+    while !netadm(bus, &["show-link"]).status.success() {
+        assert!(std::time::Instant::now() < deadline, "netadmd did not come up");
+        std::thread::yield_now();
+    }
+    daemon
+}
+
 /// Runs `netadm` against `bus`.
 pub fn netadm(bus: &Bus, args: &[&str]) -> Output {
     Command::new(bin("netadm")).env("NETADM_BUS", bus.address()).args(args).output().unwrap()

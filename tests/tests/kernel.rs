@@ -7,7 +7,6 @@
 //! "skipped" and passes, except under `CI=true`, where it fails naming them.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use netadm_e2e::*;
 
@@ -85,22 +84,7 @@ fn daemon_in(ns: &Netns, bus: &Bus) -> Reaped {
         )
     };
     std::fs::write(&hw, format!("{}\n{}", port(0), port(1))).unwrap();
-    let daemon = Command::new("ip")
-        .args(["netns", "exec", &ns.a])
-        .arg(bin("netadmd"))
-        .args(["--bus", bus.address(), "--kernel-mirror", "on", "--config"])
-        .arg(&hw)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !netadm(bus, &["show-link"]).status.success() {
-        assert!(Instant::now() < deadline, "netadmd did not come up");
-        std::thread::yield_now();
-    }
-    Reaped(daemon)
+    Reaped(netadmd_in_netns(&ns.a, bus, &hw, &dir.join("state")))
 }
 
 #[test]

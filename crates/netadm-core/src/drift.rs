@@ -209,7 +209,7 @@ impl Core {
             // its reader stops with it, and the ports stop writing to it.
             if let Some(old) = m.forget(&n) {
                 for p in self.hardware().ports() {
-                    p.classifier.set_endpoint(old.mac, None);
+                    p.classifier.set_vlan_endpoint(old.vid, old.mac, None);
                 }
             }
             let mut without = (*st).clone();

@@ -21,6 +21,8 @@ pub(crate) struct MirrorIf {
     tap: Arc<Tap>,
     pub(crate) index: u32,
     pub(crate) mac: [u8; 6],
+    /// The VLAN its frames are tagged with on the wire (0: untagged).
+    pub(crate) vid: u16,
     /// What the mirror last set, for drift to be measured against.
     pub(crate) want_mtu: u32,
     pub(crate) want_addrs: Vec<(IpAddr, u8)>,
@@ -88,10 +90,12 @@ impl Mirror {
     }
 }
 
-fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::Tx>) {
+fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::Tx>, vid: u16) {
     netadm_nic::wake::short_slices();
     // A virtio-net header and the largest superframe.
     let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
+    // The frame with its 802.1Q tag, for an interface on a VLAN.
+    let mut tagged = Vec::new();
     loop {
         let mut fds = [
             libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 },
@@ -112,6 +116,11 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::
                 Ok(Some(_)) => continue,
                 Ok(None) => break,
                 Err(_) => return,
+            };
+            let (off, frame) = if vid == 0 {
+                (off, frame)
+            } else {
+                (netadm_nic::vlan::push(frame, off, vid, &mut tagged), &tagged[..])
             };
             // One flow per 5-tuple keeps each flow on one ring.
             let flow = netadm_nic::emu::flow_hash(frame);
@@ -146,8 +155,18 @@ fn offloads(v: &View<'_>, l: &crate::Link) -> (bool, bool) {
         .map(|p| p.engine.nic().caps().offloads)
         .collect();
     let csum = prop(PropName::TxCsum) && ports.iter().all(|o| o.tx_csum);
-    let tso = csum && prop(PropName::Tso) && ports.iter().all(|o| o.tso);
+    // The device segments untagged superframes only.
+    let tso = csum && prop(PropName::Tso) && ports.iter().all(|o| o.tso) && vid_of(v, l) == 0;
     (csum, tso)
+}
+
+/// The VLAN an interface on link `l` is tagged with on the wire, 0 for
+/// none: a VNIC's `-v VID`.
+fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
+    match l {
+        crate::Link::Vnic(n) => v.st.vnic.get(n).and_then(|x| x.vid).map_or(0, u16::from),
+        _ => 0,
+    }
 }
 
 impl Core {
@@ -219,7 +238,7 @@ impl Core {
                 && let Some(i) = ifs.remove(n)
             {
                 for p in self.hardware().ports() {
-                    p.classifier.set_endpoint(i.mac, None);
+                    p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
             }
         }
@@ -242,13 +261,14 @@ impl Core {
             )));
             m.nl.set_mac(index, mac).map_err(kerr)?;
             m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
+            let vid = vid_of(&vt, &l);
             let stop = crate::drift::eventfd()?;
             let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
             let r = {
                 let tap = tap.clone();
                 std::thread::Builder::new()
                     .name(format!("tap-{n}"))
-                    .spawn(move || reader(tap, efd, tx))
+                    .spawn(move || reader(tap, efd, tx, vid))
                     .map_err(|e| CoreError::hardware(e.to_string()))?
             };
             let (want_mtu, want_addrs, drift) = (vt.mtu(&l), vec![], None);
@@ -256,6 +276,7 @@ impl Core {
                 tap,
                 index,
                 mac,
+                vid,
                 want_mtu,
                 want_addrs,
                 drift,
@@ -278,14 +299,15 @@ impl Core {
             for p in self.hardware().ports() {
                 if under.contains(&p.device) {
                     let tap = i.tap.clone();
-                    p.classifier.set_endpoint(
+                    p.classifier.set_vlan_endpoint(
+                        i.vid,
                         i.mac,
                         Some(Arc::new(move |f: &[u8], off| {
                             let _ = tap.write_frame(f, off);
                         })),
                     );
                 } else {
-                    p.classifier.set_endpoint(i.mac, None);
+                    p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
             }
             let mtu = vt.mtu(&l);

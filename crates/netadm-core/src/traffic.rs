@@ -212,7 +212,8 @@ impl Core {
                         }
                     }
                     let hw = netadm_nic::Nic::hw_stats(&*p.driver.nic());
-                    s.idrops += hw.rx_dropped;
+                    // Tagged frames for a VLAN nothing here is on, too.
+                    s.idrops += hw.rx_dropped + p.classifier.vlan_dropped();
                     s.odrops += hw.wire_dropped;
                 }
                 s

@@ -41,9 +41,12 @@ pub struct Classifier {
     unclaimed: AtomicU64,
     /// Where Slow Protocols frames (LACPDUs) go.
     slow: RwLock<Option<SlowHandler>>,
-    /// Clients by destination MAC (IP interfaces' TAP devices); broadcast
-    /// and multicast frames go to all of them.
-    endpoints: RwLock<HashMap<[u8; 6], Endpoint>>,
+    /// Clients by VLAN (0: untagged) and destination MAC (IP interfaces'
+    /// TAP devices); broadcast and multicast frames go to all of a VLAN's.
+    /// Tagged frames reach them with the tag taken off.
+    endpoints: RwLock<HashMap<u16, HashMap<[u8; 6], Endpoint>>>,
+    /// Tagged frames for a VLAN no endpoint is on (dropped).
+    vlan_dropped: AtomicU64,
 }
 
 /// Receives the frames for an endpoint's MAC, with what the device
@@ -67,17 +70,39 @@ impl Classifier {
             unclaimed: AtomicU64::new(0),
             slow: RwLock::new(None),
             endpoints: RwLock::new(HashMap::new()),
+            vlan_dropped: AtomicU64::new(0),
         }
     }
 
     /// Delivers frames for `mac` (and broadcast and multicast) to `h`, or
     /// stops delivering them.
     pub fn set_endpoint(&self, mac: [u8; 6], h: Option<Endpoint>) {
+        self.set_vlan_endpoint(0, mac, h);
+    }
+
+    /// As [`Classifier::set_endpoint`], for the frames tagged with VLAN
+    /// `vid` (0: untagged frames), which `h` receives untagged.
+    pub fn set_vlan_endpoint(&self, vid: u16, mac: [u8; 6], h: Option<Endpoint>) {
         let mut e = self.endpoints.write().unwrap();
         match h {
-            Some(h) => e.insert(mac, h),
-            None => e.remove(&mac),
-        };
+            Some(h) => {
+                e.entry(vid).or_default().insert(mac, h);
+            }
+            None => {
+                if let Some(m) = e.get_mut(&vid) {
+                    m.remove(&mac);
+                    if m.is_empty() {
+                        e.remove(&vid);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tagged frames for a VLAN no endpoint is on: dropped, as a NIC's
+    /// VLAN filter drops them.
+    pub fn vlan_dropped(&self) -> u64 {
+        self.vlan_dropped.load(Ordering::Relaxed)
     }
 
     /// Sends Slow Protocols frames (ethertype 0x8809) to `h`.
@@ -105,13 +130,39 @@ impl RingClient for Classifier {
             s.receive(&h, frame.len());
             return;
         }
+        if netadm_nic::vlan::vid(frame).is_some() {
+            UNTAGGED.with_borrow_mut(|buf| {
+                let (vid, off) = netadm_nic::vlan::pop(frame, off, buf).expect("tagged");
+                self.deliver(vid, buf, off);
+            });
+        } else {
+            self.deliver(0, frame, off);
+        }
+    }
+}
+
+thread_local! {
+    /// Where a tagged frame is copied without its tag, per receiving thread.
+    static UNTAGGED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Classifier {
+    /// Hands a frame (untagged, of VLAN `vid`, 0 for none) to the endpoints
+    /// on that VLAN its destination names, or counts it dropped.
+    fn deliver(&self, vid: u16, frame: &[u8], off: netadm_nic::Offload) {
+        let all = self.endpoints.read().unwrap();
+        let Some(e) = all.get(&vid) else {
+            if vid != 0 {
+                self.vlan_dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.unclaimed.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        };
         if let Some(dst) = frame.get(..6) {
-            let e = self.endpoints.read().unwrap();
             if dst[0] & 1 == 1 {
                 e.values().for_each(|h| h(frame, off));
-                if !e.is_empty() {
-                    return;
-                }
+                return;
             } else if let Some(h) = e.get(<&[u8; 6]>::try_from(dst).unwrap()) {
                 h(frame, off);
                 return;

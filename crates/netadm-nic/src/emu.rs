@@ -702,6 +702,10 @@ impl Device {
         // Every frame either way carries a virtio-net header: superframes
         // and partial checksums pass as they do between a veth's ends.
         setsockopt_int(fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
+        // The kernel takes an 802.1Q tag off a frame as it arrives and
+        // keeps it beside the frame: have it told (auxdata) so the tag is
+        // put back, as the wire carried it.
+        setsockopt_int(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1)?;
         // Room for a burst of superframes while the reader is off the CPU
         // (the default, ~200 KiB, holds three); what overflows anyway is
         // read back from PACKET_STATISTICS and counted as wire drops.
@@ -783,6 +787,60 @@ impl Drop for Device {
 /// `PACKET_IGNORE_OUTGOING` from linux/if_packet.h (Linux 4.20), which
 /// this libc does not export at its top level.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// `PACKET_AUXDATA` from linux/if_packet.h: a `tpacket_auxdata` control
+/// message with each frame read.
+const PACKET_AUXDATA: libc::c_int = 8;
+
+/// `TP_STATUS_VLAN_VALID` from linux/if_packet.h: the frame came with a
+/// VLAN tag, which the kernel took off (`tp_vlan_tci`).
+const TP_STATUS_VLAN_VALID: u32 = 0x10;
+
+/// `TP_STATUS_VLAN_TPID_VALID`: `tp_vlan_tpid` is set.
+const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+
+/// `struct tpacket_auxdata` from linux/if_packet.h.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TpacketAuxdata {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
+
+/// Room for one auxdata control message, aligned for `cmsghdr`.
+type AuxBuf = [u64; 8];
+
+/// The VLAN tag control word (and TPID) the kernel took off a frame read
+/// from a packet socket, from its auxdata control message.
+fn auxdata_vlan(m: &libc::msghdr) -> Option<(u16, u16)> {
+    // SAFETY: walking the control messages recvmmsg filled in, within
+    // msg_controllen; the data read is copied out unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(m);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                let a: TpacketAuxdata =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<TpacketAuxdata>());
+                if a.tp_status & TP_STATUS_VLAN_VALID == 0 {
+                    return None;
+                }
+                let tpid = if a.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    a.tp_vlan_tpid
+                } else {
+                    crate::vlan::TPID
+                };
+                return Some((a.tp_vlan_tci, tpid));
+            }
+            c = libc::CMSG_NXTHDR(m, c);
+        }
+    }
+    None
+}
 
 /// setsockopt with an int value, its result checked.
 fn setsockopt_int(
@@ -1430,9 +1488,12 @@ impl Engine {
             });
             // SAFETY: mmsghdr is plain data; all-zero is a valid value.
             let mut msgs: [libc::mmsghdr; PACKET_BATCH] = unsafe { std::mem::zeroed() };
-            for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            let mut aux = [AuxBuf::default(); PACKET_BATCH];
+            for ((m, v), a) in msgs.iter_mut().zip(iov.iter_mut()).zip(aux.iter_mut()) {
                 m.msg_hdr.msg_iov = v;
                 m.msg_hdr.msg_iovlen = 1;
+                m.msg_hdr.msg_control = a.as_mut_ptr().cast();
+                m.msg_hdr.msg_controllen = std::mem::size_of::<AuxBuf>();
             }
             // SAFETY: PACKET_BATCH headers, each with one iovec into a
             // distinct slot of `bufs`, all outliving the call.
@@ -1459,8 +1520,17 @@ impl Engine {
                     continue;
                 }
                 let slot = &bufs[i * PACKET_SLOT..i * PACKET_SLOT + len];
-                let off = Offload::from_vnet(slot[..VNET_HDR_LEN].try_into().expect("10 bytes"));
-                let frame = &slot[VNET_HDR_LEN..];
+                let mut off =
+                    Offload::from_vnet(slot[..VNET_HDR_LEN].try_into().expect("10 bytes"));
+                let mut frame = &slot[VNET_HDR_LEN..];
+                // A tag the kernel took off goes back where the wire had it.
+                let mut tagged = Vec::new();
+                if let Some((tci, tpid)) = auxdata_vlan(&m.msg_hdr)
+                    && tpid == crate::vlan::TPID
+                {
+                    off = crate::vlan::push_tci(frame, off, tci, &mut tagged);
+                    frame = &tagged;
+                }
                 // Straight into the RX ring, unless frames already wait.
                 if inbox.device_owned() == 0 && self.deliver(frame, off) != Delivery::NoBuffer {
                     continue;

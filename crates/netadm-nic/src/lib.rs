@@ -15,6 +15,7 @@ pub mod offload;
 #[cfg(feature = "test-utils")]
 pub mod testing;
 mod types;
+pub mod vlan;
 pub mod wake;
 
 pub use dma::{DmaAccount, DmaError, DmaRing, buf_size_for_mtu};

@@ -1,0 +1,378 @@
+//! 802.1Q on a real wire, in network namespaces this test makes: netadmd
+//! runs in one, an i40e-class and an atl1c-class port wired by afpacket to
+//! veth pairs whose far ends sit in the other. There a raw `AF_PACKET`
+//! socket (this machine's kernel has no 8021q module and no bridge VLAN
+//! filtering) is the far side: it checks that every frame a VID-tagged
+//! VNIC's IP interface sends carries the tag (TPID 0x8100, the VID, PCP 0),
+//! answers ARP and ICMP echo with tagged frames — full-MTU ones too — so
+//! that ping succeeds, and injects a frame for a VID nobody has, which is
+//! dropped and counted. Prerequisites (root, ip, ping) missing: "skipped",
+//! except under `CI=true`, where the test fails naming them.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use netadm_e2e::*;
+
+#[path = "../../crates/netadm-bench/src/realnet.rs"]
+#[allow(dead_code)]
+mod realnet;
+
+use realnet::Reaped;
+
+const ETH_P_ALL: u16 = 0x0003;
+const PACKET_AUXDATA: libc::c_int = 8;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TP_STATUS_VLAN_VALID: u32 = 0x10;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+
+/// `struct tpacket_auxdata` from linux/if_packet.h.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Auxdata {
+    status: u32,
+    len: u32,
+    snaplen: u32,
+    mac: u16,
+    net: u16,
+    vlan_tci: u16,
+    vlan_tpid: u16,
+}
+
+/// A frame as the far side's wire carried it: the kernel takes a tag off
+/// as a frame arrives and reports it beside the frame (auxdata).
+struct Seen {
+    /// (TPID, TCI) of its tag, if it had one.
+    tag: Option<(u16, u16)>,
+    /// The frame without its tag.
+    frame: Vec<u8>,
+}
+
+/// A raw socket on a veth end in another namespace.
+struct Raw(OwnedFd);
+
+impl Raw {
+    /// Opens it in namespace `ns` (from a thread that enters `ns`; the
+    /// socket stays there) on interface `dev`.
+    fn open(ns: &str, dev: &str) -> Self {
+        let (ns, dev) = (ns.to_owned(), dev.to_owned());
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+            // SAFETY: setns on a namespace fd we hold; it changes only
+            // this thread's network namespace, and the thread ends here.
+            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            let name = std::ffi::CString::new(dev.clone()).unwrap();
+            // SAFETY: a NUL-terminated name.
+            let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+            assert!(index > 0, "{dev} in {ns}");
+            // SAFETY: plain socket calls on a descriptor we own, with
+            // structures sized as the kernel expects.
+            unsafe {
+                let fd =
+                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(ETH_P_ALL.to_be()));
+                assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+                let sock = OwnedFd::from_raw_fd(fd);
+                let mut sa: libc::sockaddr_ll = std::mem::zeroed();
+                sa.sll_family = libc::AF_PACKET as u16;
+                sa.sll_protocol = ETH_P_ALL.to_be();
+                sa.sll_ifindex = index as i32;
+                let rc = libc::bind(
+                    fd,
+                    (&sa as *const libc::sockaddr_ll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                );
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+                let one: libc::c_int = 1;
+                for (level, opt) in
+                    [(libc::SOL_PACKET, PACKET_AUXDATA), (libc::SOL_PACKET, PACKET_IGNORE_OUTGOING)]
+                {
+                    let rc = libc::setsockopt(
+                        fd,
+                        level,
+                        opt,
+                        (&one as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as u32,
+                    );
+                    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+                }
+                // Reads return within 100 ms, so a loop can watch its
+                // deadline.
+                let tv = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
+                let rc = libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVTIMEO,
+                    (&tv as *const libc::timeval).cast(),
+                    std::mem::size_of::<libc::timeval>() as u32,
+                );
+                assert_eq!(rc, 0);
+                Raw(sock)
+            }
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// The next frame, or `None` after 100 ms without one.
+    fn recv(&self) -> Option<Seen> {
+        let mut buf = vec![0u8; 65536];
+        let mut ctl = [0u64; 16];
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: msghdr zeroed then pointed at live buffers; the control
+        // messages are walked within what the kernel filled in.
+        unsafe {
+            let mut m: libc::msghdr = std::mem::zeroed();
+            m.msg_iov = &mut iov;
+            m.msg_iovlen = 1;
+            m.msg_control = ctl.as_mut_ptr().cast();
+            m.msg_controllen = std::mem::size_of_val(&ctl);
+            let n = libc::recvmsg(self.0.as_raw_fd(), &mut m, 0);
+            if n < 0 {
+                return None;
+            }
+            buf.truncate(n as usize);
+            let mut tag = None;
+            let mut c = libc::CMSG_FIRSTHDR(&m);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                    let a: Auxdata = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    if a.status & TP_STATUS_VLAN_VALID != 0 {
+                        let tpid = if a.status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                            a.vlan_tpid
+                        } else {
+                            0x8100
+                        };
+                        tag = Some((tpid, a.vlan_tci));
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&m, c);
+            }
+            Some(Seen { tag, frame: buf })
+        }
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: a bound packet socket and a live buffer.
+        let n = unsafe { libc::send(self.0.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(n, frame.len() as isize, "{}", std::io::Error::last_os_error());
+    }
+}
+
+/// `frame` (untagged) with an 802.1Q tag for `vid` after its MACs.
+fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&[0x81, 0x00]);
+    f.extend_from_slice(&vid.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+/// The Internet checksum of `b`.
+fn csum(b: &[u8]) -> u16 {
+    let mut s: u32 =
+        b.chunks(2).map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+const FAR_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
+
+/// The far side's answer to an untagged frame, if it asks for one: an ARP
+/// reply from `FAR_MAC`, or an ICMP echo reply.
+fn answer(f: &[u8]) -> Option<Vec<u8>> {
+    let ethertype = u16::from_be_bytes([f[12], f[13]]);
+    let src: [u8; 6] = f[6..12].try_into().unwrap();
+    let mut r = Vec::with_capacity(f.len());
+    r.extend_from_slice(&src);
+    r.extend_from_slice(&FAR_MAC);
+    match ethertype {
+        // ARP request: who has TPA? -> TPA is at FAR_MAC.
+        0x0806 if f.len() >= 42 && f[20..22] == [0, 1] => {
+            let (sha, spa, tpa) = (&f[22..28], &f[28..32], &f[38..42]);
+            r.extend_from_slice(&f[12..20]);
+            r.extend_from_slice(&[0, 2]);
+            r.extend_from_slice(&FAR_MAC);
+            r.extend_from_slice(tpa);
+            r.extend_from_slice(sha);
+            r.extend_from_slice(spa);
+            Some(r)
+        }
+        // ICMP echo request -> reply.
+        0x0800 if f.len() >= 42 && f[23] == 1 && f[34] == 8 => {
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            let mut ip = f[14..].to_vec();
+            let (s, d) = (ip[12..16].to_vec(), ip[16..20].to_vec());
+            ip[12..16].copy_from_slice(&d);
+            ip[16..20].copy_from_slice(&s);
+            ip[10..12].copy_from_slice(&[0, 0]);
+            let c = csum(&ip[..ihl]);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            ip[ihl] = 0;
+            ip[ihl + 2..ihl + 4].copy_from_slice(&[0, 0]);
+            let c = csum(&ip[ihl..]);
+            ip[ihl + 2..ihl + 4].copy_from_slice(&c.to_be_bytes());
+            r.extend_from_slice(&f[12..14]);
+            r.extend_from_slice(&ip);
+            Some(r)
+        }
+        _ => None,
+    }
+}
+
+/// What the far side saw while it answered.
+#[derive(Default, Debug)]
+struct Far {
+    /// Frames from the interface's MAC, and how many carried the right tag.
+    from_if: usize,
+    tagged_right: usize,
+    /// The longest of them, untagged (the wire carried it 4 bytes longer).
+    longest: usize,
+    answered: usize,
+    /// A frame from the interface that was not tagged as it should be.
+    wrong: Option<String>,
+}
+
+/// Answers, tagged with `vid`, what interface `mac` sends tagged with
+/// `vid`, until `done` is set.
+fn far_side(raw: &Raw, mac: [u8; 6], vid: u16, done: &AtomicBool) -> Far {
+    let mut far = Far::default();
+    while !done.load(Ordering::Acquire) {
+        let Some(s) = raw.recv() else { continue };
+        if s.frame.len() < 14 || s.frame[6..12] != mac {
+            continue;
+        }
+        far.from_if += 1;
+        if s.tag == Some((0x8100, vid)) {
+            far.tagged_right += 1;
+        } else if far.wrong.is_none() {
+            far.wrong =
+                Some(format!("tag {:x?} on {:02x?}", s.tag, &s.frame[..s.frame.len().min(42)]));
+            continue;
+        }
+        far.longest = far.longest.max(s.frame.len());
+        if let Some(r) = answer(&s.frame) {
+            raw.send(&tagged(&r, vid));
+            far.answered += 1;
+        }
+    }
+    far
+}
+
+fn mac_of(v: &serde_json::Value) -> [u8; 6] {
+    let s = v.as_str().unwrap();
+    let b: Vec<u8> = s.split(':').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
+    b.try_into().unwrap()
+}
+
+fn idrops(bus: &Bus, link: &str) -> u64 {
+    let s = json(bus, &["show-link", "-s"]);
+    rows(&s, "link", link)[0]["idrops"].as_u64().unwrap_or_else(|| panic!("{s}"))
+}
+
+#[test]
+fn vid_tagged_vnics_send_and_receive_8021q_frames_on_a_real_wire_and_unknown_vids_are_dropped() {
+    if !prerequisites(
+        Some("for network namespaces"),
+        &[("ip", "iproute2"), ("ping", "iputils-ping")],
+    ) {
+        return;
+    }
+    let id = std::process::id();
+    let (a, b) = (format!("vla{id}"), format!("vlb{id}"));
+    let _ns = realnet::Netns::new(&[a.clone(), b.clone()]).unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..2 {
+        let (va, vb) = (format!("va{i}"), format!("vb{i}"));
+        for args in [
+            &[
+                "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb,
+                "netns", &b,
+            ][..],
+            &["ip", "-n", &a, "link", "set", &va, "up"],
+            &["ip", "-n", &b, "link", "set", &vb, "up"],
+        ] {
+            realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let bus = Bus::start();
+    let dir = bus.subdir("vlan");
+    let hw = dir.join("hw.toml");
+    std::fs::write(
+        &hw,
+        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n\n\
+         [[port]]\nname = \"atl1c0\"\nclass = \"atl1c\"\nwire = { kind = \"afpacket\", interface = \"va1\" }\n",
+    )
+    .unwrap();
+    let daemon = Reaped(netadmd_in_netns(&a, &bus, &hw, &dir.join("state")));
+
+    for (i, port, vid) in [(0, "i40e0", 100u16), (1, "atl1c0", 4094)] {
+        let vnic = format!("vlan{i}");
+        let net = format!("192.0.{}.", 2 + i);
+        json(&bus, &["create-vnic", "-l", port, "-v", &vid.to_string(), &vnic]);
+        json(&bus, &["create-if", &vnic]);
+        json(
+            &bus,
+            &["create-addr", "-T", "static", "-a", &format!("{net}1/24"), &format!("{vnic}/v4")],
+        );
+        let v = json(&bus, &["show-vnic"]);
+        let v = rows(&v, "link", &vnic)[0];
+        assert_eq!(v["vid"], vid, "{v}");
+        let mac = mac_of(&v["macaddress"]);
+        let raw = Raw::open(&b, &format!("vb{i}"));
+
+        // Ping the far side, once small and once at the full MTU (a
+        // 1,500-byte IP packet: 1,518 bytes tagged on the wire), while it
+        // answers ARP and echo with tagged frames.
+        let done = AtomicBool::new(false);
+        let (far, pings) = std::thread::scope(|s| {
+            let far = s.spawn(|| far_side(&raw, mac, vid, &done));
+            let pings: Vec<_> = [&["-s", "56"][..], &["-s", "1472", "-M", "do"]]
+                .iter()
+                .map(|size| {
+                    Command::new("ip")
+                        .args(["netns", "exec", &a, "ping", "-c", "1", "-W", "5", "-I", &vnic])
+                        .args(*size)
+                        .arg(format!("{net}2"))
+                        .output()
+                        .unwrap()
+                })
+                .collect();
+            done.store(true, Ordering::Release);
+            (far.join().unwrap(), pings)
+        });
+        eprintln!("{port} VID {vid}: {far:?}");
+        assert!(far.wrong.is_none(), "{port}: a frame left without its tag: {far:?}");
+        for p in &pings {
+            assert!(
+                p.status.success(),
+                "{port}: ping over VID {vid} failed ({far:?}):\n{}",
+                String::from_utf8_lossy(&p.stdout)
+            );
+        }
+        assert!(far.answered >= 3 && far.tagged_right == far.from_if, "{port}: {far:?}");
+        assert_eq!(far.longest, 1514, "{port}: the full-MTU echo crossed tagged: {far:?}");
+        // The kernel learnt the far side's MAC from a tagged ARP reply.
+        let neigh = realnet::run(&["ip", "-n", &a, "neigh", "show", "dev", &vnic])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(neigh.contains("02:00:00:00:00:bb"), "{port}: {neigh}");
+
+        // A tagged frame for a VID nobody here has is dropped and counted.
+        let before = idrops(&bus, port);
+        let mut arp = vec![0xff; 6];
+        arp.extend_from_slice(&FAR_MAC);
+        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+        arp.extend_from_slice(&FAR_MAC);
+        arp.extend_from_slice(&[192, 0, 2 + i as u8, 2, 0, 0, 0, 0, 0, 0, 192, 0, 2 + i as u8, 1]);
+        arp.resize(60, 0);
+        raw.send(&tagged(&arp, 7));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while idrops(&bus, port) <= before {
+            assert!(Instant::now() < deadline, "{port}: a frame for VID 7 was not counted dropped");
+            std::thread::yield_now();
+        }
+    }
+    drop(daemon);
+}
