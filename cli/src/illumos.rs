@@ -11,7 +11,7 @@
 //!   the older `create-if`/`delete-if`) and long options (`--temporary`,
 //!   `--link`, `--parsable`, `--output`, ...).
 //! - `ipadm create-addr -a local=ADDR/PREFIX` (or `-a ADDR/PREFIX`).
-//! - illumos verbs netadm does not have yet (VLANs, etherstubs, DHCP, ...)
+//! - illumos verbs netadm does not have yet (etherstubs, DHCP, ...)
 //!   fail with a `NotSupported` error naming the verb, before any call.
 //! - Exit status 1 for every failure, usage errors included (illumos's);
 //!   errors print as `dladm: ...`; mutating verbs print nothing on success
@@ -46,6 +46,9 @@ const DLADM: &[&str] = &[
     "create-vnic",
     "delete-vnic",
     "show-vnic",
+    "create-vlan",
+    "delete-vlan",
+    "show-vlan",
     "set-linkprop",
     "reset-linkprop",
     "show-linkprop",
@@ -53,9 +56,6 @@ const DLADM: &[&str] = &[
 
 /// dladm verbs netadm does not have yet.
 const DLADM_NOT_YET: &[&str] = &[
-    "create-vlan",
-    "delete-vlan",
-    "show-vlan",
     "up-vlan",
     "create-etherstub",
     "delete-etherstub",
@@ -462,10 +462,20 @@ mod tests {
                 .unwrap(),
             ["dladm", "show-linkprop", "-c", "-o", "value", "-p", "mtu", "net0"]
         );
-        let e = t(Dladm, &["create-vlan", "-l", "net0", "-v", "5", "vlan5"]).unwrap_err();
+        assert_eq!(
+            t(Dladm, &["create-vlan", "--temporary", "--link=net0", "--vid", "5", "vlan5"])
+                .unwrap(),
+            ["dladm", "create-vlan", "-t", "-l", "net0", "-v", "5", "vlan5"]
+        );
+        assert_eq!(
+            t(Dladm, &["show-vlan", "-p", "-o", "link,vid"]).unwrap(),
+            ["dladm", "show-vlan", "-p", "-o", "link,vid"]
+        );
+        assert_eq!(t(Dladm, &["delete-vlan", "vlan5"]).unwrap(), ["dladm", "delete-vlan", "vlan5"]);
+        let e = t(Dladm, &["create-etherstub", "stub0"]).unwrap_err();
         assert_eq!(
             (e.kind.as_str(), e.message.as_str()),
-            ("NotSupported", "create-vlan is not supported yet")
+            ("NotSupported", "create-etherstub is not supported yet")
         );
         assert_eq!(t(Dladm, &["create-if", "net0"]).unwrap_err().kind, "InvalidArgument");
         assert_eq!(t(Dladm, &["show-link", "--bogus"]).unwrap_err().kind, "InvalidArgument");

@@ -13,6 +13,7 @@ mod opresult;
 mod progress;
 mod render;
 mod show;
+mod vlan;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -207,6 +208,35 @@ enum Verb {
         show: ShowOpts,
         /// Show only this VNIC.
         vnic: Option<String>,
+    },
+    /// Create a VLAN link: frames it sends leave tagged with its VID.
+    CreateVlan {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// The link to create it over (a physical link or an aggregation).
+        #[arg(short = 'l', value_name = "LINK")]
+        link: String,
+        /// VLAN id, 1-4094.
+        #[arg(short = 'v', value_name = "VID")]
+        vid: u16,
+        /// VLAN link name.
+        vlan: String,
+    },
+    /// Delete a VLAN link.
+    DeleteVlan {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// VLAN link name.
+        vlan: String,
+    },
+    /// Show VLAN links.
+    ShowVlan {
+        #[command(flatten)]
+        show: ShowOpts,
+        /// Show only this VLAN link.
+        vlan: Option<String>,
     },
     /// Set link properties.
     SetLinkprop {
@@ -567,6 +597,17 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             )?;
             render::render(&show::vnic(&v), &fmt)
         }
+        Verb::ShowVlan { show, vlan } => {
+            let fmt = show.format(json);
+            check(vlan::table(&[]).columns, &fmt)?;
+            let v = show::pick(
+                p.show_vlan().await.map_err(err)?,
+                vlan.as_deref(),
+                |x| &x.link,
+                "VLAN",
+            )?;
+            render::render(&vlan::table(&v), &fmt)
+        }
         Verb::ShowLinkprop { parsable, fields, props, link } => {
             let fmt = Format { json, parsable, parsable_flag: "-c", fields };
             check(show::linkprop(&[]).columns, &fmt)?;
@@ -665,6 +706,12 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         }
         Verb::DeleteVnic { temporary, vnic } => {
             ctx.mutate(&vnic, &vnic, || p.delete_vnic(&vnic, temporary)).await
+        }
+        Verb::CreateVlan { temporary, link, vid, vlan } => {
+            ctx.mutate(&vlan, &vlan, || p.create_vlan(&vlan, &link, vid, temporary)).await
+        }
+        Verb::DeleteVlan { temporary, vlan } => {
+            ctx.mutate(&vlan, &vlan, || p.delete_vlan(&vlan, temporary)).await
         }
         Verb::SetLinkprop { temporary, props, link } => {
             let props = assignments(&props)?;

@@ -9,7 +9,7 @@ use netadm_core::{Core, CoreError, ErrorKind};
 use crate::auth::Authorizer;
 use netadm_dbus::{
     AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, LinkStats, OpResult,
-    PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VnicInfo, link_path,
+    PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -225,6 +225,35 @@ impl Manager {
 
     async fn show_vnic(&self) -> Result<Vec<VnicInfo>, Error> {
         self.read(|c| c.show_vnic()).await
+    }
+
+    async fn create_vlan(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        over: String,
+        vid: u16,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "create-vlan", move |c, p| {
+            c.create_vlan(&name, &over, vid, temporary, p)
+        })
+        .await
+    }
+
+    async fn delete_vlan(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "delete-vlan", move |c, p| c.delete_vlan(&name, temporary, p)).await
+    }
+
+    async fn show_vlan(&self) -> Result<Vec<VlanInfo>, Error> {
+        self.read(|c| c.show_vlan()).await
     }
 
     async fn set_link_prop(

@@ -172,10 +172,8 @@ fn illumos_errors_and_exit_codes() {
     );
 
     // Verbs illumos has and netadm not yet: typed, naming the verb.
-    let e = fails(&dir, &bus, "dladm", &["create-vlan", "-l", "i40e0", "-v", "5", "vlan5"]);
-    assert_eq!(e.trim_end(), "dladm: create-vlan is not supported yet");
     let e = fails(&dir, &bus, "dladm", &["create-etherstub", "stub0"]);
-    assert!(e.contains("create-etherstub is not supported yet"), "{e}");
+    assert_eq!(e.trim_end(), "dladm: create-etherstub is not supported yet");
     let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "vnic0/dhcp"]);
     assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp is not supported yet");
     let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "vnic0/v6a"]);
@@ -185,7 +183,7 @@ fn illumos_errors_and_exit_codes() {
     let a = ["create-addr", "-T", "static", "-a", "local=192.0.2.1/24,remote=192.0.2.2", "vnic0/p"];
     assert!(fails(&dir, &bus, "ipadm", &a).contains("remote="));
     // Under --json: the kind, for scripts.
-    let out = cmd(&dir, &bus, "dladm", &["--json", "show-vlan"]);
+    let out = cmd(&dir, &bus, "dladm", &["--json", "show-etherstub"]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(v["error"]["kind"], "NotSupported", "{v}");
@@ -366,10 +364,16 @@ fn ansible_community_network_modules() {
     assert_eq!(addrs(), ["vnic1/v4 192.0.2.10/24", "vnic1/v6 2001:db8::10/64"]);
     assert_eq!(vnics(), "vnic1\n");
 
+    let vlans = || ok(&dir, &bus, "dladm", &["show-vlan", "-p", "-o", "link,vid,over"]);
+    twice("vlan.yml", &["dladm_vlan: {name: vlan5, link: i40e0, vlan_id: 5}"]);
+    assert_eq!(vlans(), "vlan5:5:i40e0\n");
+    twice("vlan-absent.yml", &["dladm_vlan: {name: vlan5, state: absent}"]);
+    assert_eq!(vlans(), "");
+
     // A module for a verb netadm lacks fails with the typed message.
-    let vlan = bus.subdir("ansible").join("vlan.yml");
-    std::fs::write(&vlan, play(&["dladm_vlan: {name: vlan5, link: i40e0, vlan_id: 5}"])).unwrap();
-    let (stats, failed) = playbook(&dir, &bus, &vlan);
+    let stub = bus.subdir("ansible").join("etherstub.yml");
+    std::fs::write(&stub, play(&["dladm_etherstub: {name: stub0}"])).unwrap();
+    let (stats, failed) = playbook(&dir, &bus, &stub);
     assert_eq!(stats["failures"], 1, "{stats}");
-    assert!(failed[0].contains("create-vlan is not supported yet"), "{failed:?}");
+    assert!(failed[0].contains("create-etherstub is not supported yet"), "{failed:?}");
 }

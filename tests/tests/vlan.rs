@@ -308,71 +308,87 @@ fn vid_tagged_vnics_send_and_receive_8021q_frames_on_a_real_wire_and_unknown_vid
     .unwrap();
     let daemon = Reaped(netadmd_in_netns(&a, &bus, &hw, &dir.join("state")));
 
+    // VNICs with -v VID, one over each class of port.
     for (i, port, vid) in [(0, "i40e0", 100u16), (1, "atl1c0", 4094)] {
-        let vnic = format!("vlan{i}");
-        let net = format!("192.0.{}.", 2 + i);
+        let vnic = format!("vnic{i}");
         json(&bus, &["create-vnic", "-l", port, "-v", &vid.to_string(), &vnic]);
-        json(&bus, &["create-if", &vnic]);
-        json(
-            &bus,
-            &["create-addr", "-T", "static", "-a", &format!("{net}1/24"), &format!("{vnic}/v4")],
-        );
         let v = json(&bus, &["show-vnic"]);
-        let v = rows(&v, "link", &vnic)[0];
-        assert_eq!(v["vid"], vid, "{v}");
-        let mac = mac_of(&v["macaddress"]);
-        let raw = Raw::open(&b, &format!("vb{i}"));
-
-        // Ping the far side, once small and once at the full MTU (a
-        // 1,500-byte IP packet: 1,518 bytes tagged on the wire), while it
-        // answers ARP and echo with tagged frames.
-        let done = AtomicBool::new(false);
-        let (far, pings) = std::thread::scope(|s| {
-            let far = s.spawn(|| far_side(&raw, mac, vid, &done));
-            let pings: Vec<_> = [&["-s", "56"][..], &["-s", "1472", "-M", "do"]]
-                .iter()
-                .map(|size| {
-                    Command::new("ip")
-                        .args(["netns", "exec", &a, "ping", "-c", "1", "-W", "5", "-I", &vnic])
-                        .args(*size)
-                        .arg(format!("{net}2"))
-                        .output()
-                        .unwrap()
-                })
-                .collect();
-            done.store(true, Ordering::Release);
-            (far.join().unwrap(), pings)
-        });
-        eprintln!("{port} VID {vid}: {far:?}");
-        assert!(far.wrong.is_none(), "{port}: a frame left without its tag: {far:?}");
-        for p in &pings {
-            assert!(
-                p.status.success(),
-                "{port}: ping over VID {vid} failed ({far:?}):\n{}",
-                String::from_utf8_lossy(&p.stdout)
-            );
-        }
-        assert!(far.answered >= 3 && far.tagged_right == far.from_if, "{port}: {far:?}");
-        assert_eq!(far.longest, 1514, "{port}: the full-MTU echo crossed tagged: {far:?}");
-        // The kernel learnt the far side's MAC from a tagged ARP reply.
-        let neigh = realnet::run(&["ip", "-n", &a, "neigh", "show", "dev", &vnic])
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(neigh.contains("02:00:00:00:00:bb"), "{port}: {neigh}");
-
-        // A tagged frame for a VID nobody here has is dropped and counted.
-        let before = idrops(&bus, port);
-        let mut arp = vec![0xff; 6];
-        arp.extend_from_slice(&FAR_MAC);
-        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
-        arp.extend_from_slice(&FAR_MAC);
-        arp.extend_from_slice(&[192, 0, 2 + i as u8, 2, 0, 0, 0, 0, 0, 0, 192, 0, 2 + i as u8, 1]);
-        arp.resize(60, 0);
-        raw.send(&tagged(&arp, 7));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while idrops(&bus, port) <= before {
-            assert!(Instant::now() < deadline, "{port}: a frame for VID 7 was not counted dropped");
-            std::thread::yield_now();
-        }
+        assert_eq!(rows(&v, "link", &vnic)[0]["vid"], vid, "{v}");
+        crosses(&bus, (&a, &b), i, port, &vnic, vid, 2 + i as u8);
     }
+    // A VLAN link (the port's MAC, its own VID) beside the VNIC on i40e0.
+    json(&bus, &["create-vlan", "-l", "i40e0", "-v", "200", "vlan200"]);
+    crosses(&bus, (&a, &b), 0, "i40e0", "vlan200", 200, 4);
     drop(daemon);
+}
+
+/// The kernel's MAC address for interface `dev` in namespace `ns`.
+fn kernel_mac(ns: &str, dev: &str) -> [u8; 6] {
+    let out = realnet::run(&["ip", "-n", ns, "-j", "link", "show", "dev", dev])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    mac_of(&v[0]["address"])
+}
+
+/// Gives `link` (on `port`, wired to veth `i`; VLAN `vid`) an IP interface
+/// with 192.0.NET.1/24 and pings 192.0.NET.2 across the wire, small and at
+/// the full MTU, the far side answering tagged; then checks that a frame
+/// for a VID nobody has is dropped and counted on `port`.
+fn crosses(bus: &Bus, (a, b): (&str, &str), i: usize, port: &str, link: &str, vid: u16, net: u8) {
+    json(bus, &["create-if", link]);
+    let net = format!("192.0.{net}.");
+    json(bus, &["create-addr", "-T", "static", "-a", &format!("{net}1/24"), &format!("{link}/v4")]);
+    let mac = kernel_mac(a, link);
+    let raw = Raw::open(b, &format!("vb{i}"));
+
+    // Ping the far side, once small and once at the full MTU (a 1,500-byte
+    // IP packet: 1,518 bytes tagged on the wire), while it answers ARP and
+    // echo with tagged frames.
+    let done = AtomicBool::new(false);
+    let (far, pings) = std::thread::scope(|s| {
+        let far = s.spawn(|| far_side(&raw, mac, vid, &done));
+        let pings: Vec<_> = [&["-s", "56"][..], &["-s", "1472", "-M", "do"]]
+            .iter()
+            .map(|size| {
+                Command::new("ip")
+                    .args(["netns", "exec", a, "ping", "-c", "1", "-W", "5", "-I", link])
+                    .args(*size)
+                    .arg(format!("{net}2"))
+                    .output()
+                    .unwrap()
+            })
+            .collect();
+        done.store(true, Ordering::Release);
+        (far.join().unwrap(), pings)
+    });
+    eprintln!("{link} over {port}, VID {vid}: {far:?}");
+    assert!(far.wrong.is_none(), "{link}: a frame left without its tag: {far:?}");
+    for p in &pings {
+        assert!(
+            p.status.success(),
+            "{link}: ping over VID {vid} failed ({far:?}):\n{}",
+            String::from_utf8_lossy(&p.stdout)
+        );
+    }
+    assert!(far.answered >= 3 && far.tagged_right == far.from_if, "{link}: {far:?}");
+    assert_eq!(far.longest, 1514, "{link}: the full-MTU echo crossed tagged: {far:?}");
+    // The kernel learnt the far side's MAC from a tagged ARP reply.
+    let neigh = realnet::run(&["ip", "-n", a, "neigh", "show", "dev", link])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(neigh.contains("02:00:00:00:00:bb"), "{link}: {neigh}");
+
+    // A tagged frame for a VID nobody here has is dropped and counted.
+    let before = idrops(bus, port);
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&FAR_MAC);
+    arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&FAR_MAC);
+    arp.extend_from_slice(&[192, 0, 2, 2, 0, 0, 0, 0, 0, 0, 192, 0, 2, 1]);
+    arp.resize(60, 0);
+    raw.send(&tagged(&arp, 7));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while idrops(bus, port) <= before {
+        assert!(Instant::now() < deadline, "{port}: a frame for VID 7 was not counted dropped");
+        std::thread::yield_now();
+    }
 }

@@ -156,6 +156,7 @@ fn seed(n: usize) -> Result<LinkState, String> {
                 mac: MacAddr([0x02, 0x08, 0x21, b[1], b[2], b[3]]),
                 mac_mode: "random".into(),
                 vid: None,
+                vlan: false,
                 props,
             },
         );

@@ -123,6 +123,10 @@ pub struct VnicConf {
     /// Its VLAN, if tagged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vid: Option<VlanId>,
+    /// A VLAN link (`create-vlan`) rather than a VNIC: its MAC is its
+    /// link's, and its VID is unique over that link.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vlan: bool,
     /// Persistent link properties, as typed by the operator.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub props: BTreeMap<PropName, String>,

@@ -86,6 +86,7 @@ fn full_state() -> LinkState {
             mac: "2:8:20:12:34:56".parse().unwrap(),
             mac_mode: "random".into(),
             vid: Some("100".parse().unwrap()),
+            vlan: false,
             props: props(&[("mtu", "1400")]),
         },
     );
@@ -96,6 +97,7 @@ fn full_state() -> LinkState {
             mac: "0:1b:21:0:0:2".parse().unwrap(),
             mac_mode: "factory".into(),
             vid: None,
+            vlan: false,
             props: BTreeMap::new(),
         },
     );

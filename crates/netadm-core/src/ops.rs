@@ -599,9 +599,10 @@ impl Core {
                     return Err(CoreError::exists(format!("link {vnic} already exists")));
                 }
                 let link = v.require(over)?;
-                if let Link::Vnic(_) = link {
+                if let Link::Vnic(o) = link {
+                    let what = if v.st.vnic[&o].vlan { "VLAN" } else { "VNIC" };
                     return Err(CoreError::invalid_argument(format!(
-                        "{over} is a VNIC; VNICs go over a physical link or an aggregation"
+                        "{over} is a {what}; VNICs go over a physical link or an aggregation"
                     )));
                 }
                 if let Some(a) = v.aggr_of(&over_n) {
@@ -625,6 +626,7 @@ impl Core {
                         mac: address,
                         mac_mode: mode.to_owned(),
                         vid,
+                        vlan: false,
                         props: BTreeMap::new(),
                     },
                 );
@@ -656,6 +658,11 @@ impl Core {
             let n = name(vnic)?;
             change(v, persisted, temporary, t, vnic, |v| {
                 match v.require(vnic)? {
+                    Link::Vnic(_) if v.st.vnic[&n].vlan => {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{vnic} is a VLAN, not a VNIC; use delete-vlan"
+                        )));
+                    }
                     Link::Vnic(_) => {}
                     l => {
                         return Err(CoreError::invalid_argument(format!(
@@ -667,6 +674,109 @@ impl Core {
                 if v.st.interface.contains_key(&n) {
                     return Err(CoreError::busy(format!(
                         "{vnic} has an IP interface; delete-if {vnic} first"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.vnic.remove(&n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `create-vlan`: VLAN `vid` (1-4094) over physical link or aggregation
+    /// `over`, as a link of its own named `vlan`, with its link's MAC
+    /// address; at most one VLAN per VID over a link.
+    pub fn create_vlan(
+        &self,
+        vlan: &str,
+        over: &str,
+        vid: u16,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("create-vlan", vlan, progress, |v, persisted, t| {
+            let n = name(vlan)?;
+            let over_n = name(over)?;
+            let vid = VlanId::try_from(vid)
+                .map_err(|e| CoreError::invalid_argument(format!("VLAN id (-v): {e}")))?;
+            change(v, persisted, temporary, t, vlan, |v| {
+                if v.taken(vlan) {
+                    return Err(CoreError::exists(format!("link {vlan} already exists")));
+                }
+                let link = v.require(over)?;
+                let mac = match &link {
+                    Link::Vnic(o) => {
+                        let what = if v.st.vnic[o].vlan { "VLAN" } else { "VNIC" };
+                        return Err(CoreError::invalid_argument(format!(
+                            "{over} is a {what}; VLANs go over a physical link or an aggregation"
+                        )));
+                    }
+                    Link::Aggr(a) => v.st.aggr[a].mac.map_or_else(
+                        || {
+                            let first = v.ports_under(&link).into_iter().next();
+                            first.and_then(|d| v.hw.port(d.as_str())).map(|p| p.mac)
+                        },
+                        Some,
+                    ),
+                    Link::Phys(d) => v.hw.port(d.as_str()).map(|p| p.mac),
+                };
+                let mac = mac.ok_or_else(|| CoreError::internal(format!("{over}: no MAC")))?;
+                if let Some(a) = v.aggr_of(&over_n) {
+                    return Err(CoreError::busy(format!(
+                        "{over} is a port of {a}; create the VLAN over {a}"
+                    )));
+                }
+                if let Some((other, _)) =
+                    v.st.vnic.iter().find(|(_, c)| c.vlan && c.over == over_n && c.vid == Some(vid))
+                {
+                    return Err(CoreError::exists(format!(
+                        "VLAN {vid} over {over} already exists: {other}"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.vnic.insert(
+                    n.clone(),
+                    VnicConf {
+                        over: over_n.clone(),
+                        mac,
+                        mac_mode: "fixed".to_owned(),
+                        vid: Some(vid),
+                        vlan: true,
+                        props: BTreeMap::new(),
+                    },
+                );
+                Ok(st)
+            })
+        })
+    }
+
+    /// `delete-vlan`.
+    pub fn delete_vlan(
+        &self,
+        vlan: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("delete-vlan", vlan, progress, |v, persisted, t| {
+            let n = name(vlan)?;
+            change(v, persisted, temporary, t, vlan, |v| {
+                match v.require(vlan)? {
+                    Link::Vnic(_) if v.st.vnic[&n].vlan => {}
+                    Link::Vnic(_) => {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{vlan} is a VNIC, not a VLAN; use delete-vnic"
+                        )));
+                    }
+                    l => {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{vlan} is a {} link, not a VLAN",
+                            l.class()
+                        )));
+                    }
+                }
+                if v.st.interface.contains_key(&n) {
+                    return Err(CoreError::busy(format!(
+                        "{vlan} has an IP interface; delete-if {vlan} first"
                     )));
                 }
                 let mut st = v.st.clone();
@@ -948,12 +1058,15 @@ fn require_aggr(v: &View<'_>, aggr: &str) -> Result<(), CoreError> {
 
 fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
     let vnics = v.vnics_over(link);
-    if !vnics.is_empty() {
-        let names: Vec<&str> = vnics.iter().map(|n| n.as_str()).collect();
-        return Err(CoreError::busy(format!(
-            "{link} has VNICs over it: {}; delete them first",
-            names.join(", ")
-        )));
+    for (what, vlan) in [("VLANs", true), ("VNICs", false)] {
+        let names: Vec<&str> =
+            vnics.iter().filter(|n| v.st.vnic[**n].vlan == vlan).map(|n| n.as_str()).collect();
+        if !names.is_empty() {
+            return Err(CoreError::busy(format!(
+                "{link} has {what} over it: {}; delete them first",
+                names.join(", ")
+            )));
+        }
     }
     if v.st.interface.contains_key(link) {
         return Err(CoreError::busy(format!("{link} has an IP interface; delete-if {link} first")));

@@ -2,7 +2,7 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, LinkInfo, PhysInfo, PropInfo, VnicInfo,
+    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, LinkInfo, PhysInfo, PropInfo, VlanInfo, VnicInfo,
 };
 use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
@@ -27,7 +27,10 @@ fn link_info(v: &View<'_>, pv: &View<'_>, name: &LinkName, link: &Link) -> LinkI
     };
     LinkInfo {
         link: name.to_string(),
-        class: link.class().to_string(),
+        class: match link {
+            Link::Vnic(n) if v.st.vnic[n].vlan => "vlan".to_owned(),
+            l => l.class().to_string(),
+        },
         mtu: v.mtu(link),
         state: "up".into(),
         over,
@@ -191,6 +194,7 @@ impl Core {
         let v = self.view_of(&st);
         st.vnic
             .iter()
+            .filter(|(_, c)| !c.vlan)
             .map(|(n, c)| {
                 let speed = v
                     .ports_under(&Link::Vnic(n.clone()))
@@ -206,6 +210,21 @@ impl Core {
                     macaddrtype: c.mac_mode.clone(),
                     vid: c.vid.map_or(0, u16::from),
                 }
+            })
+            .collect()
+    }
+
+    /// `show-vlan`.
+    pub fn show_vlan(&self) -> Vec<VlanInfo> {
+        self.running()
+            .vnic
+            .iter()
+            .filter(|(_, c)| c.vlan)
+            .map(|(n, c)| VlanInfo {
+                link: n.to_string(),
+                vid: c.vid.map_or(0, u16::from),
+                over: c.over.to_string(),
+                flags: "-----".to_owned(),
             })
             .collect()
     }

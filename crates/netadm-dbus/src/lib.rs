@@ -173,7 +173,7 @@ pub struct PhysInfo {
 pub struct LinkInfo {
     /// Link name.
     pub link: String,
-    /// `phys`, `aggr` or `vnic`.
+    /// `phys`, `aggr`, `vnic` or `vlan`.
     pub class: String,
     /// MTU.
     pub mtu: u32,
@@ -236,6 +236,19 @@ pub struct VnicInfo {
     pub macaddrtype: String,
     /// VLAN id, 0 for none.
     pub vid: u16,
+}
+
+/// A VLAN link (`show-vlan`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct VlanInfo {
+    /// Link name.
+    pub link: String,
+    /// VLAN id, 1-4094.
+    pub vid: u16,
+    /// The link it is over.
+    pub over: String,
+    /// dladm's flags: `f` forced, `i` implicit; `-` where unset.
+    pub flags: String,
 }
 
 /// One link property (`show-linkprop`).
@@ -435,6 +448,18 @@ mod proxies {
         fn delete_vnic(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// VNICs.
         fn show_vnic(&self) -> zbus::Result<Vec<VnicInfo>>;
+        /// Creates VLAN `vid` (1-4094) over `over` as link `name`.
+        fn create_vlan(
+            &self,
+            name: &str,
+            over: &str,
+            vid: u16,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Deletes a VLAN link.
+        fn delete_vlan(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// VLAN links.
+        fn show_vlan(&self) -> zbus::Result<Vec<VlanInfo>>;
         /// Sets link properties.
         fn set_link_prop(
             &self,
