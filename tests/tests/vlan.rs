@@ -392,3 +392,96 @@ fn crosses(bus: &Bus, (a, b): (&str, &str), i: usize, port: &str, link: &str, vi
         std::thread::yield_now();
     }
 }
+
+/// `netadm ARGS` (no --json): its stdout, which must be a success.
+fn text(bus: &Bus, args: &[&str]) -> String {
+    let out = netadm(bus, args);
+    assert!(out.status.success(), "netadm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The VLAN verbs on a real bus: output forms, timings, the VLAN as a
+/// link (class vlan, its link's MTU, IP interfaces), typed errors that
+/// leave the running and the persistent configuration as they were, `-t`,
+/// and persistence across a restart.
+#[test]
+fn vlan_verbs_show_refuse_bad_input_and_persist() {
+    let bus = Bus::start();
+    let state = bus.subdir("state");
+    let d = Daemon::start(&bus, &state, &[]);
+
+    let r = json(&bus, &["create-vlan", "-l", "i40e0", "-v", "5", "vlan5"]);
+    assert_eq!(r["op"], "create-vlan", "{r}");
+    assert!(r["timing"]["total_us"].is_u64(), "{r}");
+    assert!(r["timing"]["phases"].as_array().unwrap().iter().any(|p| p["name"] == "validate"));
+    json(&bus, &["create-vlan", "-l", "atl1c0", "-v", "5", "vlanb5"]);
+    let v = json(&bus, &["show-vlan"]);
+    let row = rows(&v, "link", "vlan5")[0];
+    assert_eq!(
+        (&row["vid"], &row["over"], &row["flags"]),
+        (&5.into(), &"i40e0".into(), &"-----".into())
+    );
+    assert_eq!(
+        text(&bus, &["show-vlan", "-p", "-o", "link,vid,over"]),
+        "vlan5:5:i40e0\nvlanb5:5:atl1c0\n"
+    );
+    let table = text(&bus, &["show-vlan", "vlan5"]);
+    let head: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(head, ["LINK", "VID", "OVER", "FLAGS"], "{table}");
+    assert!(table.contains("vlan5") && !table.contains("vlanb5"), "{table}");
+    assert!(rows(&json(&bus, &["show-vnic"]), "link", "vlan5").is_empty(), "not a VNIC");
+
+    // A link whose MTU is its link's.
+    let mtu = |l: &str| {
+        let v = json(&bus, &["show-link"]);
+        let r = rows(&v, "link", l)[0].clone();
+        (r["class"].as_str().unwrap().to_owned(), r["mtu"].as_u64().unwrap())
+    };
+    assert_eq!(mtu("vlan5"), ("vlan".to_owned(), 1500));
+    json(&bus, &["set-linkprop", "-p", "mtu=9000", "i40e0"]);
+    assert_eq!(mtu("vlan5"), ("vlan".to_owned(), 9000));
+
+    // Bad input: typed, and nothing changes, running or persistent.
+    json(&bus, &["create-vnic", "-l", "i40e0", "vnic0"]);
+    json(&bus, &["create-aggr", "-l", "i40e1", "aggr0"]);
+    json(&bus, &["create-vlan", "-l", "aggr0", "-v", "7", "vlan7"]);
+    json(&bus, &["create-if", "vlanb5"]);
+    let before = (json(&bus, &["show-link"]), std::fs::read(state.join("links.toml")).unwrap());
+    for (args, kind) in [
+        (&["create-vlan", "-l", "i40e0", "-v", "5", "dup0"][..], "Exists"),
+        (&["create-vlan", "-l", "atl1c1", "-v", "9", "vlan5"], "Exists"),
+        (&["create-vlan", "-l", "i40e0", "-v", "0", "v0"], "InvalidArgument"),
+        (&["create-vlan", "-l", "i40e0", "-v", "4095", "v4095"], "InvalidArgument"),
+        (&["create-vlan", "-l", "nosuch0", "-v", "9", "v9"], "NotFound"),
+        (&["create-vlan", "-l", "vlan5", "-v", "9", "v9"], "InvalidArgument"),
+        (&["create-vlan", "-l", "vnic0", "-v", "9", "v9"], "InvalidArgument"),
+        (&["create-vlan", "-l", "i40e1", "-v", "9", "v9"], "Busy"),
+        (&["create-vlan", "-l", "i40e0", "-v", "9", "bad name"], "InvalidName"),
+        (&["create-vnic", "-l", "vlan5", "v9"], "InvalidArgument"),
+        (&["delete-vnic", "vlan5"], "InvalidArgument"),
+        (&["delete-vlan", "vnic0"], "InvalidArgument"),
+        (&["delete-vlan", "i40e0"], "InvalidArgument"),
+        (&["delete-vlan", "nosuch0"], "NotFound"),
+        (&["delete-vlan", "vlanb5"], "Busy"),
+        (&["delete-aggr", "aggr0"], "Busy"),
+    ] {
+        let (k, msg) = json_err(&bus, args);
+        assert_eq!(k, kind, "{args:?}: {msg}");
+    }
+    let after = (json(&bus, &["show-link"]), std::fs::read(state.join("links.toml")).unwrap());
+    assert!(before == after, "a refused change changed something");
+    let (_, msg) = json_err(&bus, &["delete-aggr", "aggr0"]);
+    assert!(msg.contains("VLANs over it: vlan7"), "{msg}");
+
+    // -t: running only; a restart brings back what persists.
+    json(&bus, &["create-vlan", "-t", "-l", "i40e0", "-v", "6", "vlan6"]);
+    json(&bus, &["delete-vlan", "vlan7"]);
+    assert_eq!(text(&bus, &["show-vlan", "-p", "-o", "link"]), "vlan5\nvlan6\nvlanb5\n");
+    d.stop();
+    let _d = Daemon::start(&bus, &state, &[]);
+    assert_eq!(
+        text(&bus, &["show-vlan", "-p", "-o", "link,vid,over"]),
+        "vlan5:5:i40e0\nvlanb5:5:atl1c0\n"
+    );
+    assert_eq!(mtu("vlan5"), ("vlan".to_owned(), 9000));
+}
