@@ -32,6 +32,7 @@ mod mirror;
 mod ops;
 mod traffic;
 mod view;
+mod vlan;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -484,6 +484,7 @@ impl Core {
                     }
                 }
                 st.aggr.get_mut(&n).expect("checked").ports.extend(ports.iter().cloned());
+                crate::vlan::check_room(&View { hw: v.hw, st: &st })?;
                 Ok(st)
             })
         })
@@ -642,6 +643,7 @@ impl Core {
                     }
                 }
                 st.vnic.get_mut(&n).expect("inserted").props = checked;
+                crate::vlan::check_room(&View { hw: v.hw, st: &st })?;
                 Ok(st)
             })
         })
@@ -745,6 +747,7 @@ impl Core {
                         props: BTreeMap::new(),
                     },
                 );
+                crate::vlan::check_room(&View { hw: v.hw, st: &st })?;
                 Ok(st)
             })
         })

@@ -341,6 +341,7 @@ impl Core {
         let st = self.running();
         let v = View { hw: self.hardware(), st: &st };
         self.configure_lacp(&v);
+        self.sync_vlan_filters(&v, false);
         self.regroup(&v, |_, _| true);
         self.aggr_tx.lock().unwrap().retain(|name, _| st.aggr.contains_key(name));
         let mut entries = self.traffic.entries.lock().unwrap();
@@ -363,6 +364,7 @@ impl Core {
     /// when its rings stop (break after make).
     pub(crate) fn presync_datapath(&self, next: &netadm_config::LinkState) {
         let v = View { hw: self.hardware(), st: next };
+        self.sync_vlan_filters(&v, true);
         self.regroup(&v, |name, tx| tx.member_names().contains(&name.to_owned()));
     }
 

@@ -251,6 +251,8 @@ struct Shared {
     throttle: Box<[AtomicU32]>,
     rss_lut: Box<[AtomicU16]>,
     filters: Mutex<BTreeMap<u16, MacFilter>>,
+    /// The VLAN filter table (i40e-class; off on others).
+    vlan_filter: crate::vlan::FilterTable,
     /// Bumped on every filter write; the engine rebuilds its lookup table.
     filters_gen: AtomicU64,
     events: Events,
@@ -335,6 +337,7 @@ impl Device {
                 .map(|i| AtomicU16::new(i % caps.rx_queues.max(1)))
                 .collect(),
             filters: Mutex::new(BTreeMap::new()),
+            vlan_filter: crate::vlan::FilterTable::default(),
             filters_gen: AtomicU64::new(0),
             events: Events::default(),
             drain_waiters: AtomicUsize::new(0),
@@ -519,6 +522,23 @@ impl Device {
         };
         self.sh.filters_gen.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Turns VLAN filtering on or off: on, a tagged frame whose VID is not
+    /// in the table is dropped (counted in `rx_dropped`).
+    pub fn write_vlan_filter_enable(&self, on: bool) {
+        self.sh.vlan_filter.enable(on);
+    }
+
+    /// Adds VID `vid` to the VLAN filter table, or removes it; the table
+    /// holds [`crate::vlan::FILTER_ENTRIES`].
+    pub fn write_vlan_filter(&self, vid: u16, on: bool) -> Result<(), NicError> {
+        self.sh.vlan_filter.write(vid, on)
+    }
+
+    /// The VIDs in the VLAN filter table.
+    pub fn vlan_filter_vids(&self) -> Vec<u16> {
+        self.sh.vlan_filter.vids()
     }
 
     /// Writes the tail doorbell of queue `q` with the tail the driver has
@@ -1596,6 +1616,12 @@ impl Engine {
     /// hands it) spans several buffers; a complete TCP/UDP frame has its
     /// checksum verified and reported when RX checksumming is on.
     fn deliver(&mut self, frame: &[u8], mut off: Offload) -> Delivery {
+        if let Some(vid) = crate::vlan::vid(frame)
+            && !self.sh.vlan_filter.passes(vid)
+        {
+            self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+            return Delivery::Dropped;
+        }
         self.refresh_filters();
         let q = self.sh.tx_queues() + self.rx_queue_for(frame) as usize;
         let Some(ring) = self.live[q].as_ref() else {

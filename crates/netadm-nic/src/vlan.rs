@@ -2,7 +2,9 @@
 //! MAC, reading and removing it, and keeping a frame's offload context
 //! (checksum start, header length) pointing at the same bytes.
 
-use crate::Offload;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::{NicError, Offload};
 
 /// The 802.1Q tag protocol identifier.
 pub const TPID: u16 = 0x8100;
@@ -61,6 +63,84 @@ pub fn pop(frame: &[u8], mut off: Offload, out: &mut Vec<u8>) -> Option<(u16, Of
     Some((vid, off))
 }
 
+/// Entries in the i40e-class device's VLAN filter table: the VIDs it lets
+/// in when filtering is on.
+pub const FILTER_ENTRIES: u16 = 256;
+
+/// A device's VLAN filter table: off (every tagged frame passes to the
+/// driver), or on, passing tagged frames only for the VIDs in it. One bit
+/// per VID, read lock-free by the device's engine thread.
+#[derive(Debug)]
+pub struct FilterTable {
+    on: AtomicBool,
+    bits: [AtomicU64; 64],
+    /// VIDs in the table; written under this lock.
+    len: std::sync::Mutex<u16>,
+}
+
+impl Default for FilterTable {
+    fn default() -> Self {
+        Self {
+            on: AtomicBool::new(false),
+            bits: std::array::from_fn(|_| AtomicU64::new(0)),
+            len: std::sync::Mutex::new(0),
+        }
+    }
+}
+
+impl FilterTable {
+    /// Turns filtering on or off.
+    pub fn enable(&self, on: bool) {
+        self.on.store(on, Ordering::Release);
+    }
+
+    /// Whether a frame tagged `vid` is let in.
+    pub fn passes(&self, vid: u16) -> bool {
+        !self.on.load(Ordering::Acquire) || self.contains(vid)
+    }
+
+    fn contains(&self, vid: u16) -> bool {
+        self.bits[usize::from(vid >> 6) & 63].load(Ordering::Acquire) & (1 << (vid & 63)) != 0
+    }
+
+    /// Adds or removes `vid` (1-4094); adding one more than
+    /// [`FILTER_ENTRIES`] is refused, the table left as it was.
+    pub fn write(&self, vid: u16, on: bool) -> Result<(), NicError> {
+        if !(1..=4094).contains(&vid) {
+            return Err(NicError::OutOfRange {
+                register: "VLAN filter VID",
+                value: vid.into(),
+                max: 4094,
+            });
+        }
+        let mut len = self.len.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.contains(vid) == on {
+            return Ok(());
+        }
+        if on && *len >= FILTER_ENTRIES {
+            return Err(NicError::OutOfRange {
+                register: "VLAN filter table entries",
+                value: u64::from(*len) + 1,
+                max: FILTER_ENTRIES.into(),
+            });
+        }
+        let word = &self.bits[usize::from(vid >> 6)];
+        if on {
+            word.fetch_or(1 << (vid & 63), Ordering::Release);
+            *len += 1;
+        } else {
+            word.fetch_and(!(1 << (vid & 63)), Ordering::Release);
+            *len -= 1;
+        }
+        Ok(())
+    }
+
+    /// The VIDs in the table.
+    pub fn vids(&self) -> Vec<u16> {
+        (1..=4094).filter(|&v| self.contains(v)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +163,25 @@ mod tests {
         let (v, o) = pop(&tagged, t, &mut back).unwrap();
         assert_eq!((v, &back, o), (100, &frame, off));
         assert!(pop(&frame, off, &mut back).is_none());
+    }
+
+    #[test]
+    fn the_filter_table_holds_its_entries_and_refuses_one_more() {
+        let t = FilterTable::default();
+        assert!(t.passes(7), "off: everything passes");
+        t.enable(true);
+        assert!(!t.passes(7));
+        for vid in 1..=FILTER_ENTRIES {
+            t.write(vid, true).unwrap();
+        }
+        t.write(1, true).unwrap();
+        assert!(matches!(t.write(4000, true), Err(NicError::OutOfRange { .. })));
+        assert!(!t.passes(4000) && t.passes(7));
+        t.write(7, false).unwrap();
+        t.write(4000, true).unwrap();
+        assert!(t.passes(4000) && !t.passes(7));
+        assert_eq!(t.vids().len(), usize::from(FILTER_ENTRIES));
+        assert!(t.write(4095, true).is_err() && t.write(0, true).is_err());
     }
 
     #[test]

@@ -33,12 +33,26 @@ impl I40e {
         for v in 0..cfg.vectors {
             hw.write_throttle(v, DEFAULT_ITR_UNITS).expect("default ITR is in range");
         }
+        // VLAN filtering is on, as Linux's i40e starts it: tagged frames
+        // pass only for the VIDs the driver puts in the table.
+        hw.write_vlan_filter_enable(true);
         Ok(Self { hw, dma: DmaAccount::new() })
     }
 
     /// Programs MAC filter `slot` (a VNIC's ring group), or clears it.
     pub fn set_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
         self.hw.write_mac_filter(slot, filter)
+    }
+
+    /// Adds VID `vid` to the device's VLAN filter table, or removes it
+    /// (at most `netadm_nic::vlan::FILTER_ENTRIES`).
+    pub fn set_vlan_filter(&self, vid: u16, on: bool) -> Result<(), NicError> {
+        self.hw.write_vlan_filter(vid, on)
+    }
+
+    /// The VIDs in the VLAN filter table.
+    pub fn vlan_filter(&self) -> Vec<u16> {
+        self.hw.vlan_filter_vids()
     }
 
     /// Steers RSS indirection table entry `index` to RX queue `rxq`.

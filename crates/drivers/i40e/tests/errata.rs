@@ -29,6 +29,35 @@ fn enable(nic: &I40e, q: QueueId) {
     nic.wait_queues(&[q], true, soon()).unwrap();
 }
 
+/// A port on a loopback wire with `pairs` queue pairs enabled, every RX
+/// buffer posted; its TX and RX rings.
+fn looped(name: &str, pairs: u16) -> (I40e, Vec<Arc<DmaRing>>, Vec<Arc<DmaRing>>) {
+    let cfg = I40eConfig {
+        queue_pairs: pairs,
+        ring_size: 64,
+        wire: netadm_nic::emu::WireMode::Loopback,
+        ..Default::default()
+    };
+    let nic = I40e::attach(name, &cfg).unwrap();
+    let (mut tx, mut rx) = (vec![], vec![]);
+    for i in 0..pairs {
+        let (t, r) = (ring(&nic), ring(&nic));
+        // SAFETY: this test is the rings' only driver-side user.
+        unsafe { r.driver_post_all() };
+        nic.set_ring(QueueId::tx(i), Some(t.clone())).unwrap();
+        nic.set_ring(QueueId::rx(i), Some(r.clone())).unwrap();
+        // The device takes only the buffers a tail doorbell announced.
+        nic.doorbell(QueueId::rx(i));
+        nic.request_enable(QueueId::tx(i)).unwrap();
+        nic.request_enable(QueueId::rx(i)).unwrap();
+        tx.push(t);
+        rx.push(r);
+    }
+    let qs: Vec<QueueId> = (0..pairs).flat_map(|i| [QueueId::tx(i), QueueId::rx(i)]).collect();
+    nic.wait_queues(&qs, true, soon()).unwrap();
+    (nic, tx, rx)
+}
+
 #[test]
 fn enables_are_acknowledged_asynchronously() {
     let nic = port(Duration::from_millis(20));
@@ -135,30 +164,8 @@ fn registers_refuse_what_the_port_does_not_have() {
 
 #[test]
 fn mac_filters_and_rss_steer_received_frames() {
-    use netadm_nic::emu::{MacFilter, WireMode};
-    let cfg = I40eConfig {
-        queue_pairs: 8,
-        ring_size: 64,
-        wire: WireMode::Loopback,
-        ..Default::default()
-    };
-    let nic = I40e::attach("t2", &cfg).unwrap();
-    let (mut tx, mut rx) = (vec![], vec![]);
-    for i in 0..8 {
-        let (t, r) = (ring(&nic), ring(&nic));
-        // SAFETY: this test is the rings' only driver-side user.
-        unsafe { r.driver_post_all() };
-        nic.set_ring(QueueId::tx(i), Some(t.clone())).unwrap();
-        nic.set_ring(QueueId::rx(i), Some(r.clone())).unwrap();
-        // The device takes only the buffers a tail doorbell announced.
-        nic.doorbell(QueueId::rx(i));
-        nic.request_enable(QueueId::tx(i)).unwrap();
-        nic.request_enable(QueueId::rx(i)).unwrap();
-        tx.push(t);
-        rx.push(r);
-    }
-    let qs: Vec<QueueId> = (0..8).flat_map(|i| [QueueId::tx(i), QueueId::rx(i)]).collect();
-    nic.wait_queues(&qs, true, soon()).unwrap();
+    use netadm_nic::emu::MacFilter;
+    let (nic, tx, rx) = looped("t2", 8);
 
     let vnic = [2, 8, 32, 1, 2, 3];
     nic.set_mac_filter(0, Some(MacFilter { mac: vnic, first_queue: 6, queues: 2 })).unwrap();
@@ -199,4 +206,44 @@ fn mac_filters_and_rss_steer_received_frames() {
     // Filters are checked like any register.
     let bad = MacFilter { mac: vnic, first_queue: 7, queues: 2 };
     assert!(matches!(nic.set_mac_filter(1, Some(bad)), Err(NicError::OutOfRange { .. })));
+}
+
+#[test]
+fn the_vlan_filter_table_lets_in_only_its_vids_and_holds_256() {
+    let (nic, tx, rx) = looped("t3", 1);
+    let (t, r) = (&tx[0], &rx[0]);
+    nic.set_vlan_filter(100, true).unwrap();
+    // Untagged, VID 100 (in the table), VID 7 (not): two arrive.
+    let frame = |vid: Option<u16>| {
+        let mut f = vec![0u8; 64];
+        f[..6].copy_from_slice(&[2, 8, 32, 1, 2, 3]);
+        if let Some(v) = vid {
+            f[12..16].copy_from_slice(&[0x81, 0x00, (v >> 8) as u8, v as u8]);
+        }
+        f
+    };
+    let dropped = nic.hw_stats().rx_dropped;
+    for vid in [None, Some(100), Some(7)] {
+        // SAFETY: as above.
+        assert!(unsafe { t.driver_push(&frame(vid)) });
+    }
+    nic.doorbell(QueueId::tx(0));
+    let mut got = vec![];
+    let deadline = soon();
+    while (got.len() < 2 || nic.hw_stats().rx_dropped == dropped) && Instant::now() < deadline {
+        // SAFETY: as above.
+        unsafe { r.driver_reap(u32::MAX, |f| got.push(netadm_nic::vlan::vid(f))) };
+        std::thread::yield_now();
+    }
+    assert_eq!(got, [None, Some(100)]);
+    assert_eq!(nic.hw_stats().rx_dropped, dropped + 1, "VID 7 dropped and counted");
+
+    // The table holds 256 VIDs; one more is refused.
+    for vid in 1000..1255 {
+        nic.set_vlan_filter(vid, true).unwrap();
+    }
+    assert_eq!(nic.vlan_filter().len(), 256);
+    assert!(matches!(nic.set_vlan_filter(4000, true), Err(NicError::OutOfRange { .. })));
+    nic.set_vlan_filter(100, false).unwrap();
+    nic.set_vlan_filter(4000, true).unwrap();
 }
