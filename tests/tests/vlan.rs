@@ -362,6 +362,10 @@ fn crosses(bus: &Bus, (a, b): (&str, &str), i: usize, port: &str, link: &str, vi
         (far.join().unwrap(), pings)
     });
     eprintln!("{link} over {port}, VID {vid}: {far:?}");
+    for p in &pings {
+        let out = String::from_utf8_lossy(&p.stdout);
+        eprintln!("  {}", out.lines().find(|l| l.contains("time=")).unwrap_or("(no reply)"));
+    }
     assert!(far.wrong.is_none(), "{link}: a frame left without its tag: {far:?}");
     for p in &pings {
         assert!(
@@ -412,6 +416,7 @@ fn vlan_verbs_show_refuse_bad_input_and_persist() {
 
     let r = json(&bus, &["create-vlan", "-l", "i40e0", "-v", "5", "vlan5"]);
     assert_eq!(r["op"], "create-vlan", "{r}");
+    eprintln!("create-vlan: {} us in the daemon", r["timing"]["total_us"]);
     assert!(r["timing"]["total_us"].is_u64(), "{r}");
     assert!(r["timing"]["phases"].as_array().unwrap().iter().any(|p| p["name"] == "validate"));
     json(&bus, &["create-vlan", "-l", "atl1c0", "-v", "5", "vlanb5"]);
