@@ -21,6 +21,7 @@
 mod hardware;
 mod links;
 mod location;
+mod section;
 mod store;
 
 pub use hardware::{
@@ -31,6 +32,6 @@ pub use hardware::{
 };
 pub use links::{
     AddrConf, AddrError, AggrConf, IfConf, LinkState, LinkStateError, MAC_MODES, MacModeError,
-    PhysConf, VnicConf, check_mac_mode, parse_addr_prefix,
+    PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
 };
 pub use store::{Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff};

@@ -332,7 +332,7 @@ fn check_prop(
 
 fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut BTreeMap<PropName, String> {
     match link {
-        Link::Phys(d) => &mut st.phys.entry(d.clone()).or_default().props,
+        Link::Phys(d) => &mut st.phys.get_or_default(d.clone()).props,
         Link::Aggr(n) => &mut st.aggr.get_mut(n).expect("resolved").props,
         Link::Vnic(n) => &mut st.vnic.get_mut(n).expect("resolved").props,
     }
@@ -897,7 +897,7 @@ impl Core {
                 let mut st = v.st.clone();
                 match &link {
                     Link::Phys(d) => {
-                        let e = st.phys.entry(d.clone()).or_default();
+                        let e = st.phys.get_or_default(d.clone());
                         e.name = (&n != d).then(|| n.clone());
                     }
                     Link::Aggr(_) => {
@@ -909,17 +909,26 @@ impl Core {
                         st.vnic.insert(n.clone(), x);
                     }
                 }
-                for a in st.aggr.values_mut() {
-                    for p in &mut a.ports {
+                // Only the entries that name the old link are changed (and
+                // copied): the others stay shared with the configuration
+                // before.
+                let members: Vec<LinkName> = st
+                    .aggr
+                    .iter()
+                    .filter(|(_, a)| a.ports.contains(&o))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in members {
+                    for p in &mut st.aggr.get_mut(&k).expect("listed").ports {
                         if *p == o {
                             *p = n.clone();
                         }
                     }
                 }
-                for x in st.vnic.values_mut() {
-                    if x.over == o {
-                        x.over = n.clone();
-                    }
+                let over: Vec<LinkName> =
+                    st.vnic.iter().filter(|(_, x)| x.over == o).map(|(k, _)| k.clone()).collect();
+                for k in over {
+                    st.vnic.get_mut(&k).expect("listed").over = n.clone();
                 }
                 Ok(st)
             })
