@@ -103,6 +103,10 @@ impl Manager {
         self.read(|c| c.show_link()).await
     }
 
+    async fn show_link_named(&self, names: Vec<String>) -> Result<Vec<LinkInfo>, Error> {
+        self.read(move |c| c.show_links_named(&names.into_iter().collect())).await
+    }
+
     async fn rename_link(
         &self,
         #[zbus(header)] hdr: Header<'_>,
@@ -222,6 +226,10 @@ impl Manager {
 
     async fn show_vnic(&self) -> Result<Vec<VnicInfo>, Error> {
         self.read(|c| c.show_vnic()).await
+    }
+
+    async fn show_vnic_named(&self, names: Vec<String>) -> Result<Vec<VnicInfo>, Error> {
+        self.read(move |c| c.show_vnics_named(&names.into_iter().collect())).await
     }
 
     async fn set_link_prop(

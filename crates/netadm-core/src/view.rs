@@ -6,7 +6,7 @@ use netadm_dbus::{
 };
 use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use netadm_config::{Entry, LinkState, diff};
 
@@ -14,8 +14,16 @@ use crate::links::{Link, View};
 use crate::{Core, CoreError};
 
 /// The `show-link` row of `link`, named `name`, under the running (`v`) and
-/// persistent (`pv`) configurations.
-fn link_info(v: &View<'_>, pv: &View<'_>, name: &LinkName, link: &Link) -> LinkInfo {
+/// persistent (`pv`) configurations. `over_mtu` gives the MTU of a link
+/// VNICs sit over, when the caller has it (a VNIC without an MTU of its
+/// own runs with it).
+fn link_info(
+    v: &View<'_>,
+    pv: &View<'_>,
+    name: &LinkName,
+    link: &Link,
+    over_mtu: &mut dyn FnMut(&LinkName) -> Option<u32>,
+) -> LinkInfo {
     let over = match link {
         Link::Phys(_) => vec![],
         Link::Aggr(n) => v.st.aggr[n].ports.iter().map(ToString::to_string).collect(),
@@ -23,15 +31,27 @@ fn link_info(v: &View<'_>, pv: &View<'_>, name: &LinkName, link: &Link) -> LinkI
     };
     let persistent = match link {
         Link::Phys(_) => true,
+        // Nothing temporary: the running configuration is the persistent one.
+        _ if v.st.shares(pv.st) => true,
         _ => pv.resolve(name.as_str()).is_some_and(|l| l.class() == link.class()),
+    };
+    let (mtu, member_of) = match link {
+        Link::Vnic(n) => {
+            let c = &v.st.vnic[n];
+            let own = c.props.contains_key(&PropName::Mtu);
+            let mtu = if own { None } else { over_mtu(&c.over) };
+            // A VNIC is never an aggregation's member.
+            (mtu.unwrap_or_else(|| v.mtu(link)), String::new())
+        }
+        _ => (v.mtu(link), v.aggr_of(name).map(ToString::to_string).unwrap_or_default()),
     };
     LinkInfo {
         link: name.to_string(),
         class: link.class().to_string(),
-        mtu: v.mtu(link),
+        mtu,
         state: "up".into(),
         over,
-        member_of: v.aggr_of(name).map(ToString::to_string).unwrap_or_default(),
+        member_of,
         persistent,
     }
 }
@@ -69,7 +89,28 @@ impl Core {
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
         let pv = self.view_of(&persisted);
-        v.links().into_iter().map(|(name, link)| link_info(&v, &pv, &name, &link)).collect()
+        // The MTU of each link VNICs sit over, worked out once: there are
+        // few of them and many VNICs.
+        let mut mtus: BTreeMap<LinkName, Option<u32>> = BTreeMap::new();
+        let mut over_mtu = |o: &LinkName| {
+            if let Some(m) = mtus.get(o) {
+                return *m;
+            }
+            let m = v.resolve(o.as_str()).map(|l| v.mtu(&l));
+            mtus.insert(o.clone(), m);
+            m
+        };
+        let ports = self.hardware().ports().iter();
+        let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
+        let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
+        let mut out: Vec<LinkInfo> = ports
+            .chain(aggrs)
+            .map(|(name, link)| link_info(&v, &pv, &name, &link, &mut over_mtu))
+            .collect();
+        out.extend(
+            st.vnic.keys().map(|n| link_info(&v, &pv, n, &Link::Vnic(n.clone()), &mut over_mtu)),
+        );
+        out
     }
 
     /// `show-link` rows of the links among `names` that exist, each at the
@@ -83,7 +124,7 @@ impl Core {
             .iter()
             .filter_map(|n| {
                 let link = v.resolve(n)?;
-                Some(link_info(&v, &pv, &n.parse().ok()?, &link))
+                Some(link_info(&v, &pv, &n.parse().ok()?, &link, &mut |_| None))
             })
             .collect()
     }
@@ -189,25 +230,36 @@ impl Core {
     pub fn show_vnic(&self) -> Vec<VnicInfo> {
         let st = self.running();
         let v = self.view_of(&st);
-        st.vnic
+        st.vnic.iter().map(|(n, c)| self.vnic_info(&v, n, c)).collect()
+    }
+
+    /// `show-vnic` rows of the VNICs among `names` that exist, each at the
+    /// cost of its own lookup.
+    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicInfo> {
+        let st = self.running();
+        let v = self.view_of(&st);
+        names
             .iter()
-            .map(|(n, c)| {
-                let speed = v
-                    .ports_under(&Link::Vnic(n.clone()))
-                    .iter()
-                    .filter_map(|d| self.hardware().port(d.as_str()))
-                    .map(|p| p.speed)
-                    .sum();
-                VnicInfo {
-                    link: n.to_string(),
-                    over: c.over.to_string(),
-                    speed,
-                    macaddress: c.mac.to_string(),
-                    macaddrtype: c.mac_mode.clone(),
-                    vid: c.vid.map_or(0, u16::from),
-                }
-            })
+            .filter_map(|n| st.vnic.get_key_value(n.as_str()))
+            .map(|(n, c)| self.vnic_info(&v, n, c))
             .collect()
+    }
+
+    fn vnic_info(&self, v: &View<'_>, n: &LinkName, c: &netadm_config::VnicConf) -> VnicInfo {
+        let speed = v
+            .ports_under(&Link::Vnic(n.clone()))
+            .iter()
+            .filter_map(|d| self.hardware().port(d.as_str()))
+            .map(|p| p.speed)
+            .sum();
+        VnicInfo {
+            link: n.to_string(),
+            over: c.over.to_string(),
+            speed,
+            macaddress: c.mac.to_string(),
+            macaddrtype: c.mac_mode.clone(),
+            vid: c.vid.map_or(0, u16::from),
+        }
     }
 
     /// `show-linkprop`: properties of `link` (every link when empty),

@@ -378,6 +378,9 @@ mod proxies {
         fn show_phys(&self) -> zbus::Result<Vec<PhysInfo>>;
         /// All datalinks.
         fn show_link(&self) -> zbus::Result<Vec<LinkInfo>>;
+        /// The datalinks among `names` that exist (none: an empty list),
+        /// each at the cost of its own lookup, not of listing every link.
+        fn show_link_named(&self, names: &[&str]) -> zbus::Result<Vec<LinkInfo>>;
         /// Renames a link.
         fn rename_link(&self, old: &str, new: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// Creates an aggregation; `mac` empty means the first port's.
@@ -431,6 +434,9 @@ mod proxies {
         fn delete_vnic(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// VNICs.
         fn show_vnic(&self) -> zbus::Result<Vec<VnicInfo>>;
+        /// The VNICs among `names` that exist, each at the cost of its own
+        /// lookup.
+        fn show_vnic_named(&self, names: &[&str]) -> zbus::Result<Vec<VnicInfo>>;
         /// Sets link properties.
         fn set_link_prop(
             &self,
