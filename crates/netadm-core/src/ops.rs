@@ -312,9 +312,11 @@ fn check_prop(
                     )));
                 }
             }
-            // Lowering a link's MTU below a VNIC's explicit one would break it.
+            // Lowering a link's MTU below a VNIC's explicit one would break it
+            // (nothing is over a VNIC: no need to look).
             let lname = name(link_name)?;
-            for vn in v.vnics_over(&lname) {
+            let over = if let Link::Vnic(_) = link { vec![] } else { v.vnics_over(&lname) };
+            for vn in over {
                 let vl = Link::Vnic(vn.clone());
                 if v.props(&vl).is_some_and(|p| p.contains_key(&PropName::Mtu)) && v.mtu(&vl) > mtu
                 {
