@@ -8,7 +8,7 @@ use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use netadm_config::{Entry, LinkState, diff};
+use netadm_config::{Entry, LinkState, VnicConf, diff};
 
 use crate::links::{Link, View};
 use crate::{Core, CoreError};
@@ -22,12 +22,18 @@ fn link_info(
     pv: &View<'_>,
     name: &LinkName,
     link: &Link,
+    vnic: Option<&VnicConf>,
     over_mtu: &mut dyn FnMut(&LinkName) -> Option<u32>,
 ) -> LinkInfo {
-    let over = match link {
-        Link::Phys(_) => vec![],
-        Link::Aggr(n) => v.st.aggr[n].ports.iter().map(ToString::to_string).collect(),
-        Link::Vnic(n) => vec![v.st.vnic[n].over.to_string()],
+    // A VNIC's entry, looked up once (or given by a caller walking them).
+    let vnic = match (link, vnic) {
+        (Link::Vnic(n), None) => v.st.vnic.get(n),
+        (_, c) => c,
+    };
+    let over = match (link, vnic) {
+        (Link::Aggr(n), _) => v.st.aggr[n].ports.iter().map(ToString::to_string).collect(),
+        (_, Some(c)) => vec![c.over.to_string()],
+        _ => vec![],
     };
     let persistent = match link {
         Link::Phys(_) => true,
@@ -35,11 +41,13 @@ fn link_info(
         _ if v.st.shares(pv.st) => true,
         _ => pv.resolve(name.as_str()).is_some_and(|l| l.class() == link.class()),
     };
-    let (mtu, member_of) = match link {
-        Link::Vnic(n) => {
-            let c = &v.st.vnic[n];
-            let own = c.props.contains_key(&PropName::Mtu);
-            let mtu = if own { None } else { over_mtu(&c.over) };
+    let (mtu, member_of) = match vnic {
+        Some(c) => {
+            let mtu = match c.props.get(&PropName::Mtu) {
+                Some(s) => PropName::Mtu.spec().parse_value(s).ok().and_then(|x| x.as_uint()),
+                None => over_mtu(&c.over).map(u64::from),
+            };
+            let mtu = mtu.map(|m| m as u32);
             // A VNIC is never an aggregation's member.
             (mtu.unwrap_or_else(|| v.mtu(link)), String::new())
         }
@@ -105,10 +113,12 @@ impl Core {
         let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
         let mut out: Vec<LinkInfo> = ports
             .chain(aggrs)
-            .map(|(name, link)| link_info(&v, &pv, &name, &link, &mut over_mtu))
+            .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu))
             .collect();
         out.extend(
-            st.vnic.keys().map(|n| link_info(&v, &pv, n, &Link::Vnic(n.clone()), &mut over_mtu)),
+            st.vnic.iter().map(|(n, c)| {
+                link_info(&v, &pv, n, &Link::Vnic(n.clone()), Some(c), &mut over_mtu)
+            }),
         );
         out
     }
@@ -124,7 +134,7 @@ impl Core {
             .iter()
             .filter_map(|n| {
                 let link = v.resolve(n)?;
-                Some(link_info(&v, &pv, &n.parse().ok()?, &link, &mut |_| None))
+                Some(link_info(&v, &pv, &n.parse().ok()?, &link, None, &mut |_| None))
             })
             .collect()
     }
