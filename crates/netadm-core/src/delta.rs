@@ -209,3 +209,149 @@ fn check_interface(vt: &View<'_>, i: &LinkName) -> Result<(), CoreError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::Hardware;
+    use netadm_config::{AddrConf, AggrConf, IfConf, LinkState, PhysConf};
+    use netadm_model::MacAddr;
+
+    fn n(s: &str) -> LinkName {
+        s.parse().unwrap()
+    }
+
+    fn aggr(ports: &[&str]) -> AggrConf {
+        AggrConf {
+            ports: ports.iter().map(|p| n(p)).collect(),
+            policy: Default::default(),
+            lacp_mode: Default::default(),
+            lacp_timer: Default::default(),
+            mac: None,
+            props: Default::default(),
+        }
+    }
+
+    fn vnic(over: &str, last: u8) -> VnicConf {
+        VnicConf {
+            over: n(over),
+            mac: MacAddr([2, 8, 0x20, 0, 0, last]),
+            mac_mode: "random".into(),
+            vid: None,
+            props: Default::default(),
+        }
+    }
+
+    /// Every change below, from a valid configuration, is refused by the
+    /// check of the change exactly when the check of everything refuses
+    /// its result, with the same kind of error.
+    #[test]
+    fn the_check_of_a_change_agrees_with_the_check_of_everything() {
+        let text = "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 2\nwire = { kind = \"sink\" }\n\
+                    [[port]]\nname = \"i40e1\"\nclass = \"i40e\"\nqueue_pairs = 2\nwire = { kind = \"sink\" }\n\
+                    [[port]]\nname = \"atl1c0\"\nclass = \"atl1c\"\nwire = { kind = \"sink\" }\n\
+                    [[port]]\nname = \"atl1c1\"\nclass = \"atl1c\"\nwire = { kind = \"sink\" }\n";
+        let cfg =
+            netadm_config::HardwareConfig::parse(text, std::path::Path::new("hw.toml")).unwrap();
+        let hw = Hardware::power_on(&cfg, netadm_rings::Strategy::Batched, None).unwrap();
+        let mut base = LinkState::default();
+        base.aggr.insert(n("aggr0"), aggr(&["i40e0", "i40e1"]));
+        base.vnic.insert(n("vnic0"), vnic("aggr0", 0));
+        base.vnic.insert(n("vnic1"), vnic("atl1c0", 1));
+        base.interface.insert(n("vnic1"), IfConf {});
+        base.address.insert("vnic1/v4".parse().unwrap(), AddrConf { addr: "192.0.2.1/24".into() });
+        let full = |st: &LinkState| crate::ops::check_state(&View { hw: &hw, st });
+        full(&base).unwrap();
+        type Edit = fn(&mut LinkState);
+        let cases: &[(&str, Edit)] = &[
+            ("a VNIC over an aggregation (valid)", |s| {
+                s.vnic.insert(n("vnic2"), vnic("aggr0", 2));
+            }),
+            ("a VNIC over nothing", |s| {
+                s.vnic.insert(n("vnic2"), vnic("nosuch0", 2));
+            }),
+            ("a VNIC over a VNIC", |s| {
+                s.vnic.insert(n("vnic2"), vnic("vnic0", 2));
+            }),
+            ("a VNIC named as a port", |s| {
+                s.vnic.insert(n("atl1c1"), vnic("atl1c0", 2));
+            }),
+            ("a VNIC named as an aggregation", |s| {
+                s.vnic.insert(n("aggr0"), vnic("atl1c0", 2));
+            }),
+            ("a VNIC over an aggregation's port", |s| {
+                s.vnic.insert(n("vnic2"), vnic("i40e0", 2));
+            }),
+            ("an aggregation removed under a VNIC", |s| {
+                s.aggr.remove("aggr0");
+            }),
+            ("an aggregation renamed under a VNIC", |s| {
+                let a = s.aggr.remove("aggr0").unwrap();
+                s.aggr.insert(n("aggr1"), a);
+            }),
+            ("a port in two aggregations", |s| {
+                s.aggr.insert(n("aggr1"), aggr(&["i40e0"]));
+            }),
+            ("an aggregation over a port with a VNIC", |s| {
+                s.aggr.insert(n("aggr1"), aggr(&["atl1c0"]));
+            }),
+            ("an aggregation of nothing", |s| {
+                s.aggr.insert(n("aggr1"), aggr(&[]));
+            }),
+            ("an aggregation of a VNIC", |s| {
+                s.aggr.insert(n("aggr1"), aggr(&["vnic0"]));
+            }),
+            ("a port joining", |s| {
+                s.aggr.insert(n("aggr0"), aggr(&["i40e0", "i40e1", "atl1c1"]));
+            }),
+            ("a VNIC deleted under its interface", |s| {
+                s.vnic.remove("vnic1");
+            }),
+            ("a VNIC deleted", |s| {
+                s.vnic.remove("vnic0");
+            }),
+            ("an interface deleted under its address", |s| {
+                s.interface.remove("vnic1");
+            }),
+            ("an address on no interface", |s| {
+                s.address
+                    .insert("vnic0/v4".parse().unwrap(), AddrConf { addr: "192.0.2.2/24".into() });
+            }),
+            ("an interface on an aggregation's port", |s| {
+                s.interface.insert(n("i40e1"), IfConf {});
+            }),
+            ("an interface on nothing", |s| {
+                s.interface.insert(n("nosuch0"), IfConf {});
+            }),
+            ("a port renamed as a VNIC", |s| {
+                s.phys.insert(
+                    n("atl1c1"),
+                    PhysConf { name: Some(n("vnic0")), props: Default::default() },
+                );
+            }),
+            ("a port renamed under its VNIC", |s| {
+                s.phys.insert(
+                    n("atl1c0"),
+                    PhysConf { name: Some(n("net0")), props: Default::default() },
+                );
+            }),
+            ("a free port renamed", |s| {
+                s.phys.insert(
+                    n("atl1c1"),
+                    PhysConf { name: Some(n("net1")), props: Default::default() },
+                );
+            }),
+            ("a port that is not there", |s| {
+                s.phys.insert(n("i40e9"), PhysConf::default());
+            }),
+        ];
+        for (what, edit) in cases {
+            let mut next = base.clone();
+            edit(&mut next);
+            let whole = full(&next).map_err(|e| e.kind);
+            let (vf, vt) = (View { hw: &hw, st: &base }, View { hw: &hw, st: &next });
+            let change = check_change(&vf, &vt).map_err(|e| e.kind);
+            assert_eq!(change, whole, "{what}");
+        }
+    }
+}
