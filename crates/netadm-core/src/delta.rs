@@ -4,10 +4,10 @@
 //! checks and the planning below start from it instead of walking every
 //! link.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use netadm_config::VnicConf;
-use netadm_model::{AddrObj, LinkName, PropName};
+use netadm_config::{Section, VnicConf};
+use netadm_model::{AddrObj, LinkName, MacAddr, PropName};
 
 use crate::CoreError;
 use crate::links::{Link, View};
@@ -38,6 +38,42 @@ pub(crate) fn ports_touched(vf: &View<'_>, vt: &View<'_>) -> BTreeSet<LinkName> 
         under(vt, vt.resolve(n.as_str()));
     }
     out
+}
+
+/// VNICs by MAC address, for one VNIC section, brought to the section it
+/// is asked about by their difference: the first question walks every
+/// VNIC, each after a change only what changed.
+#[derive(Default)]
+pub(crate) struct MacIndex {
+    of: Section<LinkName, VnicConf>,
+    by_mac: BTreeMap<MacAddr, BTreeSet<LinkName>>,
+}
+
+impl MacIndex {
+    /// The VNICs of `vnics` with MAC `mac`, in name order.
+    pub(crate) fn holders(
+        &mut self,
+        vnics: &Section<LinkName, VnicConf>,
+        mac: MacAddr,
+    ) -> Vec<LinkName> {
+        if !self.of.ptr_eq(vnics) {
+            for (n, a, b) in self.of.diff(vnics) {
+                if let Some(a) = a
+                    && let Some(set) = self.by_mac.get_mut(&a.mac)
+                {
+                    set.remove(n);
+                    if set.is_empty() {
+                        self.by_mac.remove(&a.mac);
+                    }
+                }
+                if let Some(b) = b {
+                    self.by_mac.entry(b.mac).or_default().insert(n.clone());
+                }
+            }
+            self.of = vnics.clone();
+        }
+        self.by_mac.get(&mac).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
 }
 
 /// Whether a VNIC asks for a ring group of its own.

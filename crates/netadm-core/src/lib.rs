@@ -96,6 +96,9 @@ pub struct Core {
     /// under it (with `groups`): a change plans again only the ports it
     /// touches ([`delta::ports_touched`]).
     planned: Mutex<Option<(LinkState, Vec<PortPlan>)>>,
+    /// VNICs by MAC address (create-vnic refuses a MAC in use on the same
+    /// ports), kept by the difference.
+    macs: Mutex<delta::MacIndex>,
     /// LACP on the ports of aggregations that run it.
     lacp: lacp::Lacp,
     /// Each aggregation's transmit path, kept in step with its members.
@@ -225,6 +228,7 @@ impl Core {
             aggr_tx: Mutex::new(BTreeMap::new()),
             groups: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(None),
+            macs: Mutex::new(delta::MacIndex::default()),
             mirror: if kernel_mirror { Some(mirror::Mirror::open()?) } else { None },
             lacp: lacp::Lacp::start(),
         };

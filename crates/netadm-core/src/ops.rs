@@ -580,19 +580,26 @@ impl Core {
                         )));
                     };
                     let base = v.hw.port(d.as_str()).expect("resolved").mac.0;
-                    let used =
-                        v.st.vnic
-                            .values()
-                            .filter(|c| c.mac_mode == "factory" && c.over == over_n)
-                            .count() as u8;
-                    MacAddr([
-                        base[0],
-                        base[1],
-                        base[2],
-                        base[3],
-                        base[4] | 0x80,
-                        base[5].wrapping_add(used),
-                    ])
+                    let nth = |i: u8| {
+                        MacAddr([
+                            base[0],
+                            base[1],
+                            base[2],
+                            base[3],
+                            base[4] | 0x80,
+                            base[5].wrapping_add(i),
+                        ])
+                    };
+                    // The first of the port's factory addresses no VNIC
+                    // holds (by index: a lookup per address tried).
+                    let mut macs =
+                        self.macs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    (0..=u8::MAX)
+                        .map(nth)
+                        .find(|m| macs.holders(&v.st.vnic, *m).is_empty())
+                        .ok_or_else(|| {
+                            CoreError::busy(format!("{over}: every factory MAC address is in use"))
+                        })?
                 }
                 _ => random_mac(vnic),
             };
@@ -611,9 +618,19 @@ impl Core {
                         "{over} is a port of {a}; create the VNIC over {a}"
                     )));
                 }
-                if let Some((other, _)) = v.st.vnic.iter().find(|(_, c)| {
-                    c.mac == address
-                        && v.ports_under(&Link::Vnic(c.over.clone())) == v.ports_under(&link)
+                // The VNICs with this MAC, by index, not by walking them all.
+                let holders = self
+                    .macs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .holders(&v.st.vnic, address);
+                // (The ports under the link each sits over: this compared
+                // the ports "under" a VNIC named as that link, none, so it
+                // never refused anything.)
+                let under = v.ports_under(&link);
+                if let Some(other) = holders.iter().find(|o| {
+                    v.resolve(v.st.vnic[*o].over.as_str())
+                        .is_some_and(|l| v.ports_under(&l) == under)
                 }) {
                     return Err(CoreError::exists(format!(
                         "MAC address {address} is already used by VNIC {other}"
