@@ -1,11 +1,13 @@
 #!/bin/sh
 # Installs netadm: binaries, systemd unit, D-Bus policy and activation file,
 # and the default hardware configuration. Run from the repository root after
-# `cargo build --release --workspace`. DESTDIR stages into another root.
+# `cargo build --release --workspace`. DESTDIR stages into another root;
+# BINDIR names the directory of the binaries (default target/release).
 set -eu
 D=${DESTDIR:-}
-install -Dm755 target/release/netadmd "$D/usr/sbin/netadmd"
-install -Dm755 target/release/netadm "$D/usr/bin/netadm"
+B=${BINDIR:-target/release}
+install -Dm755 "$B/netadmd" "$D/usr/sbin/netadmd"
+install -Dm755 "$B/netadm" "$D/usr/bin/netadm"
 install -Dm644 systemd/netadmd.service "$D/usr/lib/systemd/system/netadmd.service"
 install -Dm644 systemd/org.netadm.Netadm1.conf "$D/usr/share/dbus-1/system.d/org.netadm.Netadm1.conf"
 install -Dm644 systemd/org.netadm.Netadm1.service "$D/usr/share/dbus-1/system-services/org.netadm.Netadm1.service"

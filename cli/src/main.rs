@@ -259,6 +259,12 @@ enum Verb {
         /// Interface name.
         ifname: String,
     },
+    /// Put an IP interface's kernel device back as configured (after
+    /// someone changed or deleted it: show-if says `drifted` or `missing`).
+    RefreshIf {
+        /// Interface name.
+        ifname: String,
+    },
     /// Show IP interfaces.
     ShowIf {
         #[command(flatten)]
@@ -673,6 +679,7 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         Verb::DeleteIf { temporary, ifname } => {
             ctx.mutate(&ifname, &ifname, || p.delete_if(&ifname, temporary)).await
         }
+        Verb::RefreshIf { ifname } => ctx.mutate(&ifname, &ifname, || p.refresh_if(&ifname)).await,
         Verb::CreateAddr { temporary, kind, addr, addrobj } => {
             ctx.mutate(&addrobj, &addrobj, || p.create_addr(&addrobj, &kind, &addr, temporary))
                 .await

@@ -263,6 +263,7 @@ pub fn iface(v: &[IfInfo]) -> Table {
                     .cell("CURRENT", Cell::text_or_dash(&i.current))
                     .cell("PERSISTENT", Cell::text_or_dash(&i.persistent))
                     .extra("kernel_device", i.kernel_device.as_str())
+                    .extra("drift", i.drift.as_str())
             })
             .collect(),
     }

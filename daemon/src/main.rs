@@ -6,6 +6,7 @@
 //! them); reads answer from a snapshot and never wait behind them.
 
 mod auth;
+mod metrics;
 mod notify;
 mod service;
 
@@ -41,10 +42,17 @@ struct Args {
     /// Group whose members may change the network (besides root).
     #[arg(long, value_name = "GROUP", default_value = "netadm")]
     admin_group: String,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9464; port 0 picks one and logs it). Off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Tests only: failpoints named in the FAILPOINTS variable.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -80,5 +88,11 @@ fn run(args: Args) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let auth = auth::Authorizer::new(&args.admin_group);
-    rt.block_on(service::serve(core, &args.bus, auth))
+    rt.block_on(async {
+        if let Some(addr) = &args.metrics_listen {
+            let bound = metrics::start(addr, core.clone()).await?;
+            tracing::info!("metrics: Prometheus text format on http://{bound}/metrics");
+        }
+        service::serve(core, &args.bus, auth).await
+    })
 }

@@ -67,6 +67,7 @@ impl Manager {
             tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
         })?;
         let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let started = std::time::Instant::now();
         let before = (self.core.running(), self.core.persisted_snapshot());
         let (tx, mut rx) = mpsc::unbounded_channel::<(String, u32, u32)>();
         let core = self.core.clone();
@@ -84,6 +85,8 @@ impl Manager {
             Ok(r) => tracing::info!(op, caller, total_us = r.total_us, "done"),
             Err(e) => tracing::info!(op, caller, kind = e.kind.as_str(), "failed: {}", e.message),
         }
+        let result = res.as_ref().map_or_else(|e| e.kind.as_str(), |_| "ok");
+        crate::metrics::observe(op, result, started.elapsed());
         let res = res.map_err(to_dbus)?;
         // Only the link objects the change can have touched.
         let after = (self.core.running(), self.core.persisted_snapshot());
@@ -104,7 +107,9 @@ impl Manager {
     }
 
     async fn show_link_named(&self, names: Vec<String>) -> Result<Vec<LinkInfo>, Error> {
-        self.read(move |c| c.show_links_named(&names.into_iter().collect())).await
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let rows = self.read(move |c| (c.show_links_named(&names), names)).await?;
+        every_named(rows, |l| &l.link, "link")
     }
 
     async fn rename_link(
@@ -229,7 +234,9 @@ impl Manager {
     }
 
     async fn show_vnic_named(&self, names: Vec<String>) -> Result<Vec<VnicInfo>, Error> {
-        self.read(move |c| c.show_vnics_named(&names.into_iter().collect())).await
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let rows = self.read(move |c| (c.show_vnics_named(&names), names)).await?;
+        every_named(rows, |l| &l.link, "VNIC")
     }
 
     async fn set_link_prop(
@@ -286,6 +293,15 @@ impl Manager {
         temporary: bool,
     ) -> Result<OpResult, Error> {
         self.mutate(&hdr, &em, "delete-if", move |c, p| c.delete_if(&name, temporary, p)).await
+    }
+
+    async fn refresh_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "refresh-if", move |c, _| c.refresh_if(&name)).await
     }
 
     async fn show_if(&self) -> Result<Vec<IfInfo>, Error> {
@@ -404,6 +420,22 @@ impl Manager {
     ) -> zbus::Result<()>;
 }
 
+/// The rows of a by-name read, or NotFound naming the first name that has
+/// none (`what` it is not).
+fn every_named<T>(
+    (rows, names): (Vec<T>, BTreeSet<String>),
+    key: impl Fn(&T) -> &String,
+    what: &str,
+) -> Result<Vec<T>, Error> {
+    if rows.len() < names.len() {
+        let found: BTreeSet<&String> = rows.iter().map(key).collect();
+        if let Some(n) = names.iter().find(|n| !found.contains(n)) {
+            return Err(Error::NotFound(format!("{what} {n} does not exist")));
+        }
+    }
+    Ok(rows)
+}
+
 /// A link object.
 struct LinkObject {
     info: LinkInfo,
@@ -475,6 +507,11 @@ async fn sync_links(
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress
 /// finish before returning.
 pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), String> {
+    // Handlers first: a SIGTERM that comes as soon as READY=1 is out (a
+    // quick `systemctl stop`, a test) must stop cleanly, not kill.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let links = Arc::new(Mutex::new(BTreeMap::new()));
     let manager = Manager { core: core.clone(), auth, links: links.clone() };
     let builder = match bus {
@@ -495,11 +532,9 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
     crate::notify::notify("READY=1");
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
     tokio::select! {
         _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
     }
     tracing::info!("stopping: waiting for the mutation in progress");
     crate::notify::notify("STOPPING=1");

@@ -45,13 +45,28 @@ fn lines(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
 
 /// Waits for a line satisfying `want`, or panics after [`READY`].
 fn await_line(rx: &mpsc::Receiver<String>, what: &str, want: impl Fn(&str) -> bool) -> String {
+    await_lines(rx, what, want).pop().unwrap()
+}
+
+/// Waits for a line satisfying `want`, or panics after [`READY`]; returns
+/// every line up to it, it last.
+fn await_lines(
+    rx: &mpsc::Receiver<String>,
+    what: &str,
+    want: impl Fn(&str) -> bool,
+) -> Vec<String> {
     let deadline = std::time::Instant::now() + READY;
     let mut seen = vec![];
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
-            Ok(l) if want(&l) => return l,
-            Ok(l) => seen.push(l),
+            Ok(l) => {
+                let done = want(&l);
+                seen.push(l);
+                if done {
+                    return seen;
+                }
+            }
             Err(_) => panic!("{what} did not get ready; it printed: {seen:#?}"),
         }
     }
@@ -165,13 +180,21 @@ pub struct Daemon {
     child: Child,
     /// Its state directory.
     pub state_dir: PathBuf,
+    /// What it printed to stderr until it served.
+    pub startup: Vec<String>,
     stderr: mpsc::Receiver<String>,
 }
 
 impl Daemon {
     /// Starts `netadmd` on `bus` with `state_dir` and waits until it serves.
     pub fn start(bus: &Bus, state_dir: &Path, extra: &[&str]) -> Self {
+        Self::start_env(bus, state_dir, extra, &[])
+    }
+
+    /// [`Daemon::start`] with environment variables set (e.g. `FAILPOINTS`).
+    pub fn start_env(bus: &Bus, state_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(bin("netadmd"))
+            .envs(env.iter().copied())
             .args(["--bus", bus.address(), "--state-dir"])
             .arg(state_dir)
             // Tests run in the host's network namespace unless they made
@@ -182,8 +205,8 @@ impl Daemon {
             .spawn()
             .unwrap();
         let stderr = lines(child.stderr.take().unwrap());
-        await_line(&stderr, "netadmd", |l| l.contains("serving org.netadm.Netadm1"));
-        Self { child, state_dir: state_dir.to_path_buf(), stderr }
+        let startup = await_lines(&stderr, "netadmd", |l| l.contains("serving org.netadm.Netadm1"));
+        Self { child, state_dir: state_dir.to_path_buf(), startup, stderr }
     }
 
     /// Runs `netadmd` expecting it to refuse to start; returns its stderr.
@@ -208,6 +231,23 @@ impl Daemon {
     pub fn kill9(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Waits for it to exit by itself (at most `within`); its status, or
+    /// `None` if it is still running then.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        // Its stderr closes when it exits: that is the event.
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Timeout) => return None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Some(self.child.wait().unwrap());
+                }
+            }
+        }
     }
 
     /// Its process id.
@@ -259,6 +299,34 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a test's prerequisites are here: root (when `root_for` says
+/// what for) and each `(tool, Debian package)` on PATH. If not, it prints
+/// "skipped: needs ..." and returns false, unless under CI (`CI=true`),
+/// where a missing prerequisite fails the test: `.ci/run` installs the
+/// packages and runs as root.
+pub fn prerequisites(root_for: Option<&str>, tools: &[(&str, &str)]) -> bool {
+    let on_path = |tool: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    };
+    let mut missing = vec![];
+    if let Some(why) = root_for.filter(|_| !is_root()) {
+        missing.push(format!("root, {why}"));
+    }
+    for (tool, package) in tools {
+        if !on_path(tool) {
+            missing.push(format!("{tool} (apt-get install {package})"));
+        }
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let what = missing.join(", ");
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and missing: {what}");
+    eprintln!("skipped: needs {what}");
+    false
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -291,6 +359,15 @@ pub fn json_err(bus: &Bus, args: &[&str]) -> (String, String) {
     });
     let e = &v["error"];
     (e["kind"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned())
+}
+
+/// Waits until `cond` holds, for at most 30 s.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
 }
 
 /// The rows of a `show-*` JSON array whose `key` equals `value`.

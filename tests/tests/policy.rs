@@ -31,26 +31,10 @@ const NOBODY: u32 = 65534;
 /// where a missing prerequisite fails it: `.ci/run` installs them and runs
 /// as root.
 fn prerequisites() -> bool {
-    let on_path = |tool: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-    };
-    let mut missing = vec![];
-    if !is_root() {
-        missing.push("root, to switch to an unprivileged uid".to_owned());
-    }
-    for (tool, package) in [("setpriv", "util-linux"), ("busctl", "systemd")] {
-        if !on_path(tool) {
-            missing.push(format!("{tool} (apt-get install {package})"));
-        }
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    let what = missing.join(", ");
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and missing: {what}");
-    eprintln!("skipped: needs {what}");
-    false
+    netadm_e2e::prerequisites(
+        Some("to switch to an unprivileged uid"),
+        &[("setpriv", "util-linux"), ("busctl", "systemd")],
+    )
 }
 
 fn setup(bus: &Bus) {

@@ -2,21 +2,11 @@
 //! reflector ports and across cabled ports, its books and the link
 //! counters, and an idle daemon that sleeps.
 
-use std::time::{Duration, Instant};
-
 use netadm_e2e::*;
 use serde_json::Value;
 
 fn traffic(bus: &Bus, link: &str) -> Value {
     rows(&json(bus, &["show-traffic"]), "link", link)[0].clone()
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::yield_now();
-    }
 }
 
 #[test]

@@ -18,6 +18,9 @@
 //! the offending text, so an operator can fix a hand-edited file directly.
 //! This crate does file I/O but has no async runtime.
 
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
+pub mod failpoint;
 mod hardware;
 mod links;
 mod location;

@@ -90,6 +90,11 @@ impl<K: Ord + Clone, V: Clone> Section<K, V> {
         self.0.entry(k).or_default()
     }
 
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
     /// Keeps only the entries `keep` accepts: a removal per entry that goes.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
         let gone: Vec<K> =

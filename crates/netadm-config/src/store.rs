@@ -210,6 +210,11 @@ fn fnv(bytes: &[u8]) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
+/// The journal's first line: it continues the `links.toml` of hash `base`.
+fn journal_header(base: u64) -> String {
+    format!("{JOURNAL_HEADER}{base:016x}\n")
+}
+
 fn io_err(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> StoreError {
     let path = path.to_owned();
     move |source| StoreError::Io { path, action, source }
@@ -246,6 +251,21 @@ impl Store {
             journal_path: dir.join(JOURNAL_FILE),
             journal: Arc::new(Mutex::new(journal)),
             journal_from: JOURNAL_FROM,
+        })
+    }
+
+    /// The journal's state. After a panic while it was held (a bug, which
+    /// the caller caught), what it says of the files may be stale: it is
+    /// read again from the disk and the open journal let go, so the next
+    /// change writes `links.toml` whole rather than append to a journal
+    /// that may not continue it.
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|poisoned| {
+            self.journal.clear_poison();
+            let mut j = poisoned.into_inner();
+            let bytes = fs::read(&self.path).unwrap_or_default();
+            *j = Journal { base: fnv(&bytes), base_len: bytes.len() as u64, ..Default::default() };
+            j
         })
     }
 
@@ -288,7 +308,7 @@ impl Store {
                 // No file yet: what the journal holds, over nothing.
                 let mut state = LinkState::default();
                 self.replay(fnv(b""), &mut state)?;
-                let mut j = self.journal.lock().unwrap();
+                let mut j = self.journal();
                 (j.base, j.base_len) = (fnv(b""), 0);
                 return Ok(state);
             }
@@ -307,7 +327,7 @@ impl Store {
         let mut state: LinkState = toml::from_str(&text)
             .map_err(|err| parse_error(Location::of_toml(&text, &err), err.message().to_owned()))?;
         self.replay(base, &mut state)?;
-        let mut j = self.journal.lock().unwrap();
+        let mut j = self.journal();
         (j.base, j.base_len) = (base, base_len);
         Ok(state)
     }
@@ -323,7 +343,7 @@ impl Store {
             Err(e) => return Err(io_err(&self.journal_path, "read")(e)),
         };
         let mut lines = bytes.split_inclusive(|&b| b == b'\n').enumerate().peekable();
-        let want = format!("{JOURNAL_HEADER}{base:016x}\n");
+        let want = journal_header(base);
         match lines.next() {
             Some((_, h)) if h == want.as_bytes() => {}
             // Another links.toml's journal (the crash fell between writing
@@ -397,14 +417,16 @@ impl Store {
             }
             text += &format!("{:016x} {json}\n", fnv(json.as_bytes()));
         }
-        let mut j = self.journal.lock().unwrap();
+        let mut j = self.journal();
         if j.base_len < self.journal_from {
             drop(j);
             return self.save(new);
         }
         if j.file.is_none() {
             match self.create_journal(j.base) {
-                Ok(f) => (j.file, j.len) = (Some(f), 0),
+                // Its length counts the header: a failed append cuts back
+                // to it, never into it (which lost every record before).
+                Ok(f) => (j.file, j.len) = (Some(f), journal_header(j.base).len() as u64),
                 // One is there already (left by the last process, or ours
                 // after a failed write): fold everything into links.toml.
                 Err(_) => {
@@ -418,7 +440,13 @@ impl Store {
         let written = file
             .write_all(text.as_bytes())
             .map_err(io_err(&self.journal_path, "append to"))
-            .and_then(|()| file.sync_data().map_err(io_err(&self.journal_path, "fsync")));
+            .and_then(|()| {
+                #[cfg(feature = "failpoints")]
+                fail::fail_point!("store.journal.written", |a| {
+                    fp(a, "store.journal.written", &self.journal_path)
+                });
+                file.sync_data().map_err(io_err(&self.journal_path, "fsync"))
+            });
         if let Err(e) = written {
             // Cut what was written back off; the next change writes the
             // whole file instead of appending after a torn record.
@@ -447,7 +475,7 @@ impl Store {
             .mode(0o600)
             .open(p)
             .map_err(io_err(p, "create"))?;
-        let header = format!("{JOURNAL_HEADER}{base:016x}\n");
+        let header = journal_header(base);
         let done = f
             .write_all(header.as_bytes())
             .and_then(|()| f.sync_all())
@@ -467,13 +495,17 @@ impl Store {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
-        let mut j = self.journal.lock().unwrap();
+        let mut j = self.journal();
         let (tmp, mut file) = self.create_temp()?;
         let written = (|| {
             file.write_all(HEADER.as_bytes()).map_err(io_err(&tmp, "write"))?;
             file.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("store.save.written", |a| fp(a, "store.save.written", &tmp));
             file.sync_all().map_err(io_err(&tmp, "fsync"))?;
             drop(file);
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("store.save.fsynced", |a| fp(a, "store.save.fsynced", &tmp));
             fs::rename(&tmp, &self.path).map_err(io_err(&self.path, "rename temporary file over"))
         })();
         if let Err(e) = written {
@@ -486,7 +518,13 @@ impl Store {
         // Reporting a failed directory fsync as a failed save would make the
         // caller undo a change the file already records. The rename's
         // durability is best effort past this point.
-        let _ = File::open(&self.dir).and_then(|d| d.sync_all());
+        let _ = File::open(&self.dir).and_then(|d| {
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("store.save.renamed", |a| {
+                crate::failpoint::injected("store.save.renamed", a, |e| e)
+            });
+            d.sync_all()
+        });
         // The journal's changes are in the file now, and it names the old
         // file: drop it. Should the removal not happen, loading ignores it.
         let whole = [HEADER.as_bytes(), body.as_bytes()].concat();
@@ -513,4 +551,11 @@ impl Store {
             }
         }
     }
+}
+
+/// A failpoint's `return`: the step fails as an I/O error on `path` would
+/// (or the process aborts; see `crate::failpoint`).
+#[cfg(feature = "failpoints")]
+fn fp(arg: Option<String>, name: &str, path: &Path) -> Result<(), StoreError> {
+    crate::failpoint::injected(name, arg, io_err(path, "failpoint"))
 }

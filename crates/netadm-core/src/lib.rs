@@ -22,6 +22,7 @@
 //! never wait behind a long mutation.
 
 mod delta;
+mod drift;
 mod error;
 mod groups;
 mod hitless;
@@ -44,6 +45,10 @@ use netadm_nic::buf_size_for_mtu;
 use netadm_rings::{OpReport, Strategy};
 
 pub use error::{CoreError, ErrorKind};
+/// The failpoint registry, for the fault-injection tests.
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
+pub use fail;
 pub use hw::{Driver, Hardware, NicWrap, Port};
 pub use links::{DEFAULT_MTU, Link, View};
 
@@ -347,8 +352,11 @@ impl Core {
         let _m = self.lock_mutation()?;
         let mut t = Timing::new();
         let cur = self.running();
+        // The next configuration, once validated: what a panic after it
+        // may have half applied.
+        let next = Mutex::new(None);
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.mutate_locked(&mut t, progress, f)
+            self.mutate_locked(&mut t, progress, &next, f)
         }))
         .unwrap_or_else(|p| {
             // A bug: report it, and put the hardware back as the running
@@ -358,13 +366,33 @@ impl Core {
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".into());
-            let restored = self.restore_hardware(&cur);
+            let next = next.into_inner().unwrap_or_else(PoisonError::into_inner);
+            let restored = match next {
+                // Rings and kernel, from the next configuration back.
+                Some(next) => self.put_back(&next, &cur).and(self.restore_hardware(&cur)),
+                None => self.restore_hardware(&cur),
+            };
+            // The panic may have come after links.toml or the journal took
+            // the change: the file is written again from the persistent
+            // configuration, unchanged like the running one.
+            // (Should saving panic again, that is reported, not raised.)
+            let saved = match &self.store {
+                Some(s) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    s.save(&self.persisted_arc()).map_err(|e| e.to_string())
+                }))
+                .unwrap_or_else(|_| Err("it panicked too".into())),
+                None => Ok(()),
+            };
             Err(CoreError::internal(format!(
-                "{op} {subject} failed: {what}; {}",
+                "{op} {subject} failed: {what}; {}{}",
                 match restored {
                     Ok(()) => "the hardware was put back".to_string(),
                     Err(e) => format!("putting the hardware back failed: {}", e.message),
-                }
+                },
+                saved
+                    .err()
+                    .map(|e| format!("; rewriting the configuration failed: {e}"))
+                    .unwrap_or_default()
             )))
         });
         // In step with whatever configuration runs now, new or old.
@@ -379,13 +407,15 @@ impl Core {
         &self,
         t: &mut Timing,
         progress: Progress<'_>,
+        next: &Mutex<Option<Arc<LinkState>>>,
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
     ) -> Result<(), CoreError> {
         let cur = self.running();
         let persisted = self.persisted_arc();
         let change = f(&View { hw: &self.hw, st: &cur }, &persisted, t)?;
-        let (vf, vt) =
-            (View { hw: &self.hw, st: &cur }, View { hw: &self.hw, st: &change.running });
+        let running = Arc::new(change.running);
+        *next.lock().unwrap_or_else(PoisonError::into_inner) = Some(running.clone());
+        let (vf, vt) = (View { hw: &self.hw, st: &cur }, View { hw: &self.hw, st: &running });
         let checked = delta::check_change(&vf, &vt);
         // Debug builds (the tests) hold the check of the change to the
         // check of everything.
@@ -396,39 +426,38 @@ impl Core {
         checked
             .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
         t.phase("validate");
-        self.presync_datapath(&change.running);
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("core.validated", |_| Err(CoreError::internal(
+            "failpoint core.validated"
+        )));
+        self.presync_datapath(&running);
         // MTUs put back as they were if anything below fails.
         let undo_mtus = || {
-            let _ = self.sync_kernel(&change.running, &cur, &mut Timing::new());
+            let _ = self.sync_kernel(&running, &cur, &mut Timing::new());
         };
-        let shrunk = match self.shrink_kernel_mtus(&cur, &change.running) {
+        let shrunk = match self.shrink_kernel_mtus(&cur, &running) {
             Ok(s) => s,
             Err(e) => {
                 undo_mtus();
                 return Err(e);
             }
         };
-        if let Err(e) = self.execute(&cur, &change.running, t, progress) {
+        if let Err(e) = self.execute(&cur, &running, t, progress) {
             if shrunk {
                 undo_mtus();
             }
             return Err(e);
         }
-        if let Err(e) = self.sync_kernel(&cur, &change.running, t) {
-            // Put the kernel and the rings back as they were.
-            let mut undo = Timing::new();
-            let _ = self.sync_kernel(&change.running, &cur, &mut undo);
-            let _ = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {});
+        if let Err(e) = self.sync_kernel(&cur, &running, t) {
+            let _ = self.put_back(&running, &cur);
             return Err(e);
         }
         let persists = change.same || change.persisted.is_some();
-        if let Some(p) = if change.same { Some(&change.running) } else { change.persisted.as_ref() }
+        if let Some(p) = if change.same { Some(&*running) } else { change.persisted.as_ref() }
             && let Some(store) = &self.store
             && let Err(e) = store.append(&persisted, p)
         {
-            let mut undo = Timing::new();
-            let _ = self.sync_kernel(&change.running, &cur, &mut undo);
-            if let Err(u) = self.execute(&change.running, &cur, &mut undo, &|_, _, _| {}) {
+            if let Err(u) = self.put_back(&running, &cur) {
                 return Err(CoreError::persistence(format!(
                     "{e}; and putting the hardware back failed: {u}"
                 )));
@@ -438,7 +467,6 @@ impl Core {
         if persists {
             t.phase("persist");
         }
-        let running = Arc::new(change.running);
         *self.running.write().unwrap() = running.clone();
         if change.same {
             *self.persisted.lock().unwrap_or_else(PoisonError::into_inner) = running;
@@ -446,6 +474,18 @@ impl Core {
             *self.persisted.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(p);
         }
         Ok(())
+    }
+
+    /// Puts the rings and the kernel back from `next` to `cur` after a
+    /// later step failed: kernel MTUs that must come down first, then the
+    /// rings, then the kernel's devices and addresses (a TAP needs its
+    /// link's rings running, so it cannot come back before them).
+    fn put_back(&self, next: &LinkState, cur: &LinkState) -> Result<(), CoreError> {
+        let mut undo = Timing::new();
+        let _ = self.shrink_kernel_mtus(next, cur);
+        let rings = self.execute(next, cur, &mut undo, &|_, _, _| {});
+        let kernel = self.sync_kernel(next, cur, &mut undo);
+        rings.and(kernel)
     }
 
     pub(crate) fn record(&self, command: &str, res: Result<&OpResult, &CoreError>, total_us: u64) {
@@ -818,7 +858,19 @@ impl Core {
                         .iter()
                         .map(|(i, set)| {
                             let (p, buf) = (&ports[*i], to[*i].buf);
-                            (*i, s.spawn(move || job(p, set, buf)))
+                            (
+                                *i,
+                                s.spawn(move || {
+                                    // Between ports: the others may be done.
+                                    #[cfg(feature = "failpoints")]
+                                    fail::fail_point!("core.execute.port", |_| Err(
+                                        netadm_rings::RingError::QuiesceTimeout {
+                                            rings: set.to_vec()
+                                        }
+                                    ));
+                                    job(p, set, buf)
+                                }),
+                            )
                         })
                         .collect();
                     hs.into_iter()

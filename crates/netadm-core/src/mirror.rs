@@ -6,20 +6,26 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_config::{LinkState, parse_addr_prefix};
 use netadm_kernel::{KernelError, Netlink, Tap};
 use netadm_model::LinkName;
 
+use crate::drift::{Drift, Watcher};
 use crate::links::View;
 use crate::{Core, CoreError, Timing};
 
-struct MirrorIf {
+pub(crate) struct MirrorIf {
     tap: Arc<Tap>,
-    index: u32,
-    mac: [u8; 6],
+    pub(crate) index: u32,
+    pub(crate) mac: [u8; 6],
+    /// What the mirror last set, for drift to be measured against.
+    pub(crate) want_mtu: u32,
+    pub(crate) want_addrs: Vec<(IpAddr, u8)>,
+    /// How the device differs from that, as last heard (`crate::drift`).
+    pub(crate) drift: Option<Drift>,
     /// The offloads the TAP lets the kernel leave to netadm: (tx-csum, tso).
     offload: (bool, bool),
     stop: std::os::fd::OwnedFd,
@@ -28,9 +34,7 @@ struct MirrorIf {
 
 impl Drop for MirrorIf {
     fn drop(&mut self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writing 8 bytes to our own eventfd.
-        unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&self.stop), one.as_ptr().cast(), 8) };
+        crate::drift::wake(&self.stop);
         if let Some(t) = self.reader.take() {
             let _ = t.join();
         }
@@ -39,8 +43,10 @@ impl Drop for MirrorIf {
 
 /// The TAP devices and the rtnetlink handle.
 pub(crate) struct Mirror {
-    nl: Netlink,
-    ifs: Mutex<BTreeMap<LinkName, MirrorIf>>,
+    /// Stopped first: it holds the other two.
+    _watch: Watcher,
+    nl: Arc<Netlink>,
+    ifs: Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>,
 }
 
 fn kerr(e: KernelError) -> CoreError {
@@ -56,12 +62,29 @@ fn kerr(e: KernelError) -> CoreError {
 
 impl Mirror {
     pub(crate) fn open() -> Result<Self, CoreError> {
-        Ok(Self { nl: Netlink::open().map_err(kerr)?, ifs: Mutex::new(BTreeMap::new()) })
+        let nl = Arc::new(Netlink::open().map_err(kerr)?);
+        let ifs = Arc::new(Mutex::new(BTreeMap::new()));
+        let watch = Watcher::start(nl.clone(), ifs.clone())?;
+        Ok(Self { _watch: watch, nl, ifs })
+    }
+
+    /// How interface `name`'s device differs from what was set, if it does.
+    pub(crate) fn drift(&self, name: &LinkName) -> Option<Drift> {
+        self.ifs.lock().unwrap().get(name).and_then(|i| i.drift.clone())
+    }
+
+    /// Lets go of interface `name`'s device (`refresh-if`).
+    pub(crate) fn forget(&self, name: &LinkName) -> Option<MirrorIf> {
+        self.ifs.lock().unwrap().remove(name)
     }
 
     /// The kernel device of an interface, if one was made.
     pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
-        self.ifs.lock().unwrap().get(name).map(|i| i.tap.name().to_owned())
+        self.ifs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .map(|i| i.tap.name().to_owned())
     }
 }
 
@@ -160,16 +183,17 @@ impl Core {
         let Some(m) = &self.mirror else { return Ok(false) };
         let (vf, vt) =
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
-        let ifs = m.ifs.lock().unwrap();
+        let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
         for n in touched(&vf, &vt, &*ifs) {
-            let Some(i) = ifs.get(&n) else { continue };
+            let Some(i) = ifs.get_mut(&n) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
             if vt.mtu(&lt) < vf.mtu(&lf) {
                 changed = true;
                 m.nl.set_link(i.index, None, Some(vt.mtu(&lt))).map_err(kerr)?;
+                i.want_mtu = vt.mtu(&lt);
             }
         }
         Ok(changed)
@@ -194,7 +218,7 @@ impl Core {
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
         let addr =
             |s: &str| parse_addr_prefix(s).map_err(|e| CoreError::invalid_argument(e.to_string()));
-        let mut ifs = m.ifs.lock().unwrap();
+        let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         // What the change touches: what it removes or adds, and the
         // interfaces whose link it can have changed (not every interface).
         let mut touched = touched(&vf, &vt, &*ifs);
@@ -204,7 +228,12 @@ impl Core {
                 && let Some(i) = ifs.get(obj.interface())
             {
                 let (ip, p) = addr(&a.addr)?;
-                m.nl.del_addr(i.index, ip, p).map_err(kerr)?;
+                match m.nl.del_addr(i.index, ip, p) {
+                    // Gone already (putting back a change that failed
+                    // before it was added): as wanted.
+                    Err(KernelError::NotFound { .. }) => {}
+                    r => r.map_err(kerr)?,
+                }
             }
         }
         for (n, _, b) in from.interface.diff(&to.interface) {
@@ -241,19 +270,14 @@ impl Core {
             let offload = offloads(&vt, &l);
             tap.set_offload(offload.0, offload.1).map_err(kerr)?;
             let index = m.nl.index(n.as_str()).map_err(kerr)?;
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
+                "failpoint core.kernel.tap"
+            )));
             m.nl.set_mac(index, mac).map_err(kerr)?;
             m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
-            // SAFETY: eventfd(2); checked.
-            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-            if efd < 0 {
-                return Err(CoreError::hardware(format!(
-                    "eventfd: {}",
-                    std::io::Error::last_os_error()
-                )));
-            }
-            // SAFETY: a fresh descriptor we own.
-            let stop =
-                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(efd) };
+            let stop = crate::drift::eventfd()?;
+            let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
             let r = {
                 let tap = tap.clone();
                 std::thread::Builder::new()
@@ -261,7 +285,19 @@ impl Core {
                     .spawn(move || reader(tap, efd, tx))
                     .map_err(|e| CoreError::hardware(e.to_string()))?
             };
-            ifs.insert(n.clone(), MirrorIf { tap, index, mac, offload, stop, reader: Some(r) });
+            let (want_mtu, want_addrs, drift) = (vt.mtu(&l), vec![], None);
+            let i = MirrorIf {
+                tap,
+                index,
+                mac,
+                want_mtu,
+                want_addrs,
+                drift,
+                offload,
+                stop,
+                reader: Some(r),
+            };
+            ifs.insert(n.clone(), i);
         }
         // Every interface the change touches: receive on the ports under its
         // link, MTU as the link's, addresses as configured.
@@ -289,6 +325,10 @@ impl Core {
             }
             let mtu = vt.mtu(&l);
             if vf.resolve(n.as_str()).is_none_or(|lf| vf.mtu(&lf) != mtu) {
+                #[cfg(feature = "failpoints")]
+                fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
+                    "failpoint core.kernel.mtu"
+                )));
                 m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
         }
@@ -297,6 +337,10 @@ impl Core {
                 && let Some(i) = ifs.get(obj.interface())
             {
                 let (ip, p) = addr(&a.addr)?;
+                #[cfg(feature = "failpoints")]
+                fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
+                    "failpoint core.kernel.addr"
+                )));
                 m.nl.add_addr(i.index, ip, p).map_err(|e| match e {
                     KernelError::Exists { .. } => {
                         CoreError::exists(format!("{ip} is already present in the kernel"))
@@ -307,15 +351,25 @@ impl Core {
         }
         // Read back and verify what the change touched.
         for n in &touched {
-            let Some(i) = ifs.get(n) else { continue };
+            let Some(i) = ifs.get_mut(n) else { continue };
             let Some(l) = vt.resolve(n.as_str()) else { continue };
-            let k = m.nl.link(i.index).map_err(kerr)?;
             let want: Vec<(IpAddr, u8)> = to
                 .address
                 .iter()
                 .filter(|(o, _)| o.interface() == n)
                 .filter_map(|(_, a)| parse_addr_prefix(&a.addr).ok())
                 .collect();
+            (i.want_mtu, i.want_addrs) = (vt.mtu(&l), want.clone());
+            if i.drift.is_some() {
+                // A device someone else changed is reported as drifted
+                // (show-if), not held against this change; which may have
+                // made it as configured again without the kernel saying
+                // so (an MTU set to what it already was).
+                let now = crate::drift::evaluate(&m.nl, n, i);
+                crate::drift::note(n, i, now);
+                continue;
+            }
+            let k = m.nl.link(i.index).map_err(kerr)?;
             let have = m.nl.addrs(i.index).map_err(kerr)?;
             if !k.up || k.mtu != vt.mtu(&l) || want.iter().any(|w| !have.contains(w)) {
                 return Err(CoreError::hardware(format!(

@@ -393,10 +393,17 @@ impl Core {
                         self.hardware().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
                     })
                 });
+                let drift = self.mirror.as_ref().and_then(|m| m.drift(n));
                 IfInfo {
                     ifname: n.to_string(),
                     class: "ip".into(),
-                    state: if up { "ok" } else { "down" }.into(),
+                    state: match &drift {
+                        Some(d) => d.state(),
+                        None if up => "ok",
+                        None => "down",
+                    }
+                    .into(),
+                    drift: drift.map(|d| d.describe()).unwrap_or_default(),
                     current: "bm--------46".into(),
                     persistent: if persisted.interface.contains_key(n) { "-46" } else { "--" }
                         .into(),
@@ -413,13 +420,25 @@ impl Core {
     /// `show-addr`.
     pub fn show_addr(&self) -> Vec<AddrInfo> {
         let st = self.running();
+        let mut drift = BTreeMap::new();
         st.address
             .iter()
-            .map(|(o, a)| AddrInfo {
-                addrobj: o.to_string(),
-                r#type: "static".into(),
-                state: "ok".into(),
-                addr: a.addr.clone(),
+            .map(|(o, a)| {
+                // Missing from the kernel: its device is gone, or it is.
+                let d = drift
+                    .entry(o.interface())
+                    .or_insert_with(|| self.mirror.as_ref().and_then(|m| m.drift(o.interface())));
+                let missing = d.as_ref().is_some_and(|d| {
+                    d.missing
+                        || netadm_config::parse_addr_prefix(&a.addr)
+                            .is_ok_and(|x| d.absent.contains(&x))
+                });
+                AddrInfo {
+                    addrobj: o.to_string(),
+                    r#type: "static".into(),
+                    state: if missing { "missing" } else { "ok" }.into(),
+                    addr: a.addr.clone(),
+                }
             })
             .collect()
     }

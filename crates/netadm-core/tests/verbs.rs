@@ -8,36 +8,16 @@ use netadm_config::{HardwareConfig, Store};
 use netadm_core::{Core, CoreError, ErrorKind};
 use netadm_rings::Strategy;
 
-const HW: &str = r#"
-[[port]]
-name = "i40e0"
-class = "i40e"
-queue_pairs = 16
-wire = { kind = "reflector" }
-[[port]]
-name = "i40e1"
-class = "i40e"
-queue_pairs = 16
-wire = { kind = "reflector" }
-[[port]]
-name = "atl1c0"
-class = "atl1c"
-wire = { kind = "cable", peer = "atl1c1" }
-[[port]]
-name = "atl1c1"
-class = "atl1c"
-wire = { kind = "cable", peer = "atl1c0" }
-"#;
+mod common;
+use common::none;
 
 fn hw() -> HardwareConfig {
-    HardwareConfig::parse(HW, Path::new("test.toml")).unwrap()
+    common::hw(16)
 }
 
 fn core(dir: &Path) -> Core {
     Core::start(&hw(), Some(Store::open(dir).unwrap()), Strategy::Batched).unwrap()
 }
-
-fn none(_: &str, _: u32, _: u32) {}
 
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()

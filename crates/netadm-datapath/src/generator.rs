@@ -68,6 +68,8 @@ impl Generator {
 
     /// Stops and waits for the thread to finish its batch.
     pub fn stop(mut self) {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("generator.stop");
         self.halt();
     }
 

@@ -270,6 +270,10 @@ pub struct IfInfo {
     pub persistent: String,
     /// The kernel device mirroring it, or empty when none was made.
     pub kernel_device: String,
+    /// How the kernel device differs from the configuration, when someone
+    /// changed it behind netadm's back (state `drifted` or `missing`);
+    /// empty when it does not. `RefreshIf` puts it back.
+    pub drift: String,
 }
 
 /// An address object (`show-addr`).
@@ -378,8 +382,8 @@ mod proxies {
         fn show_phys(&self) -> zbus::Result<Vec<PhysInfo>>;
         /// All datalinks.
         fn show_link(&self) -> zbus::Result<Vec<LinkInfo>>;
-        /// The datalinks among `names` that exist (none: an empty list),
-        /// each at the cost of its own lookup, not of listing every link.
+        /// The datalinks named, each at the cost of its own lookup, not of
+        /// listing every link; `NotFound` names the first that is no link.
         fn show_link_named(&self, names: &[&str]) -> zbus::Result<Vec<LinkInfo>>;
         /// Renames a link.
         fn rename_link(&self, old: &str, new: &str, temporary: bool) -> zbus::Result<OpResult>;
@@ -434,8 +438,8 @@ mod proxies {
         fn delete_vnic(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// VNICs.
         fn show_vnic(&self) -> zbus::Result<Vec<VnicInfo>>;
-        /// The VNICs among `names` that exist, each at the cost of its own
-        /// lookup.
+        /// The VNICs named, each at the cost of its own lookup; `NotFound`
+        /// names the first that is no VNIC.
         fn show_vnic_named(&self, names: &[&str]) -> zbus::Result<Vec<VnicInfo>>;
         /// Sets link properties.
         fn set_link_prop(
@@ -459,6 +463,9 @@ mod proxies {
         fn create_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// Deletes an IP interface and its addresses.
         fn delete_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Makes an IP interface's kernel device anew as configured (MAC,
+        /// MTU, up, addresses), whatever was done to it.
+        fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
         /// IP interfaces.
         fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
         /// Creates an address object; `kind` is `static`, `addr` is

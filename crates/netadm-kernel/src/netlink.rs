@@ -13,10 +13,10 @@ const NLM_F_ACK: u16 = 4;
 const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
 const NLM_F_DUMP: u16 = 0x300;
-const RTM_NEWLINK: u16 = 16;
+pub(crate) const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
-const RTM_NEWADDR: u16 = 20;
-const RTM_DELADDR: u16 = 21;
+pub(crate) const RTM_NEWADDR: u16 = 20;
+pub(crate) const RTM_DELADDR: u16 = 21;
 const RTM_GETADDR: u16 = 22;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
@@ -110,7 +110,7 @@ fn take_replies(
                 if code == 0 {
                     return Ok(true);
                 }
-                return Err(errno(-code, op));
+                return Err(errno(code.wrapping_neg(), op));
             }
             _ => out.push(payload.to_vec()),
         }
@@ -367,6 +367,9 @@ fn errno(code: i32, op: &str) -> KernelError {
         _ => KernelError::Refused { op: op.into(), source },
     }
 }
+
+#[cfg(test)]
+mod hostile;
 
 #[cfg(test)]
 mod tests {

@@ -1133,7 +1133,12 @@ impl Engine {
                         continue;
                     }
                     if !on {
-                        r.disabled_ns.store(self.sh.now_ns(), Ordering::Release);
+                        // The re-enable gap runs from a completed disable;
+                        // an enable cancelled before its ack never brought
+                        // the queue up, so there was nothing to take down.
+                        if r.stat.load(Ordering::Acquire) {
+                            r.disabled_ns.store(self.sh.now_ns(), Ordering::Release);
+                        }
                         r.pre_disable_ns.store(0, Ordering::Release);
                         // A queue being disabled writes back what it sent.
                         if let Some(d) = &self.live[q] {

@@ -672,7 +672,22 @@ impl RingEngine {
     /// back as they were and the first error is returned.
     pub fn start(&self, set: &[u16], buf_size: u32) -> Result<OpReport, RingError> {
         let _op = self.op.lock().unwrap_or_else(PoisonError::into_inner);
-        self.start_locked(set, buf_size, "start")
+        // Rings a failed stop left half way (quiescing, say after a queue
+        // did not disable in time) are stopped first, as a retried stop
+        // would; starting them from there is not a transition.
+        let half: Vec<u16> = set
+            .iter()
+            .copied()
+            .filter(|&r| {
+                self.info(r)
+                    .is_ok_and(|i| matches!(i.state, RingState::Quiescing | RingState::Starting))
+            })
+            .collect();
+        if half.is_empty() {
+            return self.start_locked(set, buf_size, "start");
+        }
+        let stop = self.stop_locked(&half, "stop+start")?;
+        Ok(stop.then(self.start_locked(set, buf_size, "start")?))
     }
 
     /// Stops `set`: closes TX, drains it, quiesces interrupts, disables the
@@ -853,6 +868,10 @@ impl RingEngine {
         nic.wait_queues(&qs, true, clock.now() + nic.caps().queue_ack_deadline)?;
         rep.phase("enable", clock);
         for (r, _) in todo {
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("rings.start.batch", |_| Err(RingError::QuiesceTimeout {
+                rings: vec![r.id]
+            }));
             self.open(r, &mut rep.counts)?;
         }
         Ok(())
@@ -1039,6 +1058,11 @@ impl RingEngine {
         }
         let mut qs = Vec::new();
         for r in rings {
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("rings.stop.batch", |_| Err(RingError::Nic(NicError::Timeout {
+                enable: false,
+                pending: r.queues().collect()
+            })));
             for q in r.queues() {
                 nic.request_disable(q)?;
                 qs.push(q);

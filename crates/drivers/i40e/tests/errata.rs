@@ -81,6 +81,30 @@ fn re_enabling_inside_the_50ms_gap_hangs_the_queue() {
 }
 
 #[test]
+fn an_enable_cancelled_before_its_ack_starts_no_re_enable_gap() {
+    // A driver that requests an enable and cancels it at once (a failed
+    // batch driven back) sees the queue disabled straight away: it never
+    // came up. The gap runs from a completed disable, so waiting it out
+    // from the moment the driver saw the queue disabled is enough; a gap
+    // counted from the cancelled enable's late ack would hang the queue.
+    let ack = Duration::from_millis(20);
+    let nic = port(ack);
+    let q = QueueId::rx(1);
+    nic.set_ring(q, Some(ring(&nic))).unwrap();
+    nic.request_enable(q).unwrap();
+    nic.request_disable(q).unwrap();
+    nic.wait_queues(&[q], false, soon()).unwrap();
+    let gap_end = Instant::now() + netadm_i40e::hw::REENABLE_GAP;
+    // The gap is a mandated interval: wait until it has run.
+    while Instant::now() < gap_end {
+        std::thread::yield_now();
+    }
+    nic.request_enable(q).unwrap();
+    nic.wait_queues(&[q], true, soon()).unwrap();
+    assert_eq!(nic.hw_stats().fault_reenable_too_soon, 0);
+}
+
+#[test]
 fn buffers_change_only_while_the_queue_is_disabled() {
     let nic = port(Duration::from_micros(10));
     let q = QueueId::rx(0);

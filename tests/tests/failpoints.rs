@@ -1,0 +1,158 @@
+//! The process-abort mode of the failpoint test: a real netadmd whose
+//! `FAILPOINTS` variable aborts it at one step of a save (after the
+//! temporary file is written, after its fsync, after the rename; or after
+//! a journal record is written, before its fsync), driven through every
+//! mutating verb. The daemon must die there; restarted, it must show the
+//! state before the verb or after it (a run without the failpoint), never
+//! a mix. (The error and panic modes, with rings and kernel devices
+//! compared too, are `crates/netadm-core/tests/failpoints.rs`.)
+//!
+//! Built only with `--features failpoints`, against binaries built with
+//! `--features netadmd/failpoints` (.ci/run builds both).
+
+use std::path::Path;
+use std::time::Duration;
+
+use netadm_e2e::*;
+
+const AGGR: &[&str] = &["create-aggr", "-l", "i40e0", "-l", "i40e1", "aggr0"];
+const IF: &[&str] = &["create-if", "aggr0"];
+const ADDR: &[&str] = &["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"];
+const VNIC: &[&str] = &["create-vnic", "-l", "i40e0", "-m", "02:00:00:00:00:01", "vnic0"];
+const MTU: &[&str] = &["set-linkprop", "-p", "mtu=9000", "aggr0"];
+
+/// Every mutating verb: its name, the commands that set up the state it
+/// starts from, and its command.
+/// A command line.
+type Cmd = &'static [&'static str];
+
+const VERBS: &[(&str, &[Cmd], Cmd)] = &[
+    ("create-aggr", &[], AGGR),
+    ("modify-aggr", &[AGGR], &["modify-aggr", "-P", "L2", "aggr0"]),
+    (
+        "add-aggr",
+        &[&["create-aggr", "-l", "i40e0", "aggr0"]],
+        &["add-aggr", "-l", "i40e1", "aggr0"],
+    ),
+    ("remove-aggr", &[AGGR], &["remove-aggr", "-l", "i40e1", "aggr0"]),
+    ("delete-aggr", &[AGGR], &["delete-aggr", "aggr0"]),
+    ("create-vnic", &[], VNIC),
+    ("delete-vnic", &[VNIC], &["delete-vnic", "vnic0"]),
+    ("set-linkprop", &[AGGR, IF, ADDR], MTU),
+    ("reset-linkprop", &[AGGR, IF, ADDR, MTU], &["reset-linkprop", "-p", "mtu", "aggr0"]),
+    ("create-if", &[], &["create-if", "i40e0"]),
+    ("delete-if", &[&["create-if", "i40e0"]], &["delete-if", "i40e0"]),
+    ("create-addr", &[AGGR, IF], ADDR),
+    ("delete-addr", &[AGGR, IF, ADDR], &["delete-addr", "aggr0/v4"]),
+    ("rename-link", &[VNIC], &["rename-link", "vnic0", "vnic1"]),
+];
+
+/// The steps of a save a crash can fall between, and whether they are on
+/// the journal's way (links.toml past 64 KiB) or the whole file's.
+const STEPS: &[(&str, bool)] = &[
+    ("store.save.written", false),
+    ("store.save.fsynced", false),
+    ("store.save.renamed", false),
+    ("store.journal.written", true),
+];
+
+/// links.toml past the journal threshold: VNICs on atl1c0, which no verb
+/// here touches.
+fn big_config() -> String {
+    let mut t = String::from("version = 1\n");
+    for i in 0..1200 {
+        t += &format!(
+            "\n[vnic.pad{i}]\nover = \"atl1c0\"\nmac = \"2:8:21:0:{:x}:{:x}\"\nmac_mode = \"fixed\"\n",
+            i / 256,
+            i % 256
+        );
+    }
+    t
+}
+
+/// What an operator sees through every show verb.
+fn state(bus: &Bus) -> String {
+    ["show-link", "show-aggr", "show-vnic", "show-if", "show-addr", "show-phys"]
+        .iter()
+        .map(|v| json(bus, &[v]).to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A fresh state directory (big or not) with the verb's setup done; the
+/// daemon serving it.
+fn set_up(bus: &Bus, dir: &Path, big: bool, setup: &[&[&str]], env: &[(&str, &str)]) -> Daemon {
+    std::fs::create_dir_all(dir).unwrap();
+    if big {
+        let text = big_config();
+        assert!(
+            text.len() as u64 > 64 * 1024,
+            "{} bytes: not past the journal threshold",
+            text.len()
+        );
+        std::fs::write(dir.join("links.toml"), text).unwrap();
+    }
+    let d = Daemon::start(bus, dir, &[]);
+    for cmd in setup {
+        json(bus, cmd);
+    }
+    if env.is_empty() {
+        return d;
+    }
+    // Armed only for the verb: a clean stop, and a start with them.
+    assert!(d.stop().success());
+    Daemon::start_env(bus, dir, &[], env)
+}
+
+#[test]
+fn a_crash_at_every_step_of_a_save_leaves_the_state_before_or_after_every_verb() {
+    let bus = Bus::start();
+    let (mut cases, mut before_n, mut after_n) = (0, 0, 0);
+    for (vname, setup, cmd) in VERBS {
+        for big in [false, true] {
+            // Before and after, without failpoints.
+            let dir = bus.subdir(&format!("ref-{vname}-{big}"));
+            let d = set_up(&bus, &dir, big, setup, &[]);
+            let before = state(&bus);
+            json(&bus, cmd);
+            let after = state(&bus);
+            d.stop();
+
+            for (step, journal) in STEPS.iter().filter(|(_, j)| *j == big) {
+                let what = format!("{vname} crashing at {step}");
+                let dir = bus.subdir(&format!("{vname}-{step}"));
+                let fp = format!("{step}=return(abort)");
+                let mut d = set_up(&bus, &dir, *journal, setup, &[("FAILPOINTS", &fp)]);
+                assert_eq!(state(&bus), before, "{what}: setup is not deterministic");
+                let out = netadm(&bus, cmd);
+                assert!(
+                    !out.status.success(),
+                    "{what}: the verb succeeded (a verb that changes nothing saves nothing)"
+                );
+                let status = d.wait_exit(Duration::from_secs(20));
+                assert!(
+                    status.is_some_and(|s| !s.success()),
+                    "{what}: netadmd did not die ({status:?}); was it built with \
+                     --features netadmd/failpoints?"
+                );
+                let d = Daemon::start(&bus, &dir, &[]);
+                let now = state(&bus);
+                cases += 1;
+                if now == before {
+                    before_n += 1;
+                } else {
+                    assert_eq!(now, after, "{what}: after a restart, neither before nor after");
+                    after_n += 1;
+                }
+                d.stop();
+            }
+        }
+    }
+    println!(
+        "failpoints (abort): {} steps x {} verbs = {cases} crashes; after a restart {before_n} \
+         showed the state before the verb, {after_n} after",
+        STEPS.len(),
+        VERBS.len()
+    );
+    assert_eq!(cases, STEPS.len() * VERBS.len());
+}
