@@ -547,12 +547,12 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         Verb::ShowLink { show, link, .. } => {
             let fmt = show.format(json);
             check(show::link(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_link().await.map_err(err)?,
-                link.as_deref(),
-                |x| &x.link,
-                "link",
-            )?;
+            // One link: asked for by name, not picked out of every link.
+            let all = match link.as_deref() {
+                Some(l) => p.show_link_named(&[l]).await,
+                None => p.show_link().await,
+            };
+            let v = show::pick(all.map_err(err)?, link.as_deref(), |x| &x.link, "link")?;
             render::render(&show::link(&v), &fmt)
         }
         Verb::ShowAggr { lacp, extended, stats, show, aggr } => {
@@ -589,12 +589,11 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         Verb::ShowVnic { show, vnic } => {
             let fmt = show.format(json);
             check(show::vnic(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_vnic().await.map_err(err)?,
-                vnic.as_deref(),
-                |x| &x.link,
-                "VNIC",
-            )?;
+            let all = match vnic.as_deref() {
+                Some(l) => p.show_vnic_named(&[l]).await,
+                None => p.show_vnic().await,
+            };
+            let v = show::pick(all.map_err(err)?, vnic.as_deref(), |x| &x.link, "VNIC")?;
             render::render(&show::vnic(&v), &fmt)
         }
         Verb::ShowVlan { show, vlan } => {

@@ -106,6 +106,12 @@ impl Manager {
         self.read(|c| c.show_link()).await
     }
 
+    async fn show_link_named(&self, names: Vec<String>) -> Result<Vec<LinkInfo>, Error> {
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let rows = self.read(move |c| (c.show_links_named(&names), names)).await?;
+        every_named(rows, |l| &l.link, "link")
+    }
+
     async fn rename_link(
         &self,
         #[zbus(header)] hdr: Header<'_>,
@@ -225,6 +231,12 @@ impl Manager {
 
     async fn show_vnic(&self) -> Result<Vec<VnicInfo>, Error> {
         self.read(|c| c.show_vnic()).await
+    }
+
+    async fn show_vnic_named(&self, names: Vec<String>) -> Result<Vec<VnicInfo>, Error> {
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let rows = self.read(move |c| (c.show_vnics_named(&names), names)).await?;
+        every_named(rows, |l| &l.link, "VNIC")
     }
 
     async fn create_vlan(
@@ -435,6 +447,22 @@ impl Manager {
         done: u32,
         total: u32,
     ) -> zbus::Result<()>;
+}
+
+/// The rows of a by-name read, or NotFound naming the first name that has
+/// none (`what` it is not).
+fn every_named<T>(
+    (rows, names): (Vec<T>, BTreeSet<String>),
+    key: impl Fn(&T) -> &String,
+    what: &str,
+) -> Result<Vec<T>, Error> {
+    if rows.len() < names.len() {
+        let found: BTreeSet<&String> = rows.iter().map(key).collect();
+        if let Some(n) = names.iter().find(|n| !found.contains(n)) {
+            return Err(Error::NotFound(format!("{what} {n} does not exist")));
+        }
+    }
+    Ok(rows)
 }
 
 /// A link object.

@@ -88,6 +88,10 @@ fn every_verb_through_the_real_binaries() {
     let r = json(&bus, &["create-vnic", "-l", "aggr0", "-v", "12", "-m", "random", "vnic0"]);
     timing_ok(&r, "create-vnic");
     let v = json(&bus, &["show-vnic"]);
+    assert_eq!(
+        json(&bus, &["show-vnic", "vnic0"]),
+        serde_json::json!([rows(&v, "link", "vnic0")[0]])
+    );
     let v0 = &rows(&v, "link", "vnic0")[0];
     assert_eq!(
         (v0["over"].as_str(), v0["vid"].as_u64(), v0["macaddrtype"].as_str()),
@@ -191,6 +195,7 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
             "static",
         ),
         (&["show-link", "nosuch0"], "NotFound", "nosuch0"),
+        (&["show-vnic", "i40e0"], "NotFound", "VNIC i40e0"),
         (&["show-link", "-p"], "InvalidArgument", "-o"),
         (&["show-link", "-o", "colour"], "InvalidArgument", "colour"),
     ];
@@ -278,6 +283,17 @@ fn busctl_introspects_and_calls_the_service() {
         "Mtu",
     ]);
     assert_eq!(mtu.trim(), "u 1500");
+    // Rows by name: only the links (VNICs) named that exist.
+    let call = |method: &str, names: &[&str]| {
+        let mut a = vec!["call", "org.netadm.Netadm1", "/org/netadm/Netadm1", "org.netadm.Netadm1"];
+        let count = names.len().to_string();
+        a.extend([method, "as", &count]);
+        a.extend(names);
+        busctl(&a)
+    };
+    let out = call("ShowLinkNamed", &["aggr0", "i40e0"]);
+    assert!(out.starts_with("a(") && out.contains(" 2 \"aggr0\" \"aggr\" 1500"), "{out}");
+    assert!(out.contains("\"i40e0\" \"phys\""), "{out}");
     // A typed error, as any client sees it.
     let out = std::process::Command::new("busctl")
         .arg(format!("--address={}", bus.address()))

@@ -24,6 +24,7 @@ pub mod failpoint;
 mod hardware;
 mod links;
 mod location;
+mod section;
 mod store;
 
 pub use hardware::{
@@ -34,6 +35,6 @@ pub use hardware::{
 };
 pub use links::{
     AddrConf, AddrError, AggrConf, IfConf, LinkState, LinkStateError, MAC_MODES, MacModeError,
-    PhysConf, VnicConf, check_mac_mode, parse_addr_prefix,
+    PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
 };
 pub use store::{Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff};

@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, VlanId};
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use crate::section::Section;
+
 /// The accepted VNIC MAC address modes (`dladm create-vnic -m`).
 pub const MAC_MODES: [&str; 4] = ["auto", "factory", "random", "fixed"];
 
@@ -20,20 +22,20 @@ pub struct LinkState {
     #[serde(deserialize_with = "de_version")]
     pub version: u32,
     /// Physical links, by device name (e.g. `i40e0`): renames and properties.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub phys: BTreeMap<LinkName, PhysConf>,
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub phys: Section<LinkName, PhysConf>,
     /// Aggregations, by link name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub aggr: BTreeMap<LinkName, AggrConf>,
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub aggr: Section<LinkName, AggrConf>,
     /// VNICs, by link name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub vnic: BTreeMap<LinkName, VnicConf>,
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub vnic: Section<LinkName, VnicConf>,
     /// IP interfaces (`ipadm create-if`), by link name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub interface: BTreeMap<LinkName, IfConf>,
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub interface: Section<LinkName, IfConf>,
     /// Static IP addresses, by address object (`net0/v4`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub address: BTreeMap<AddrObj, AddrConf>,
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub address: Section<AddrObj, AddrConf>,
 }
 
 impl LinkState {
@@ -59,16 +61,29 @@ impl LinkState {
     }
 }
 
+impl LinkState {
+    /// Whether `other` is this configuration or an unchanged clone of it:
+    /// every section the same allocation (then they are equal). O(1).
+    pub fn shares(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.phys.ptr_eq(&other.phys)
+            && self.aggr.ptr_eq(&other.aggr)
+            && self.vnic.ptr_eq(&other.vnic)
+            && self.interface.ptr_eq(&other.interface)
+            && self.address.ptr_eq(&other.address)
+    }
+}
+
 impl Default for LinkState {
     /// An empty configuration of the current version.
     fn default() -> Self {
         Self {
             version: Self::VERSION,
-            phys: BTreeMap::new(),
-            aggr: BTreeMap::new(),
-            vnic: BTreeMap::new(),
-            interface: BTreeMap::new(),
-            address: BTreeMap::new(),
+            phys: Section::new(),
+            aggr: Section::new(),
+            vnic: Section::new(),
+            interface: Section::new(),
+            address: Section::new(),
         }
     }
 }

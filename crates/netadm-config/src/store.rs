@@ -23,8 +23,8 @@ use netadm_model::{AddrObj, LinkName};
 use serde::{Deserialize, Serialize};
 
 use crate::links::{
-    AddrConf, AggrConf, IfConf, LinkState, LinkStateError, PhysConf, VnicConf, check_mac_mode,
-    parse_addr_prefix,
+    AddrConf, AggrConf, IfConf, LinkState, LinkStateError, PhysConf, Section, VnicConf,
+    check_mac_mode, parse_addr_prefix,
 };
 use crate::location::{Location, Snippet, decode};
 
@@ -152,7 +152,7 @@ pub enum Entry {
 impl Entry {
     /// Applies the change to `st`.
     pub fn apply(self, st: &mut LinkState) {
-        fn put<K: Ord, V>(m: &mut std::collections::BTreeMap<K, V>, k: K, v: Option<V>) {
+        fn put<K: Ord + Clone, V: Clone>(m: &mut Section<K, V>, k: K, v: Option<V>) {
             match v {
                 Some(v) => m.insert(k, v),
                 None => m.remove(&k),
@@ -180,40 +180,18 @@ impl Entry {
     }
 }
 
-/// The changes that turn `old` into `new`, section by section.
+/// The changes that turn `old` into `new`, section by section. Nodes the
+/// two configurations share (all but the paths to what a verb changed,
+/// when one was built from the other) are skipped, not compared: this
+/// costs what changed, not what is there.
 pub fn diff(old: &LinkState, new: &LinkState) -> Vec<Entry> {
     fn section<K: Ord + Clone, V: PartialEq + Clone>(
-        a: &std::collections::BTreeMap<K, V>,
-        b: &std::collections::BTreeMap<K, V>,
+        a: &Section<K, V>,
+        b: &Section<K, V>,
         mk: fn(K, Option<V>) -> Entry,
         out: &mut Vec<Entry>,
     ) {
-        // One walk over both, in key order: O(n), no lookups.
-        let (mut ia, mut ib) = (a.iter().peekable(), b.iter().peekable());
-        loop {
-            match (ia.peek(), ib.peek()) {
-                (None, None) => break,
-                (Some((ka, _)), Some((kb, _))) if ka == kb => {
-                    let ((k, va), (_, vb)) =
-                        (ia.next().expect("peeked"), ib.next().expect("peeked"));
-                    if va != vb {
-                        out.push(mk(k.clone(), Some(vb.clone())));
-                    }
-                }
-                (Some((ka, _)), Some((kb, _))) if ka > kb => {
-                    let (k, vb) = ib.next().expect("peeked");
-                    out.push(mk(k.clone(), Some(vb.clone())));
-                }
-                (Some(_), _) => {
-                    let (k, _) = ia.next().expect("peeked");
-                    out.push(mk(k.clone(), None));
-                }
-                (None, Some(_)) => {
-                    let (k, vb) = ib.next().expect("peeked");
-                    out.push(mk(k.clone(), Some(vb.clone())));
-                }
-            }
-        }
+        out.extend(a.diff(b).map(|(k, _, v)| mk(k.clone(), v.cloned())));
     }
     let mut out = vec![];
     section(&old.phys, &new.phys, Entry::Phys, &mut out);

@@ -21,6 +21,7 @@
 //! Reads take the running configuration's lock only to clone it, so they
 //! never wait behind a long mutation.
 
+mod delta;
 mod drift;
 mod error;
 mod groups;
@@ -97,6 +98,13 @@ pub struct Core {
     mirror: Option<mirror::Mirror>,
     /// VNIC ring groups, as the running configuration has them.
     groups: Mutex<groups::Groups>,
+    /// The last configuration the ports were driven to and their plans
+    /// under it (with `groups`): a change plans again only the ports it
+    /// touches ([`delta::ports_touched`]).
+    planned: Mutex<Option<(LinkState, Vec<PortPlan>)>>,
+    /// VNICs by MAC address (create-vnic refuses a MAC in use on the same
+    /// ports), kept by the difference.
+    macs: Mutex<delta::MacIndex>,
     /// LACP on the ports of aggregations that run it.
     lacp: lacp::Lacp,
     /// Each aggregation's transmit path, kept in step with its members.
@@ -225,6 +233,8 @@ impl Core {
             traffic: traffic::Traffic::default(),
             aggr_tx: Mutex::new(BTreeMap::new()),
             groups: Mutex::new(BTreeMap::new()),
+            planned: Mutex::new(None),
+            macs: Mutex::new(delta::MacIndex::default()),
             mirror: if kernel_mirror { Some(mirror::Mirror::open()?) } else { None },
             lacp: lacp::Lacp::start(),
         };
@@ -406,7 +416,15 @@ impl Core {
         let change = f(&View { hw: &self.hw, st: &cur }, &persisted, t)?;
         let running = Arc::new(change.running);
         *next.lock().unwrap_or_else(PoisonError::into_inner) = Some(running.clone());
-        ops::check_state(&View { hw: &self.hw, st: &running })
+        let (vf, vt) = (View { hw: &self.hw, st: &cur }, View { hw: &self.hw, st: &running });
+        let checked = delta::check_change(&vf, &vt);
+        // Debug builds (the tests) hold the check of the change to the
+        // check of everything.
+        #[cfg(debug_assertions)]
+        if let (Ok(()), Err(e)) = (&checked, ops::check_state(&vt)) {
+            panic!("the check of the change missed a broken invariant: {e}");
+        }
+        checked
             .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
         t.phase("validate");
         #[cfg(feature = "failpoints")]
@@ -498,13 +516,62 @@ impl Core {
         h.push_back(entry);
     }
 
+    /// Every port's plan under `st`.
     fn plans(&self, st: &LinkState, groups: &groups::Groups) -> Vec<PortPlan> {
         let v = View { hw: &self.hw, st };
         let in_use = v.ports_in_use();
         self.hw
             .ports()
             .iter()
-            .map(|p| {
+            .map(|p| self.plan(&v, p, in_use.contains(&p.device), groups))
+            .collect()
+    }
+
+    /// The plans under `from` and `to`: from the plans cached for `from`
+    /// (the configuration the ports were last driven to), with only the
+    /// ports the change touches planned again; every port otherwise.
+    fn plans_of_change(
+        &self,
+        from: &LinkState,
+        to: &LinkState,
+        ga: &groups::Groups,
+        gb: &groups::Groups,
+    ) -> (Vec<PortPlan>, Vec<PortPlan>) {
+        let cached = self.planned.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let Some((_, a)) = cached.filter(|(st, _)| st.shares(from)) else {
+            return (self.plans(from, ga), self.plans(to, gb));
+        };
+        let (vf, vt) = (View { hw: &self.hw, st: from }, View { hw: &self.hw, st: to });
+        let mut touched = delta::ports_touched(&vf, &vt);
+        // Ports whose VNIC groups come, go or move.
+        for (name, g) in ga.iter().chain(gb) {
+            let same = |x: Option<&groups::Group>| {
+                x.is_some_and(|x| (&x.device, x.base, x.count) == (&g.device, g.base, g.count))
+            };
+            if !same(ga.get(name)) || !same(gb.get(name)) {
+                touched.insert(g.device.clone());
+            }
+        }
+        let b = self
+            .hw
+            .ports()
+            .iter()
+            .zip(&a)
+            .map(|(p, was)| {
+                if touched.contains(&p.device) {
+                    self.plan(&vt, p, vt.port_in_use(&p.device), gb)
+                } else {
+                    was.clone()
+                }
+            })
+            .collect();
+        (a, b)
+    }
+
+    /// Port `p`'s plan under `v`.
+    fn plan(&self, v: &View<'_>, p: &Port, in_use: bool, groups: &groups::Groups) -> PortPlan {
+        {
+            {
                 let link = Link::Phys(p.device.clone());
                 let uint =
                     |n: PropName| v.prop(&link, n).and_then(|x| x.as_uint()).map(|x| x as u32);
@@ -547,7 +614,7 @@ impl Core {
                 let xmit_batch = flag(PropName::XmitBatch);
                 let rx_csum = flag(PropName::RxCsum);
                 PortPlan {
-                    active: in_use.contains(&p.device),
+                    active: in_use,
                     buf: buf_size_for_mtu(v.mtu(&link)),
                     rings: want,
                     groups: mine,
@@ -556,8 +623,8 @@ impl Core {
                     xmit_batch,
                     rx_csum,
                 }
-            })
-            .collect()
+            }
+        }
     }
 
     /// Drives every port from its plan under `from` to its plan under `to`.
@@ -570,21 +637,22 @@ impl Core {
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
         let ga = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        // Only VNICs with rxrings or txrings get a group (groups::wanted);
-        // without any, there is nothing to assign, and no need to look at
+        // Only VNICs with rxrings or txrings get a group (groups::wanted).
+        // While none has one, and the change adds or changes no VNIC that
+        // asks for one, there is nothing to assign, and no need to look at
         // every VNIC's properties by name.
-        let asks = |c: &netadm_config::VnicConf| {
-            c.props.contains_key(&PropName::RxRings) || c.props.contains_key(&PropName::TxRings)
-        };
-        let gb = if to.vnic.values().any(asks) {
+        let (vf, vt) = (View { hw: &self.hw, st: from }, View { hw: &self.hw, st: to });
+        let gb = if !ga.is_empty() || delta::group_asked(&vf, &vt) {
             self.assign_groups(to)?
         } else {
             groups::Groups::new()
         };
-        let (a, b) = (self.plans(from, &ga), self.plans(to, &gb));
+        let (a, b) = self.plans_of_change(from, to, &ga, &gb);
         match self.drive(&a, &b, &ga, &gb, t, progress) {
             Ok(()) => {
                 *self.groups.lock().unwrap_or_else(PoisonError::into_inner) = gb;
+                *self.planned.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((to.clone(), b));
                 Ok(())
             }
             Err(e) => {
@@ -608,7 +676,9 @@ impl Core {
         let groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let want = self.plans(st, &groups);
         let now = self.actual_plans(&want);
-        self.drive(&now, &want, &groups, &groups, &mut Timing::new(), &|_, _, _| {})
+        self.drive(&now, &want, &groups, &groups, &mut Timing::new(), &|_, _, _| {})?;
+        *self.planned.lock().unwrap_or_else(PoisonError::into_inner) = Some((st.clone(), want));
+        Ok(())
     }
 
     /// What each port is doing now (after a partial failure).

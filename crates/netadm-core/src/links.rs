@@ -197,15 +197,14 @@ impl<'a> View<'a> {
 
     /// Whether anything uses port `device`: an aggregation it belongs to, or
     /// a VNIC or IP interface over it (directly or through its
-    /// aggregation). A used port's rings run.
+    /// aggregation). A used port's rings run. What [`View::ports_in_use`]
+    /// says of one port, at the cost of lookups and, for a port that is in
+    /// no aggregation and has no IP interface, a walk over the VNICs that
+    /// stops at the first one over it.
     pub fn port_in_use(&self, device: &LinkName) -> bool {
-        let consumers = self
-            .st
-            .aggr
-            .keys()
-            .map(|n| Link::Aggr(n.clone()))
-            .chain(self.st.vnic.keys().map(|n| Link::Vnic(n.clone())))
-            .chain(self.st.interface.keys().filter_map(|n| self.resolve(n.as_str())));
-        consumers.into_iter().any(|l| self.ports_under(&l).contains(device))
+        let name = self.phys_name(device);
+        self.aggr_of(&name).is_some()
+            || self.st.interface.contains_key(&name)
+            || self.st.vnic.values().any(|v| v.over == name)
     }
 }

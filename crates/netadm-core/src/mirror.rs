@@ -169,6 +169,25 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
     }
 }
 
+/// The interfaces a change from `vf` to `vt` can touch: those it adds,
+/// removes or gives addresses, those on a VNIC it changes, and, when it
+/// changes a port or an aggregation (the MTU, offloads and ports of the
+/// VNICs over it follow), every mirrored one. A change to VNICs costs a
+/// lookup per VNIC it changed, not one per interface.
+fn touched<T>(vf: &View<'_>, vt: &View<'_>, ifs: &BTreeMap<LinkName, T>) -> Vec<LinkName> {
+    let (from, to) = (vf.st, vt.st);
+    let wide =
+        from.phys.diff(&to.phys).next().is_some() || from.aggr.diff(&to.aggr).next().is_some();
+    let mut out: std::collections::BTreeSet<LinkName> = std::collections::BTreeSet::new();
+    if wide {
+        out.extend(ifs.keys().cloned());
+    }
+    out.extend(from.vnic.diff(&to.vnic).map(|(n, _, _)| n.clone()));
+    out.extend(from.interface.diff(&to.interface).map(|(n, _, _)| n.clone()));
+    out.extend(from.address.diff(&to.address).map(|(a, _, _)| a.interface().clone()));
+    out.into_iter().filter(|n| ifs.contains_key(n) || to.interface.contains_key(n)).collect()
+}
+
 impl Core {
     /// Before the rings change: an interface whose MTU shrinks gets it in
     /// the kernel first, so the stack stops making frames the new MTU does
@@ -186,7 +205,8 @@ impl Core {
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
-        for (n, i) in ifs.iter_mut() {
+        for n in touched(&vf, &vt, &*ifs) {
+            let Some(i) = ifs.get_mut(&n) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
@@ -209,7 +229,7 @@ impl Core {
         t: &mut Timing,
     ) -> Result<(), CoreError> {
         let Some(m) = &self.mirror else {
-            if to.interface.keys().any(|n| !from.interface.contains_key(n)) {
+            if from.interface.diff(&to.interface).any(|(_, a, b)| a.is_none() && b.is_some()) {
                 t.note("no kernel device was made: this netadmd runs without a kernel mirror");
             }
             return Ok(());
@@ -219,9 +239,12 @@ impl Core {
         let addr =
             |s: &str| parse_addr_prefix(s).map_err(|e| CoreError::invalid_argument(e.to_string()));
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        // What the change touches: what it removes or adds, and the
+        // interfaces whose link it can have changed (not every interface).
+        let mut touched = touched(&vf, &vt, &*ifs);
         // Addresses that go, then interfaces that go.
-        for (obj, a) in &from.address {
-            if !to.address.contains_key(obj)
+        for (obj, a, b) in from.address.diff(&to.address) {
+            if let (Some(a), None) = (a, b)
                 && let Some(i) = ifs.get(obj.interface())
             {
                 let (ip, p) = addr(&a.addr)?;
@@ -233,8 +256,8 @@ impl Core {
                 }
             }
         }
-        for n in from.interface.keys() {
-            if !to.interface.contains_key(n)
+        for (n, _, b) in from.interface.diff(&to.interface) {
+            if b.is_none()
                 && let Some(i) = ifs.remove(n)
             {
                 for p in self.hardware().ports() {
@@ -242,11 +265,23 @@ impl Core {
                 }
             }
         }
-        // Interfaces that come.
-        for n in to.interface.keys() {
-            if ifs.contains_key(n) {
-                continue;
+        // Interfaces that come: those the change adds, and any the kernel
+        // does not have yet (after a change that failed part way).
+        let mut come: Vec<&LinkName> = from
+            .interface
+            .diff(&to.interface)
+            .filter(|(n, a, _)| a.is_none() && !ifs.contains_key(*n))
+            .map(|(n, _, _)| n)
+            .collect();
+        if ifs.len() + come.len() != to.interface.len() {
+            come = to.interface.keys().filter(|n| !ifs.contains_key(*n)).collect();
+            for n in &come {
+                if !touched.contains(n) {
+                    touched.push((*n).clone());
+                }
             }
+        }
+        for n in come {
             let l = vt.require(n.as_str())?;
             let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
                 CoreError::internal(format!("{n}: its link has no running rings"))
@@ -286,9 +321,10 @@ impl Core {
             };
             ifs.insert(n.clone(), i);
         }
-        // Every interface: receive on the ports under its link, MTU as the
-        // link's, addresses as configured.
-        for (n, i) in ifs.iter_mut() {
+        // Every interface the change touches: receive on the ports under its
+        // link, MTU as the link's, addresses as configured.
+        for n in &touched {
+            let Some(i) = ifs.get_mut(n) else { continue };
             let Some(l) = vt.resolve(n.as_str()) else { continue };
             let offload = offloads(&vt, &l);
             if offload != i.offload {
@@ -319,8 +355,8 @@ impl Core {
                 m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
         }
-        for (obj, a) in &to.address {
-            if !from.address.contains_key(obj)
+        for (obj, a, b) in from.address.diff(&to.address) {
+            if let (None, Some(a)) = (a, b)
                 && let Some(i) = ifs.get(obj.interface())
             {
                 let (ip, p) = addr(&a.addr)?;
@@ -336,8 +372,9 @@ impl Core {
                 })?;
             }
         }
-        // Read back and verify.
-        for (n, i) in ifs.iter_mut() {
+        // Read back and verify what the change touched.
+        for n in &touched {
+            let Some(i) = ifs.get_mut(n) else { continue };
             let Some(l) = vt.resolve(n.as_str()) else { continue };
             let want: Vec<(IpAddr, u8)> = to
                 .address

@@ -312,9 +312,11 @@ fn check_prop(
                     )));
                 }
             }
-            // Lowering a link's MTU below a VNIC's explicit one would break it.
+            // Lowering a link's MTU below a VNIC's explicit one would break it
+            // (nothing is over a VNIC: no need to look).
             let lname = name(link_name)?;
-            for vn in v.vnics_over(&lname) {
+            let over = if let Link::Vnic(_) = link { vec![] } else { v.vnics_over(&lname) };
+            for vn in over {
                 let vl = Link::Vnic(vn.clone());
                 if v.props(&vl).is_some_and(|p| p.contains_key(&PropName::Mtu)) && v.mtu(&vl) > mtu
                 {
@@ -332,7 +334,7 @@ fn check_prop(
 
 fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut BTreeMap<PropName, String> {
     match link {
-        Link::Phys(d) => &mut st.phys.entry(d.clone()).or_default().props,
+        Link::Phys(d) => &mut st.phys.get_or_default(d.clone()).props,
         Link::Aggr(n) => &mut st.aggr.get_mut(n).expect("resolved").props,
         Link::Vnic(n) => &mut st.vnic.get_mut(n).expect("resolved").props,
     }
@@ -579,19 +581,26 @@ impl Core {
                         )));
                     };
                     let base = v.hw.port(d.as_str()).expect("resolved").mac.0;
-                    let used =
-                        v.st.vnic
-                            .values()
-                            .filter(|c| c.mac_mode == "factory" && c.over == over_n)
-                            .count() as u8;
-                    MacAddr([
-                        base[0],
-                        base[1],
-                        base[2],
-                        base[3],
-                        base[4] | 0x80,
-                        base[5].wrapping_add(used),
-                    ])
+                    let nth = |i: u8| {
+                        MacAddr([
+                            base[0],
+                            base[1],
+                            base[2],
+                            base[3],
+                            base[4] | 0x80,
+                            base[5].wrapping_add(i),
+                        ])
+                    };
+                    // The first of the port's factory addresses no VNIC
+                    // holds (by index: a lookup per address tried).
+                    let mut macs =
+                        self.macs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    (0..=u8::MAX)
+                        .map(nth)
+                        .find(|m| macs.holders(&v.st.vnic, *m).is_empty())
+                        .ok_or_else(|| {
+                            CoreError::busy(format!("{over}: every factory MAC address is in use"))
+                        })?
                 }
                 _ => random_mac(vnic),
             };
@@ -611,9 +620,19 @@ impl Core {
                         "{over} is a port of {a}; create the VNIC over {a}"
                     )));
                 }
-                if let Some((other, _)) = v.st.vnic.iter().find(|(_, c)| {
-                    c.mac == address
-                        && v.ports_under(&Link::Vnic(c.over.clone())) == v.ports_under(&link)
+                // The VNICs with this MAC, by index, not by walking them all.
+                let holders = self
+                    .macs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .holders(&v.st.vnic, address);
+                // (The ports under the link each sits over: this compared
+                // the ports "under" a VNIC named as that link, none, so it
+                // never refused anything.)
+                let under = v.ports_under(&link);
+                if let Some(other) = holders.iter().find(|o| {
+                    v.resolve(v.st.vnic[*o].over.as_str())
+                        .is_some_and(|l| v.ports_under(&l) == under)
                 }) {
                     return Err(CoreError::exists(format!(
                         "MAC address {address} is already used by VNIC {other}"
@@ -1010,7 +1029,7 @@ impl Core {
                 let mut st = v.st.clone();
                 match &link {
                     Link::Phys(d) => {
-                        let e = st.phys.entry(d.clone()).or_default();
+                        let e = st.phys.get_or_default(d.clone());
                         e.name = (&n != d).then(|| n.clone());
                     }
                     Link::Aggr(_) => {
@@ -1022,17 +1041,26 @@ impl Core {
                         st.vnic.insert(n.clone(), x);
                     }
                 }
-                for a in st.aggr.values_mut() {
-                    for p in &mut a.ports {
+                // Only the entries that name the old link are changed (and
+                // copied): the others stay shared with the configuration
+                // before.
+                let members: Vec<LinkName> = st
+                    .aggr
+                    .iter()
+                    .filter(|(_, a)| a.ports.contains(&o))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in members {
+                    for p in &mut st.aggr.get_mut(&k).expect("listed").ports {
                         if *p == o {
                             *p = n.clone();
                         }
                     }
                 }
-                for x in st.vnic.values_mut() {
-                    if x.over == o {
-                        x.over = n.clone();
-                    }
+                let over: Vec<LinkName> =
+                    st.vnic.iter().filter(|(_, x)| x.over == o).map(|(k, _)| k.clone()).collect();
+                for k in over {
+                    st.vnic.get_mut(&k).expect("listed").over = n.clone();
                 }
                 Ok(st)
             })

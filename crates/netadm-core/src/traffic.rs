@@ -188,9 +188,12 @@ impl Core {
     pub fn show_stats(&self) -> Vec<LinkStats> {
         let st = self.running();
         let v = View { hw: self.hardware(), st: &st };
-        v.links()
-            .into_iter()
-            .filter(|(_, l)| !matches!(l, Link::Vnic(_)))
+        // Ports and aggregations only: VNICs have no counters of their own
+        // here, and listing them would make this cost every VNIC.
+        let ports = self.hardware().ports().iter();
+        let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
+        ports
+            .chain(st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))))
             .map(|(name, l)| {
                 let mut s = LinkStats {
                     link: name.to_string(),

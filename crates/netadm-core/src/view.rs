@@ -8,22 +8,50 @@ use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use netadm_config::{Entry, LinkState, diff};
+use netadm_config::{Entry, LinkState, VnicConf, diff};
 
 use crate::links::{Link, View};
 use crate::{Core, CoreError};
 
 /// The `show-link` row of `link`, named `name`, under the running (`v`) and
-/// persistent (`pv`) configurations.
-fn link_info(v: &View<'_>, pv: &View<'_>, name: &LinkName, link: &Link) -> LinkInfo {
-    let over = match link {
-        Link::Phys(_) => vec![],
-        Link::Aggr(n) => v.st.aggr[n].ports.iter().map(ToString::to_string).collect(),
-        Link::Vnic(n) => vec![v.st.vnic[n].over.to_string()],
+/// persistent (`pv`) configurations. `over_mtu` gives the MTU of a link
+/// VNICs sit over, when the caller has it (a VNIC without an MTU of its
+/// own runs with it).
+fn link_info(
+    v: &View<'_>,
+    pv: &View<'_>,
+    name: &LinkName,
+    link: &Link,
+    vnic: Option<&VnicConf>,
+    over_mtu: &mut dyn FnMut(&LinkName) -> Option<u32>,
+) -> LinkInfo {
+    // A VNIC's entry, looked up once (or given by a caller walking them).
+    let vnic = match (link, vnic) {
+        (Link::Vnic(n), None) => v.st.vnic.get(n),
+        (_, c) => c,
+    };
+    let over = match (link, vnic) {
+        (Link::Aggr(n), _) => v.st.aggr[n].ports.iter().map(ToString::to_string).collect(),
+        (_, Some(c)) => vec![c.over.to_string()],
+        _ => vec![],
     };
     let persistent = match link {
         Link::Phys(_) => true,
+        // Nothing temporary: the running configuration is the persistent one.
+        _ if v.st.shares(pv.st) => true,
         _ => pv.resolve(name.as_str()).is_some_and(|l| l.class() == link.class()),
+    };
+    let (mtu, member_of) = match vnic {
+        Some(c) => {
+            let mtu = match c.props.get(&PropName::Mtu) {
+                Some(s) => PropName::Mtu.spec().parse_value(s).ok().and_then(|x| x.as_uint()),
+                None => over_mtu(&c.over).map(u64::from),
+            };
+            let mtu = mtu.map(|m| m as u32);
+            // A VNIC is never an aggregation's member.
+            (mtu.unwrap_or_else(|| v.mtu(link)), String::new())
+        }
+        _ => (v.mtu(link), v.aggr_of(name).map(ToString::to_string).unwrap_or_default()),
     };
     LinkInfo {
         link: name.to_string(),
@@ -31,10 +59,10 @@ fn link_info(v: &View<'_>, pv: &View<'_>, name: &LinkName, link: &Link) -> LinkI
             Link::Vnic(n) if v.st.vnic[n].vlan => "vlan".to_owned(),
             l => l.class().to_string(),
         },
-        mtu: v.mtu(link),
+        mtu,
         state: "up".into(),
         over,
-        member_of: v.aggr_of(name).map(ToString::to_string).unwrap_or_default(),
+        member_of,
         persistent,
     }
 }
@@ -72,7 +100,30 @@ impl Core {
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
         let pv = self.view_of(&persisted);
-        v.links().into_iter().map(|(name, link)| link_info(&v, &pv, &name, &link)).collect()
+        // The MTU of each link VNICs sit over, worked out once: there are
+        // few of them and many VNICs.
+        let mut mtus: BTreeMap<LinkName, Option<u32>> = BTreeMap::new();
+        let mut over_mtu = |o: &LinkName| {
+            if let Some(m) = mtus.get(o) {
+                return *m;
+            }
+            let m = v.resolve(o.as_str()).map(|l| v.mtu(&l));
+            mtus.insert(o.clone(), m);
+            m
+        };
+        let ports = self.hardware().ports().iter();
+        let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
+        let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
+        let mut out: Vec<LinkInfo> = ports
+            .chain(aggrs)
+            .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu))
+            .collect();
+        out.extend(
+            st.vnic.iter().map(|(n, c)| {
+                link_info(&v, &pv, n, &Link::Vnic(n.clone()), Some(c), &mut over_mtu)
+            }),
+        );
+        out
     }
 
     /// `show-link` rows of the links among `names` that exist, each at the
@@ -86,7 +137,7 @@ impl Core {
             .iter()
             .filter_map(|n| {
                 let link = v.resolve(n)?;
-                Some(link_info(&v, &pv, &n.parse().ok()?, &link))
+                Some(link_info(&v, &pv, &n.parse().ok()?, &link, None, &mut |_| None))
             })
             .collect()
     }
@@ -192,26 +243,37 @@ impl Core {
     pub fn show_vnic(&self) -> Vec<VnicInfo> {
         let st = self.running();
         let v = self.view_of(&st);
-        st.vnic
+        st.vnic.iter().filter(|(_, c)| !c.vlan).map(|(n, c)| self.vnic_info(&v, n, c)).collect()
+    }
+
+    /// `show-vnic` rows of the VNICs among `names` that exist, each at the
+    /// cost of its own lookup.
+    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicInfo> {
+        let st = self.running();
+        let v = self.view_of(&st);
+        names
             .iter()
+            .filter_map(|n| st.vnic.get_key_value(n.as_str()))
             .filter(|(_, c)| !c.vlan)
-            .map(|(n, c)| {
-                let speed = v
-                    .ports_under(&Link::Vnic(n.clone()))
-                    .iter()
-                    .filter_map(|d| self.hardware().port(d.as_str()))
-                    .map(|p| p.speed)
-                    .sum();
-                VnicInfo {
-                    link: n.to_string(),
-                    over: c.over.to_string(),
-                    speed,
-                    macaddress: c.mac.to_string(),
-                    macaddrtype: c.mac_mode.clone(),
-                    vid: c.vid.map_or(0, u16::from),
-                }
-            })
+            .map(|(n, c)| self.vnic_info(&v, n, c))
             .collect()
+    }
+
+    fn vnic_info(&self, v: &View<'_>, n: &LinkName, c: &netadm_config::VnicConf) -> VnicInfo {
+        let speed = v
+            .ports_under(&Link::Vnic(n.clone()))
+            .iter()
+            .filter_map(|d| self.hardware().port(d.as_str()))
+            .map(|p| p.speed)
+            .sum();
+        VnicInfo {
+            link: n.to_string(),
+            over: c.over.to_string(),
+            speed,
+            macaddress: c.mac.to_string(),
+            macaddrtype: c.mac_mode.clone(),
+            vid: c.vid.map_or(0, u16::from),
+        }
     }
 
     /// `show-vlan`.

@@ -174,8 +174,9 @@ fn arg() -> impl Strategy<Value = String> {
     ]
 }
 
-/// D-Bus methods that take arguments: every mutating one, and ShowLinkprop.
-const METHODS: u8 = 19;
+/// D-Bus methods that take arguments: every mutating one, ShowLinkprop,
+/// ShowLinkNamed and ShowVnicNamed.
+const METHODS: u8 = 21;
 
 /// Every D-Bus method that takes arguments, by index, with generated ones.
 fn call(
@@ -208,6 +209,17 @@ fn call(
         15 => c.start_traffic(&a[0], u64::from(n), u32::from(n), u32::from(n)),
         16 => c.stop_traffic(&a[0]),
         17 => c.set_carrier(&a[0], flag),
+        // Names that are no link (or no VNIC) are left out: never an error.
+        19 => {
+            let rows = c.show_links_named(&list.into_iter().collect());
+            assert!(rows.len() <= a[1].split(',').count());
+            return Ok(());
+        }
+        20 => {
+            let rows = c.show_vnics_named(&list.into_iter().collect());
+            assert!(rows.len() <= a[1].split(',').count());
+            return Ok(());
+        }
         _ => return c.show_link_prop(&a[0], &list).map(drop),
     }
     .map(drop)

@@ -383,3 +383,32 @@ fn interrupt_moderation_is_adaptive_by_default_and_fixed_values_take_it_back() {
         c.set_link_prop("i40e0", &props(&[("itr", "auto")]), false, &none)
     });
 }
+
+#[test]
+fn a_mac_in_use_on_the_same_ports_is_refused_until_its_vnic_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = core(dir.path());
+    let mac = "2:8:20:1:2:3";
+    c.create_vnic("vnic0", "i40e0", mac, 0, &props(&[]), false, &none).unwrap();
+    c.create_vnic("vnic1", "i40e0", "random", 0, &props(&[]), true, &none).unwrap();
+    let e = c.create_vnic("vnic2", "i40e0", mac, 0, &props(&[]), false, &none).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Exists, "{}", e.message);
+    assert!(e.message.contains("used by VNIC vnic0"), "{}", e.message);
+    // Other ports: the same MAC is fine there.
+    c.create_vnic("vnic3", "i40e1", mac, 0, &props(&[]), false, &none).unwrap();
+    c.delete_vnic("vnic0", false, &none).unwrap();
+    c.create_vnic("vnic2", "i40e0", mac, 0, &props(&[]), false, &none).unwrap();
+    // vnic3 still holds it on i40e1.
+    let e = c.create_vnic("vnic4", "i40e1", mac, 0, &props(&[]), true, &none).unwrap_err();
+    assert!(e.message.contains("used by VNIC vnic3"), "{}", e.message);
+    // Factory addresses: the first one free, after one in the middle went.
+    for f in ["f0", "f1", "f2"] {
+        c.create_vnic(&format!("{f}0"), "atl1c0", "factory", 0, &props(&[]), false, &none).unwrap();
+    }
+    c.delete_vnic("f10", false, &none).unwrap();
+    c.create_vnic("f30", "atl1c0", "factory", 0, &props(&[]), false, &none).unwrap();
+    let st = c.running();
+    let mac_of = |n: &str| st.vnic.get(n).unwrap().mac;
+    let macs: std::collections::BTreeSet<_> = ["f00", "f20", "f30"].map(mac_of).into();
+    assert_eq!(macs.len(), 3, "factory addresses are distinct: {macs:?}");
+}

@@ -395,6 +395,9 @@ mod proxies {
         fn show_phys(&self) -> zbus::Result<Vec<PhysInfo>>;
         /// All datalinks.
         fn show_link(&self) -> zbus::Result<Vec<LinkInfo>>;
+        /// The datalinks named, each at the cost of its own lookup, not of
+        /// listing every link; `NotFound` names the first that is no link.
+        fn show_link_named(&self, names: &[&str]) -> zbus::Result<Vec<LinkInfo>>;
         /// Renames a link.
         fn rename_link(&self, old: &str, new: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// Creates an aggregation; `mac` empty means the first port's.
@@ -448,6 +451,9 @@ mod proxies {
         fn delete_vnic(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// VNICs.
         fn show_vnic(&self) -> zbus::Result<Vec<VnicInfo>>;
+        /// The VNICs named, each at the cost of its own lookup; `NotFound`
+        /// names the first that is no VNIC.
+        fn show_vnic_named(&self, names: &[&str]) -> zbus::Result<Vec<VnicInfo>>;
         /// Creates VLAN `vid` (1-4094) over `over` as link `name`.
         fn create_vlan(
             &self,
