@@ -77,7 +77,9 @@ struct PortPlan {
 
 /// The state owner.
 pub struct Core {
-    hw: Hardware,
+    /// Shared with the LACP thread, which moves flows when a member
+    /// becomes usable or unusable.
+    hw: Arc<Hardware>,
     store: Option<Store>,
     running: RwLock<Arc<LinkState>>,
     persisted: Mutex<Arc<LinkState>>,
@@ -93,8 +95,9 @@ pub struct Core {
     groups: Mutex<groups::Groups>,
     /// LACP on the ports of aggregations that run it.
     lacp: lacp::Lacp,
-    /// Each aggregation's transmit path, kept in step with its members.
-    aggr_tx: Mutex<BTreeMap<netadm_model::LinkName, Arc<netadm_datapath::tx::AggrTx>>>,
+    /// Each aggregation's transmit path, kept in step with its members
+    /// (shared with the LACP thread, as `hw`).
+    aggr_tx: Arc<traffic::AggrTxs>,
 }
 
 impl std::fmt::Debug for Core {
@@ -202,7 +205,7 @@ impl Core {
         wrap: Option<&hw::NicWrap>,
         kernel_mirror: bool,
     ) -> Result<Self, CoreError> {
-        let hw = Hardware::power_on(cfg, strategy, wrap)?;
+        let hw = Arc::new(Hardware::power_on(cfg, strategy, wrap)?);
         let persisted = match &store {
             Some(s) => s.load().map_err(|e| CoreError::persistence(e.to_string()))?,
             None => LinkState::default(),
@@ -217,7 +220,7 @@ impl Core {
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
-            aggr_tx: Mutex::new(BTreeMap::new()),
+            aggr_tx: Arc::default(),
             groups: Mutex::new(BTreeMap::new()),
             mirror: if kernel_mirror { Some(mirror::Mirror::open()?) } else { None },
             lacp: lacp::Lacp::start(),
@@ -225,6 +228,14 @@ impl Core {
         for p in core.hw.ports() {
             p.classifier.set_slow_handler(Some(core.lacp.receiver(p.device.as_str())));
         }
+        // A member LACP lets distribute, or stops, has its flows moved by
+        // the LACP thread, drained first (weak: the core owns both).
+        let (hw, txs) = (Arc::downgrade(&core.hw), Arc::downgrade(&core.aggr_tx));
+        core.lacp.on_change(Box::new(move || {
+            if let (Some(hw), Some(txs)) = (hw.upgrade(), txs.upgrade()) {
+                traffic::resettle(&hw, &txs);
+            }
+        }));
         // Replay: the persistent configuration must still make sense on this
         // hardware, then it becomes the running one.
         ops::check_state(&View { hw: &core.hw, st: &persisted }).map_err(|e| {
