@@ -433,6 +433,10 @@ impl Core {
     }
 }
 
+/// Most drain deadlines (1 s each) a move waits while the port still
+/// sends what was queued before it.
+const DRAIN_TRIES: u32 = 5;
+
 /// Moves the flows of every aggregation whose members' usability (carrier,
 /// LACP distributing) is not what its flows are placed by: senders on its
 /// members are paused and what they sent is delivered first, so no frame
@@ -459,7 +463,10 @@ pub(crate) fn resettle(hw: &Hardware, aggr_tx: &AggrTxs) -> Vec<String> {
 
 /// Runs `f` with the senders on the ports named `ports` paused and what
 /// they sent delivered (a cable's far end included), then lets them go
-/// on. A drain that times out is let be: the move goes ahead.
+/// on. A drain that times out while its port is still sending (a slow
+/// wire, a device thread kept off the CPU) is waited again, up to
+/// [`DRAIN_TRIES`] times; one that makes no progress is let be, and the
+/// move goes ahead.
 fn held_and_drained<T>(hw: &Hardware, ports: &[String], f: impl FnOnce() -> T) -> T {
     let ports: Vec<_> =
         hw.ports().iter().filter(|p| ports.iter().any(|n| p.device.as_str() == n)).collect();
@@ -467,7 +474,14 @@ fn held_and_drained<T>(hw: &Hardware, ports: &[String], f: impl FnOnce() -> T) -
         p.tx_map.pause();
     }
     for p in &ports {
-        let _ = crate::hitless::drain_to_peer(hw, p);
+        let sent = || netadm_nic::Nic::hw_stats(&**p.engine.nic()).tx_frames;
+        let mut before = sent();
+        for _ in 0..DRAIN_TRIES {
+            if crate::hitless::drain_to_peer(hw, p).is_ok() || sent() == before {
+                break;
+            }
+            before = sent();
+        }
     }
     let r = f();
     for p in &ports {

@@ -411,11 +411,12 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
 
 /// [`CABLED`] with the atl1c0–atl1c2 cable at 20 Mb/s: 16.4 kpps of
 /// 128-byte frames, so a member that takes over the other's flows falls
-/// behind and has a backlog in flight when the other comes back.
+/// behind and has a backlog in flight when the other comes back: its four
+/// TX rings of 256 frames, 62 ms of wire time.
 fn slow_cabled() -> HardwareConfig {
     let toml = ["atl1c0", "atl1c2"].iter().fold(CABLED.to_string(), |t, port| {
         let name = format!("name = \"{port}\"\n");
-        t.replace(&name, &format!("{name}speed = 20\n"))
+        t.replace(&name, &format!("{name}speed = 20\nring_size = 256\n"))
     });
     HardwareConfig::parse(&toml, Path::new("slow.toml")).unwrap()
 }
@@ -464,11 +465,9 @@ fn plugging_back_behind_a_backlog(lacp: bool) {
     c.stop_traffic("aggr1").unwrap();
     let t = settle_cabled(&c);
     assert_eq!((t.reordered, t.duplicated), (0, 0), "{t:?}");
-    // The longest hold is the drain of atl1c0's backlog, its four
-    // 1024-frame rings: 0.25 s at 16.4 kpps (measured 0.25 s, up to 0.35 s
-    // on a loaded machine, where the device thread runs late), within the
-    // drain's 1 s deadline.
-    assert_pause_below(&t, PAUSE_BOUND_US, "the backlog drained within the drain deadline");
+    // The longest hold is the drain of atl1c0's backlog: 62 ms of wire
+    // time, longer on a loaded machine, where the device thread runs late.
+    assert_pause_below(&t, PAUSE_BOUND_US, "no longer than the backlog took to leave");
 }
 
 #[test]
