@@ -40,7 +40,8 @@ pub(crate) struct PortCfg {
     pub carrier: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-/// Called on the LACP thread after each round, with no lock held.
+/// Called on the LACP thread, with no lock held, after a round in which
+/// a distributing flag changed.
 type OnChange = Box<dyn Fn() + Send + Sync>;
 
 struct Shared {
@@ -211,8 +212,9 @@ fn run(sh: &Shared) {
             // delays the PDU to the next period.
             let _ = engine.transmit(0, &[&pdu]);
         }
-        // Outside the lock: moving flows drains the datapath, whose
-        // interrupt threads hand received LACPDUs to `receive_on`.
+        // Outside the lock. The hook only hands the move on to a thread
+        // of its own: moving flows drains the datapath, which must not
+        // hold up the protocol's rounds.
         if changed && let Some(f) = sh.on_change.get() {
             f();
         }

@@ -228,13 +228,24 @@ impl Core {
         for p in core.hw.ports() {
             p.classifier.set_slow_handler(Some(core.lacp.receiver(p.device.as_str())));
         }
-        // A member LACP lets distribute, or stops, has its flows moved by
-        // the LACP thread, drained first (weak: the core owns both).
+        // A member LACP lets distribute, or stops, has its flows moved,
+        // drained first, on a thread of their own: a drain never holds up
+        // the LACP thread's rounds. It ends when the LACP thread's hook (the
+        // sender) goes with the core; weak: the core owns both.
+        let (kick, kicked) = std::sync::mpsc::channel::<()>();
         let (hw, txs) = (Arc::downgrade(&core.hw), Arc::downgrade(&core.aggr_tx));
+        std::thread::Builder::new()
+            .name("netadm-resettle".into())
+            .spawn(move || {
+                while kicked.recv().is_ok() {
+                    while kicked.try_recv().is_ok() {}
+                    let (Some(hw), Some(txs)) = (hw.upgrade(), txs.upgrade()) else { return };
+                    traffic::resettle(&hw, &txs);
+                }
+            })
+            .map_err(|e| CoreError::internal(format!("cannot start the resettle thread: {e}")))?;
         core.lacp.on_change(Box::new(move || {
-            if let (Some(hw), Some(txs)) = (hw.upgrade(), txs.upgrade()) {
-                traffic::resettle(&hw, &txs);
-            }
+            let _ = kick.send(());
         }));
         // Replay: the persistent configuration must still make sense on this
         // hardware, then it becomes the running one.

@@ -433,9 +433,9 @@ impl Core {
     }
 }
 
-/// Most drain deadlines (1 s each) a move waits while the port still
-/// sends what was queued before it.
-const DRAIN_TRIES: u32 = 5;
+/// Longest a move waits for its ports to drain while they still send
+/// what was queued before it (a drain deadline is 1 s).
+const MOVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Moves the flows of every aggregation whose members' usability (carrier,
 /// LACP distributing) is not what its flows are placed by: senders on its
@@ -464,22 +464,23 @@ pub(crate) fn resettle(hw: &Hardware, aggr_tx: &AggrTxs) -> Vec<String> {
 /// Runs `f` with the senders on the ports named `ports` paused and what
 /// they sent delivered (a cable's far end included), then lets them go
 /// on. A drain that times out while its port is still sending (a slow
-/// wire, a device thread kept off the CPU) is waited again, up to
-/// [`DRAIN_TRIES`] times; one that makes no progress is let be, and the
-/// move goes ahead.
+/// wire, a device thread kept off the CPU) is waited again, until
+/// [`MOVE_DEADLINE`]; one that makes no progress is let be, and the move
+/// goes ahead.
 fn held_and_drained<T>(hw: &Hardware, ports: &[String], f: impl FnOnce() -> T) -> T {
     let ports: Vec<_> =
         hw.ports().iter().filter(|p| ports.iter().any(|n| p.device.as_str() == n)).collect();
     for p in &ports {
         p.tx_map.pause();
     }
+    let deadline = Instant::now() + MOVE_DEADLINE;
     for p in &ports {
         let sent = || netadm_nic::Nic::hw_stats(&**p.engine.nic()).tx_frames;
         let mut before = sent();
-        for _ in 0..DRAIN_TRIES {
-            if crate::hitless::drain_to_peer(hw, p).is_ok() || sent() == before {
-                break;
-            }
+        while crate::hitless::drain_to_peer(hw, p).is_err()
+            && sent() != before
+            && Instant::now() < deadline
+        {
             before = sent();
         }
     }

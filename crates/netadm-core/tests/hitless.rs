@@ -452,6 +452,7 @@ fn plugging_back_behind_a_backlog(lacp: bool) {
             && e.all_rings().iter().any(|&r| e.info(r).unwrap().tx_refused > 0)
     });
     let plug = c.set_carrier("atl1c1", true).unwrap();
+    eprintln!("plug-cable atl1c1: {:?}", plug.notes);
     if lacp {
         wait_for("atl1c1 back", || distributing(1));
     } else {
