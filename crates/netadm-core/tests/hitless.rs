@@ -412,11 +412,13 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
 /// [`CABLED`] with the atl1c0–atl1c2 cable at 20 Mb/s: 16.4 kpps of
 /// 128-byte frames, so a member that takes over the other's flows falls
 /// behind and has a backlog in flight when the other comes back: its four
-/// TX rings of 256 frames, 62 ms of wire time.
+/// TX rings of 128 frames, 31 ms of wire time (ten times that and more
+/// under a CPU hog, where the device thread is woken late and the wire
+/// idles meanwhile).
 fn slow_cabled() -> HardwareConfig {
     let toml = ["atl1c0", "atl1c2"].iter().fold(CABLED.to_string(), |t, port| {
         let name = format!("name = \"{port}\"\n");
-        t.replace(&name, &format!("{name}speed = 20\nring_size = 256\n"))
+        t.replace(&name, &format!("{name}speed = 20\nring_size = 128\n"))
     });
     HardwareConfig::parse(&toml, Path::new("slow.toml")).unwrap()
 }
@@ -455,19 +457,20 @@ fn plugging_back_behind_a_backlog(lacp: bool) {
     eprintln!("plug-cable atl1c1: {:?}", plug.notes);
     if lacp {
         wait_for("atl1c1 back", || distributing(1));
-    } else {
-        assert!(
-            plug.notes.iter().any(|n| n.contains("flows moved back to atl1c1")),
-            "the move is reported: {plug:?}"
-        );
     }
     let a1 = opackets(&c, "atl1c1");
     wait_for("atl1c1 carrying again", || opackets(&c, "atl1c1") > a1 + 1_000);
     c.stop_traffic("aggr1").unwrap();
     let t = settle_cabled(&c);
     assert_eq!((t.reordered, t.duplicated), (0, 0), "{t:?}");
-    // The longest hold is the drain of atl1c0's backlog: 62 ms of wire
-    // time, longer on a loaded machine, where the device thread runs late.
+    // Without LACP, plug-cable moved the flows itself, and says so.
+    assert!(
+        lacp || plug.notes.iter().any(|n| n.contains("flows moved back to atl1c1")),
+        "the move is reported: {plug:?}"
+    );
+    // The longest hold is the drain of atl1c0's backlog (31 ms of wire
+    // time; measured up to 1.5 s with 1024 frames queued under a CPU hog,
+    // hence the small rings).
     assert_pause_below(&t, PAUSE_BOUND_US, "no longer than the backlog took to leave");
 }
 
