@@ -48,9 +48,20 @@ impl Manager {
         f: impl FnOnce(&Core) -> T + Send + 'static,
     ) -> Result<T, Error> {
         let core = self.core.clone();
-        tokio::task::spawn_blocking(move || f(&core))
-            .await
-            .map_err(|e| Error::Internal(format!("a read failed: {e}")))
+        tokio::task::spawn_blocking(move || {
+            // Test-only: `daemon.read=return(MS)` holds every read MS ms,
+            // saying so, to show reads never occupy the async workers.
+            #[cfg(feature = "failpoints")]
+            if let Some(ms) =
+                fail::eval("daemon.read", |a| a.and_then(|a| a.parse::<u64>().ok())).flatten()
+            {
+                eprintln!("failpoint daemon.read: holding a read {ms} ms");
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            f(&core)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("a read failed: {e}")))
     }
 
     /// Runs a mutation on the blocking pool, forwarding its progress as

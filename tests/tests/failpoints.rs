@@ -156,3 +156,59 @@ fn a_crash_at_every_step_of_a_save_leaves_the_state_before_or_after_every_verb()
     );
     assert_eq!(cases, STEPS.len() * VERBS.len());
 }
+
+/// Issue 12, point 6: reads run on the blocking pool, never on the async
+/// workers (two of them). With a failpoint holding every read for 5 s,
+/// eight concurrent show-link calls are all inside their reads at once —
+/// on the async workers at most two could be, and a third would enter
+/// only after 5 s — and the daemon still answers a property read meanwhile.
+#[test]
+fn shows_held_in_their_reads_all_run_at_once_and_the_daemon_still_answers() {
+    const HOLD_MS: u64 = 5_000;
+    const SHOWS: usize = 8;
+    let bus = Bus::start();
+    let dir = bus.subdir("reads");
+    let hold = format!("daemon.read=return({HOLD_MS})");
+    let d = Daemon::start_env(&bus, &dir, &[], &[("FAILPOINTS", &hold)]);
+    let started = std::time::Instant::now();
+    let mut shows: Vec<std::process::Child> = (0..SHOWS)
+        .map(|_| {
+            std::process::Command::new(bin("netadm"))
+                .env("NETADM_BUS", bus.address())
+                .arg("show-link")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Every show inside its read: an event the daemon prints. Had reads
+    // run on the async workers, the third could not enter before the
+    // first two had been held their 5 s.
+    let mut held = 0;
+    let deadline = started + Duration::from_millis(HOLD_MS * 4 / 5);
+    while held < SHOWS {
+        held += d.stderr_so_far().iter().filter(|l| l.contains("failpoint daemon.read")).count();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {held} of {SHOWS} show-link calls entered their read before the first could \
+             have left it: reads are not running beside each other"
+        );
+        std::thread::yield_now();
+    }
+    let version = std::process::Command::new("busctl")
+        .arg(format!("--address={}", bus.address()))
+        .args(["get-property", "org.netadm.Netadm1", "/org/netadm/Netadm1"])
+        .args(["org.netadm.Netadm1", "Version"])
+        .output()
+        .unwrap();
+    assert!(version.status.success(), "{}", String::from_utf8_lossy(&version.stderr));
+    let done: Vec<_> = shows.iter_mut().filter_map(|c| c.try_wait().unwrap()).collect();
+    assert!(
+        done.is_empty() || started.elapsed() >= Duration::from_millis(HOLD_MS),
+        "the daemon answered only after held reads had finished: {done:?}"
+    );
+    for mut c in shows {
+        assert!(c.wait().unwrap().success(), "every held show-link answers in the end");
+    }
+}

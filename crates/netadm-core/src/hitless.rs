@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use netadm_nic::{NicError, QueueId};
 use netadm_rings::{OpReport, RingError};
 
-use crate::hw::{Driver, Port};
+use crate::hw::{Driver, Hardware, Port};
 
 /// How long in-flight frames get to drain before a steering flip.
 const DRAIN: Duration = Duration::from_secs(1);
@@ -121,6 +121,21 @@ fn drain_tx(p: &Port, rings: &[u16]) -> Result<(), RingError> {
         return Err(RingError::TxDrainTimeout { rings: txqs });
     }
     Ok(())
+}
+
+/// [`drain`] over the rings senders use on `p`, and, for a cable, until
+/// what it sent has also been delivered at the far end (the peer's
+/// receive packet buffer emptied and its RX rings reaped): a flow moved
+/// to another member then cannot overtake its own frames.
+pub(crate) fn drain_to_peer(hw: &Hardware, p: &Port) -> Result<(), RingError> {
+    drain(p, &p.tx_map.rings())?;
+    let netadm_config::Wire::Cable { peer } = &p.wire else { return Ok(()) };
+    let Some(q) = hw.port(peer.as_str()) else { return Ok(()) };
+    let deadline = Instant::now() + DRAIN;
+    if !q.device_handle().wait_inbox_empty(deadline) {
+        return Err(RingError::TxDrainTimeout { rings: p.tx_map.rings() });
+    }
+    drain_rx(q, &q.engine.all_rings(), deadline)
 }
 
 fn drain_rx(p: &Port, rings: &[u16], deadline: Instant) -> Result<(), RingError> {

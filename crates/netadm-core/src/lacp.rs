@@ -40,9 +40,16 @@ pub(crate) struct PortCfg {
     pub carrier: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
+/// Called on the LACP thread, with no lock held, after a round in which
+/// a distributing flag changed.
+type OnChange = Box<dyn Fn() + Send + Sync>;
+
 struct Shared {
     state: Mutex<State>,
     cv: Condvar,
+    /// Brings the aggregations' flow placement in step with what their
+    /// members' distributing flags (and carriers) say now.
+    on_change: std::sync::OnceLock<OnChange>,
 }
 
 /// The LACP thread and the ports it runs.
@@ -53,7 +60,11 @@ pub(crate) struct Lacp {
 
 impl Lacp {
     pub(crate) fn start() -> Self {
-        let sh = Arc::new(Shared { state: Mutex::new(State::default()), cv: Condvar::new() });
+        let sh = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            on_change: std::sync::OnceLock::new(),
+        });
         let t = {
             let sh = sh.clone();
             std::thread::Builder::new()
@@ -62,6 +73,13 @@ impl Lacp {
                 .expect("spawn lacp")
         };
         Self { sh, thread: Some(t) }
+    }
+
+    /// Sets what the thread calls (once) after a round in which some
+    /// port's distributing flag changed, here or on a receiving port's
+    /// interrupt thread.
+    pub(crate) fn on_change(&self, f: OnChange) {
+        let _ = self.sh.on_change.set(f);
     }
 
     /// The distributing flag of a port (false until LACP says otherwise).
@@ -156,6 +174,8 @@ impl Drop for Lacp {
 }
 
 fn run(sh: &Shared) {
+    // The distributing flags as the last call of `on_change` saw them.
+    let mut seen: BTreeMap<String, bool> = BTreeMap::new();
     let mut st = sh.state.lock().unwrap();
     loop {
         if st.shutdown {
@@ -182,15 +202,28 @@ fn run(sh: &Shared) {
             p.distributing.store(p.sm.distributing(), Ordering::Release);
             next = next.min(p.sm.next_deadline());
         }
+        let flags: BTreeMap<String, bool> =
+            st.flags.iter().map(|(n, f)| (n.clone(), f.load(Ordering::Acquire))).collect();
+        let changed = flags != seen;
+        seen = flags;
         drop(st);
         for (engine, pdu) in out {
             // Ring 0 always runs on a port with members; a full ring only
             // delays the PDU to the next period.
             let _ = engine.transmit(0, &[&pdu]);
         }
+        // Outside the lock. The hook only hands the move on to a thread
+        // of its own: moving flows drains the datapath, which must not
+        // hold up the protocol's rounds.
+        if changed && let Some(f) = sh.on_change.get() {
+            f();
+        }
         st = sh.state.lock().unwrap();
+        // A flag an interrupt thread changed meanwhile (its notification
+        // came while this thread was not waiting) is looked at now.
+        let moved = st.flags.iter().any(|(n, f)| seen.get(n) != Some(&f.load(Ordering::Acquire)));
         let wait = next.saturating_duration_since(Instant::now());
-        if !wait.is_zero() && !st.shutdown {
+        if !wait.is_zero() && !st.shutdown && !moved {
             st = sh.cv.wait_timeout(st, wait).unwrap().0;
         }
     }

@@ -84,7 +84,9 @@ struct PortPlan {
 
 /// The state owner.
 pub struct Core {
-    hw: Hardware,
+    /// Shared with the LACP thread, which moves flows when a member
+    /// becomes usable or unusable.
+    hw: Arc<Hardware>,
     store: Option<Store>,
     running: RwLock<Arc<LinkState>>,
     persisted: Mutex<Arc<LinkState>>,
@@ -107,8 +109,9 @@ pub struct Core {
     macs: Mutex<delta::MacIndex>,
     /// LACP on the ports of aggregations that run it.
     lacp: lacp::Lacp,
-    /// Each aggregation's transmit path, kept in step with its members.
-    aggr_tx: Mutex<BTreeMap<netadm_model::LinkName, Arc<netadm_datapath::tx::AggrTx>>>,
+    /// Each aggregation's transmit path, kept in step with its members
+    /// (shared with the LACP thread, as `hw`).
+    aggr_tx: Arc<traffic::AggrTxs>,
 }
 
 impl std::fmt::Debug for Core {
@@ -216,7 +219,7 @@ impl Core {
         wrap: Option<&hw::NicWrap>,
         kernel_mirror: bool,
     ) -> Result<Self, CoreError> {
-        let hw = Hardware::power_on(cfg, strategy, wrap)?;
+        let hw = Arc::new(Hardware::power_on(cfg, strategy, wrap)?);
         let persisted = match &store {
             Some(s) => s.load().map_err(|e| CoreError::persistence(e.to_string()))?,
             None => LinkState::default(),
@@ -231,7 +234,7 @@ impl Core {
             history: Mutex::new(VecDeque::new()),
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
-            aggr_tx: Mutex::new(BTreeMap::new()),
+            aggr_tx: Arc::default(),
             groups: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(None),
             macs: Mutex::new(delta::MacIndex::default()),
@@ -241,6 +244,25 @@ impl Core {
         for p in core.hw.ports() {
             p.classifier.set_slow_handler(Some(core.lacp.receiver(p.device.as_str())));
         }
+        // A member LACP lets distribute, or stops, has its flows moved,
+        // drained first, on a thread of their own: a drain never holds up
+        // the LACP thread's rounds. It ends when the LACP thread's hook (the
+        // sender) goes with the core; weak: the core owns both.
+        let (kick, kicked) = std::sync::mpsc::channel::<()>();
+        let (hw, txs) = (Arc::downgrade(&core.hw), Arc::downgrade(&core.aggr_tx));
+        std::thread::Builder::new()
+            .name("netadm-resettle".into())
+            .spawn(move || {
+                while kicked.recv().is_ok() {
+                    while kicked.try_recv().is_ok() {}
+                    let (Some(hw), Some(txs)) = (hw.upgrade(), txs.upgrade()) else { return };
+                    traffic::resettle(&hw, &txs);
+                }
+            })
+            .map_err(|e| CoreError::internal(format!("cannot start the resettle thread: {e}")))?;
+        core.lacp.on_change(Box::new(move || {
+            let _ = kick.send(());
+        }));
         // Replay: the persistent configuration must still make sense on this
         // hardware, then it becomes the running one.
         ops::check_state(&View { hw: &core.hw, st: &persisted }).map_err(|e| {

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use netadm_datapath::frame::HEADER;
 use netadm_datapath::tx::{AggrTx, HashLayers, Member, PortTx};
@@ -11,8 +12,12 @@ use netadm_dbus::{LinkStats, OpResult, TrafficInfo};
 use netadm_model::AggrLayer;
 use netadm_model::LinkName;
 
+use crate::hw::Hardware;
 use crate::links::{Link, View};
 use crate::{Core, CoreError, Timing};
+
+/// Each aggregation's transmit path, by name.
+pub(crate) type AggrTxs = Mutex<BTreeMap<LinkName, Arc<AggrTx>>>;
 
 /// Most flows a stream may have.
 const MAX_FLOWS: u32 = 4096;
@@ -384,29 +389,13 @@ impl Core {
                 }
                 None => vec![],
             };
-            let now: Vec<String> = members.iter().map(|x| x.name.clone()).collect();
+            let mut ports: Vec<String> = members.iter().map(|x| x.name.clone()).collect();
             let was = tx.member_names();
-            if now == was {
+            if ports == was {
                 continue;
             }
-            let ports: Vec<_> = self
-                .hardware()
-                .ports()
-                .iter()
-                .filter(|p| {
-                    now.contains(&p.device.to_string()) || was.contains(&p.device.to_string())
-                })
-                .collect();
-            for p in &ports {
-                p.tx_map.pause();
-            }
-            for p in &ports {
-                let _ = crate::hitless::drain(p, &p.tx_map.rings());
-            }
-            tx.set_members(members);
-            for p in &ports {
-                p.tx_map.resume();
-            }
+            ports.extend(was);
+            held_and_drained(self.hardware(), &ports, || tx.set_members(members));
         }
     }
 
@@ -425,7 +414,6 @@ impl Core {
             };
             let p = self.hardware().port(d.as_str()).expect("resolved");
             p.device_handle().set_carrier(up);
-            self.lacp.kick();
             if let netadm_config::Wire::Cable { peer } = &p.wire
                 && let Some(q) = self.hardware().port(peer.as_str())
             {
@@ -433,6 +421,14 @@ impl Core {
                 t.note(format!("the cable to {peer} is {}", if up { "plugged in" } else { "cut" }));
             }
             t.phase("carrier");
+            // The flows move now, the carrier's member drained first (with
+            // LACP a member comes back once it distributes again: the
+            // LACP thread, kicked below, moves its flows then).
+            for note in resettle(self.hardware(), &self.aggr_tx) {
+                t.note(note);
+            }
+            t.phase("resettle");
+            self.lacp.kick();
             Ok(())
         })();
         let total = t.started.elapsed().as_micros() as u64;
@@ -441,6 +437,64 @@ impl Core {
         self.record(&format!("{op} {link}"), res.as_ref(), total);
         res
     }
+}
+
+/// Longest a move waits for its ports to drain while they still send
+/// what was queued before it (a drain deadline is 1 s).
+const MOVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Moves the flows of every aggregation whose members' usability (carrier,
+/// LACP distributing) is not what its flows are placed by: senders on its
+/// members are paused and what they sent is delivered first, so no frame
+/// overtakes an earlier one of its flow. Until then a member that came
+/// back carries nothing new and one that went away holds its flows.
+/// Returns what moved, with how long senders were held.
+pub(crate) fn resettle(hw: &Hardware, aggr_tx: &AggrTxs) -> Vec<String> {
+    let m = aggr_tx.lock().unwrap();
+    let mut notes = Vec::new();
+    for (name, tx) in m.iter() {
+        if !tx.placement_stale() {
+            continue;
+        }
+        let t0 = Instant::now();
+        let moved = held_and_drained(hw, &tx.member_names(), || tx.adopt_usable());
+        let held = t0.elapsed().as_micros();
+        for (member, usable) in moved {
+            let to = if usable { "back to" } else { "away from" };
+            notes.push(format!("{name}: flows moved {to} {member}; senders held {held} us"));
+        }
+    }
+    notes
+}
+
+/// Runs `f` with the senders on the ports named `ports` paused and what
+/// they sent delivered (a cable's far end included), then lets them go
+/// on. A drain that times out while its port is still sending (a slow
+/// wire, a device thread kept off the CPU) is waited again, until
+/// [`MOVE_DEADLINE`]; one that makes no progress is let be, and the move
+/// goes ahead.
+fn held_and_drained<T>(hw: &Hardware, ports: &[String], f: impl FnOnce() -> T) -> T {
+    let ports: Vec<_> =
+        hw.ports().iter().filter(|p| ports.iter().any(|n| p.device.as_str() == n)).collect();
+    for p in &ports {
+        p.tx_map.pause();
+    }
+    let deadline = Instant::now() + MOVE_DEADLINE;
+    for p in &ports {
+        let sent = || netadm_nic::Nic::hw_stats(&**p.engine.nic()).tx_frames;
+        let mut before = sent();
+        while crate::hitless::drain_to_peer(hw, p).is_err()
+            && sent() != before
+            && Instant::now() < deadline
+        {
+            before = sent();
+        }
+    }
+    let r = f();
+    for p in &ports {
+        p.tx_map.resume();
+    }
+    r
 }
 
 /// Reads a port's carrier.

@@ -10,13 +10,16 @@ use crate::generator::Tx;
 #[derive(Debug, Clone, Default)]
 struct MapState {
     rings: Vec<u16>,
-    paused: bool,
+    /// Holders of a pause: senders may send while there are none.
+    paused: u32,
 }
 
 /// Which of a port's rings senders may use, and whether they may send at
 /// all. Senders hold the map's read lock for the length of one send, so
 /// [`TxMap::pause`] returns only once no send is in progress: after it,
-/// nothing new enters any ring until [`TxMap::resume`].
+/// nothing new enters any ring until [`TxMap::resume`]. Pauses nest: two
+/// holders (an MTU change and a carrier change, say) each pause and
+/// resume, and senders go on only when both have resumed.
 #[derive(Debug, Default)]
 pub struct TxMap {
     state: RwLock<MapState>,
@@ -25,17 +28,19 @@ pub struct TxMap {
 impl TxMap {
     /// A map allowing `rings`.
     pub fn new(rings: Vec<u16>) -> Self {
-        Self { state: RwLock::new(MapState { rings, paused: false }) }
+        Self { state: RwLock::new(MapState { rings, paused: 0 }) }
     }
 
     /// Stops new sends and waits out those in progress.
     pub fn pause(&self) {
-        self.state.write().unwrap().paused = true;
+        self.state.write().unwrap().paused += 1;
     }
 
-    /// Lets senders send again.
+    /// Ends one [`TxMap::pause`]: senders send again once every pause has
+    /// ended.
     pub fn resume(&self) {
-        self.state.write().unwrap().paused = false;
+        let mut st = self.state.write().unwrap();
+        st.paused = st.paused.saturating_sub(1);
     }
 
     /// Sets the rings senders may use.
@@ -71,7 +76,7 @@ impl PortTx {
 impl Tx for PortTx {
     fn send(&self, flow: u32, frames: &[&[u8]]) -> usize {
         let st = self.map.state.read().unwrap();
-        if st.paused || st.rings.is_empty() {
+        if st.paused > 0 || st.rings.is_empty() {
             return 0;
         }
         let ring = st.rings[flow as usize % st.rings.len()];
@@ -80,7 +85,7 @@ impl Tx for PortTx {
 
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
         let st = self.map.state.read().unwrap();
-        if st.paused || st.rings.is_empty() {
+        if st.paused > 0 || st.rings.is_empty() {
             return false;
         }
         let ring = st.rings[flow as usize % st.rings.len()];
@@ -145,13 +150,25 @@ struct AggrState {
     members: Vec<Member>,
     buckets: Vec<u8>,
     layers: HashLayers,
+    /// Per member, whether flows are placed on it: its usability as last
+    /// adopted ([`AggrTx::adopt_usable`], [`AggrTx::set_members`]), which
+    /// is where the frames of its flows are in flight.
+    placed: Vec<bool>,
 }
 
 /// An aggregation's transmit path: flows hashed by policy into buckets,
 /// buckets assigned to members. Membership changes move only the buckets
 /// they must (flows on other members stay put); a member that is not
-/// usable (carrier down) has its flows spread over the others until it is
-/// back, without moving anyone else's.
+/// usable (carrier down, LACP not distributing) has its flows spread over
+/// the others until it is back, without moving anyone else's.
+///
+/// Flows never move on their own: a flow goes where the last adopted
+/// placement puts it. When a member becomes usable, its flows stay where
+/// they are until the owner, with senders paused and what they sent
+/// delivered, calls [`AggrTx::adopt_usable`]; when one becomes unusable,
+/// the flows placed on it are held (sends refused, as a full ring would)
+/// until then. So a flow changes member only with nothing of it in flight,
+/// and no frame overtakes an earlier one of its flow.
 pub struct AggrTx {
     state: RwLock<AggrState>,
 }
@@ -160,7 +177,12 @@ impl AggrTx {
     /// An aggregation path over `members`, hashing `layers`.
     pub fn new(layers: HashLayers, members: Vec<Member>) -> Self {
         let t = Self {
-            state: RwLock::new(AggrState { members: vec![], buckets: vec![0; BUCKETS], layers }),
+            state: RwLock::new(AggrState {
+                members: vec![],
+                buckets: vec![0; BUCKETS],
+                layers,
+                placed: vec![],
+            }),
         };
         t.set_members(members);
         t
@@ -176,11 +198,40 @@ impl AggrTx {
         self.state.read().unwrap().members.iter().map(|m| m.name.clone()).collect()
     }
 
+    /// Whether some member's usability differs from the placement flows
+    /// follow: [`AggrTx::adopt_usable`] is due, with senders drained.
+    pub fn placement_stale(&self) -> bool {
+        let st = self.state.read().unwrap();
+        st.members.iter().zip(&st.placed).any(|(m, &p)| (m.usable)() != p)
+    }
+
+    /// Places flows by each member's usability now, moving the flows of
+    /// members that became usable or unusable since the last placement.
+    /// The caller has paused the members' senders and waited for what
+    /// they sent to arrive. Returns the members that changed, with their
+    /// new usability.
+    pub fn adopt_usable(&self) -> Vec<(String, bool)> {
+        let mut st = self.state.write().unwrap();
+        let now: Vec<bool> = st.members.iter().map(|m| (m.usable)()).collect();
+        let changed = st
+            .members
+            .iter()
+            .zip(st.placed.iter().zip(&now))
+            .filter(|(_, (was, is))| was != is)
+            .map(|(m, (_, &is))| (m.name.clone(), is))
+            .collect();
+        st.placed = now;
+        changed
+    }
+
     /// Replaces the members. Buckets of members that stay keep their
-    /// member; a new member takes an even share from the others.
+    /// member; a new member takes an even share from the others. Flows
+    /// are placed by every member's usability now: the caller has paused
+    /// and drained the senders, as for [`AggrTx::adopt_usable`].
     pub fn set_members(&self, members: Vec<Member>) {
         let mut st = self.state.write().unwrap();
         let old: Vec<String> = st.members.iter().map(|m| m.name.clone()).collect();
+        st.placed = members.iter().map(|m| (m.usable)()).collect();
         let n = members.len();
         if n == 0 {
             st.members = members;
@@ -224,18 +275,25 @@ impl AggrTx {
         Self::pick(&st, frame).map(|i| st.members[i].name.clone())
     }
 
+    /// The member a frame's flow is placed on, if it can carry it now;
+    /// `None` holds the frame (nobody placed, or its member has become
+    /// unusable and its flows wait to be moved with nothing in flight).
     fn pick(st: &AggrState, frame: &[u8]) -> Option<usize> {
         if st.members.is_empty() {
             return None;
         }
         let h = policy_hash(st.layers, frame) as usize;
-        let m = st.buckets[h % BUCKETS] as usize;
-        if (st.members[m].usable)() {
-            return Some(m);
+        let mut m = st.buckets[h % BUCKETS] as usize;
+        if !st.placed[m] {
+            // Its member was not usable: its flows are spread over the
+            // members that were.
+            let up = st.placed.iter().filter(|&&p| p).count();
+            if up == 0 {
+                return None;
+            }
+            m = (0..st.members.len()).filter(|&i| st.placed[i]).nth((h / BUCKETS) % up)?;
         }
-        // Its member is down: spread its flows over the usable others.
-        let up: Vec<usize> = (0..st.members.len()).filter(|&i| (st.members[i].usable)()).collect();
-        (!up.is_empty()).then(|| up[(h / BUCKETS) % up.len()])
+        (st.members[m].usable)().then_some(m)
     }
 }
 
@@ -413,17 +471,33 @@ mod aggr_tests {
             assert!(after == before || after == "c", "a flow moved from {before} to {after}");
         }
 
-        // b's carrier drops: only b's flows move, and back when it returns.
+        // b's carrier drops: b's flows are held (nothing else moves) until
+        // the placement is adopted, then only b's flows move.
         b_up.store(false, Ordering::Relaxed);
-        let down = placement(&a);
-        for (before, after) in three.iter().zip(&down) {
+        assert!(a.placement_stale());
+        let held = placement(&a);
+        for (before, after) in three.iter().zip(&held) {
             if before == "b" {
-                assert_ne!(after, "b");
+                assert_eq!(after, "", "held until drained and moved");
             } else {
                 assert_eq!(after, before, "a flow on a live member moved");
             }
         }
+        assert_eq!(a.adopt_usable(), vec![("b".to_string(), false)]);
+        assert!(!a.placement_stale());
+        let down = placement(&a);
+        for (before, after) in three.iter().zip(&down) {
+            if before == "b" {
+                assert!(after == "a" || after == "c", "{after}");
+            } else {
+                assert_eq!(after, before, "a flow on a live member moved");
+            }
+        }
+        // Back: its flows stay on the others until adopted, then return.
         b_up.store(true, Ordering::Relaxed);
+        assert!(a.placement_stale());
+        assert_eq!(placement(&a), down, "nothing moves before the drain");
+        assert_eq!(a.adopt_usable(), vec![("b".to_string(), true)]);
         assert_eq!(placement(&a), three);
 
         // Removing a member moves its flows only.
@@ -434,9 +508,11 @@ mod aggr_tests {
                 assert_eq!(after, before);
             }
         }
-        // Nobody usable: nothing is sent.
+        // Nobody usable: nothing is sent, before or after adopting it.
         a_up.store(false, Ordering::Relaxed);
         c_up.store(false, Ordering::Relaxed);
+        assert_eq!(a.send(0, &[&frame(1)]), 0);
+        a.adopt_usable();
         assert_eq!(a.send(0, &[&frame(1)]), 0);
     }
 }

@@ -1245,6 +1245,13 @@ impl Engine {
             }
             let Some(ring) = self.live[q].clone() else { continue };
             let limit = self.sh.tails[q].load(Ordering::Acquire);
+            if !self.reflect_room() {
+                // Paused by the link partner (802.3x): what would come back
+                // has nowhere to wait until the driver takes what arrived
+                // (its RX doorbell wakes the engine).
+                self.sh.doorbell_pending[q / 64].fetch_or(1 << (q % 64), Ordering::SeqCst);
+                continue;
+            }
             let mut bytes = 0u64;
             // SAFETY: this engine thread is the only device-side user
             // of every ring programmed into this device; `limit` is what
@@ -1253,7 +1260,7 @@ impl Engine {
                 ring.device_take_upto(limit, ENGINE_BUDGET, &mut scratch, |frame, off| {
                     bytes += frame.len() as u64;
                     self.send_offloaded(frame, off, &mut seg);
-                    self.wire_free <= now
+                    self.wire_free <= now && self.reflect_room()
                 })
             };
             if ring.device_owned_upto(limit) > 0 {
@@ -1424,13 +1431,41 @@ impl Engine {
         }
     }
 
+    /// Whether a loopback or reflector port's receive packet buffer has
+    /// room for what the next frame sent brings back (a superframe's
+    /// segments included); other wires always have. Without room the port
+    /// stops sending — flow control, as a PAUSE from the link partner
+    /// does — until the driver takes what arrived: a frame that comes back
+    /// is never dropped for want of room, however long the host is slow.
+    fn reflect_room(&self) -> bool {
+        /// Segments of the largest superframe at a small MSS.
+        const ROOM: u32 = 128;
+        if !matches!(self.sh.cfg.wire, WireMode::Loopback | WireMode::Reflector) {
+            return true;
+        }
+        let inbox = &self.sh.inbox;
+        if inbox.free() < ROOM {
+            // SAFETY: as in `reflect`: this thread is the inbox's only
+            // producer.
+            unsafe { inbox.driver_reclaim() };
+        }
+        inbox.free() >= ROOM
+    }
+
     /// A frame coming back to this port (loopback, reflector): straight
     /// into its RX ring while that has buffers and nothing waits before
     /// it; otherwise into the port's receive packet buffer, in order
     /// behind what already waits there, as any frame off a wire, so it
     /// waits for RX buffers rather than being dropped while the host is
-    /// slow. When that buffer is full, the wire drops and counts.
+    /// slow. What waits is moved on first, as buffers allow: one transmit
+    /// pass can send far more than the buffer holds. Flow control
+    /// ([`Self::reflect_room`]) keeps the buffer from overflowing; if it
+    /// does all the same (a superframe of more segments than the room
+    /// kept), the wire drops and counts.
     fn reflect(&mut self, frame: &[u8]) {
+        if self.sh.inbox.device_owned() > 0 {
+            self.receive_wire();
+        }
         if self.sh.inbox.device_owned() == 0
             && self.deliver(frame, Offload::NONE) != Delivery::NoBuffer
         {

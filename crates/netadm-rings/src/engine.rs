@@ -586,13 +586,12 @@ impl RingEngine {
                 self.sh.nic.doorbell(QueueId::tx(q));
             }
         }
-        // The batch's doorbell is written after the TX lock is let go: it
-        // wakes the device's engine, which may take this CPU at once, and
-        // the interrupt handler (TX reclaim) must not then wait for the
-        // lock behind a sender that is off the CPU. Whatever rings the
-        // queue's doorbell later latches the ring's tail as it is then,
-        // which covers these frames.
-        drop(tx);
+        // The batch's doorbell is written while the TX lock is held: a
+        // pauser that takes the lock (to drain a ring before it stops or
+        // its flows move) must find every frame pushed also announced to
+        // the device. Written after the lock was let go (tried for the
+        // interrupt handler's sake), a drain could pass between push and
+        // doorbell: hitless tests then lost frames and held senders 0.4 s.
         if unrung > 0 {
             self.sh.nic.doorbell(QueueId::tx(q));
         }
@@ -989,17 +988,20 @@ impl RingEngine {
         Ok(rep.finish(clock))
     }
 
-    /// Closes TX and the interrupt gate, then waits for in-flight TX and
-    /// handlers to finish. If they do not, the stop is called off: rings
-    /// that were running are reopened (nothing was disabled yet) and the
-    /// error returned.
+    /// Closes TX, waits for in-flight TX to leave, then closes the
+    /// interrupt gate and waits for handlers to finish. The gate stays
+    /// open while TX drains: what the wire brings back meanwhile (a
+    /// loopback or reflector, whose flow control holds TX until the
+    /// driver takes it) is still received, so the drain cannot wait on
+    /// itself. If either wait fails, the stop is called off: rings that
+    /// were running are reopened (nothing was disabled yet) and the error
+    /// returned.
     fn quiesce(&self, rings: &[&Ring]) -> Result<(), RingError> {
         let nic = &self.sh.nic;
         let mut was_running = Vec::new();
         for r in rings {
             // Taking the TX lock waits out a transmit in progress.
             r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = false;
-            r.gate.close();
             let s = r.state();
             if s != RingState::Quiescing {
                 r.set(RingState::Quiescing)?;
@@ -1012,6 +1014,9 @@ impl RingEngine {
             .wait_tx_drained(&txqs, deadline)
             .map_err(|rings| RingError::TxDrainTimeout { rings })
             .and_then(|()| {
+                for r in rings {
+                    r.gate.close();
+                }
                 wait_quiet(rings.iter().map(|r| (r.id, &r.gate)), &self.sh.gate_events, deadline)
                     .map_err(|rings| RingError::QuiesceTimeout { rings })
             });

@@ -2,8 +2,10 @@
 //! superframe leaves on a reflector wire as segments no larger than the
 //! MTU its buffers were sized for, each with correct IPv4 and TCP
 //! checksums; a partial checksum is completed; receive checksums are
-//! verified and reported; and a frame larger than the RX buffers' MTU is
-//! dropped and counted, never delivered.
+//! verified and reported; a frame larger than the RX buffers' MTU is
+//! dropped and counted, never delivered; and frames wait for RX buffers
+//! (a reflector port stops sending while what comes back cannot wait)
+//! rather than being dropped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -200,4 +202,75 @@ fn frames_off_the_wire_wait_for_rx_buffers_instead_of_being_dropped() {
     }
     assert_eq!(got, (0..40).collect::<Vec<u8>>());
     assert_eq!((b.hw_stats().rx_dropped, a.hw_stats().wire_dropped), (0, 0));
+}
+
+#[test]
+fn a_reflector_port_holds_its_tx_rather_than_overflow_its_packet_buffer() {
+    // Two TX queues of 4096 frames: twice what the 4096-frame receive
+    // packet buffer holds, sent while the host takes nothing back.
+    const N: u16 = 4096;
+    let cfg = I40eConfig {
+        queue_pairs: 2,
+        ring_size: u32::from(N),
+        wire: WireMode::Reflector,
+        ..Default::default()
+    };
+    let nic = I40e::attach("fc0", &cfg).unwrap();
+    let ring =
+        || Arc::new(DmaRing::new(N.into(), buf_size_for_mtu(1500), nic.dma_account()).unwrap());
+    let (tx, rx) = ([ring(), ring()], [ring(), ring()]);
+    let mut qs = vec![];
+    for q in 0..2u16 {
+        nic.set_ring(QueueId::tx(q), Some(tx[q as usize].clone())).unwrap();
+        nic.set_ring(QueueId::rx(q), Some(rx[q as usize].clone())).unwrap();
+        qs.extend([QueueId::tx(q), QueueId::rx(q)]);
+    }
+    for &q in &qs {
+        nic.request_enable(q).unwrap();
+    }
+    let soon = || Instant::now() + Duration::from_secs(5);
+    nic.wait_queues(&qs, true, soon()).unwrap();
+    // Frame i of queue q carries (q, i); every frame is one flow.
+    for q in 0..2u16 {
+        for i in 0..N {
+            let mut f = superframe(100);
+            f[60..62].copy_from_slice(&q.to_be_bytes());
+            f[62..64].copy_from_slice(&i.to_be_bytes());
+            // SAFETY: this test is the rings' only driver-side user.
+            assert!(unsafe { tx[q as usize].driver_push(&f) });
+        }
+        nic.doorbell(QueueId::tx(q));
+    }
+    // No RX buffer announced: what comes back waits in the packet buffer,
+    // which fills (less the room kept for a superframe's segments), and
+    // then the port stops sending (flow control) instead of dropping.
+    let deadline = soon();
+    while nic.hw_stats().tx_frames < u64::from(N - 128) && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert!(rx.iter().all(|r| r.completed() == 0), "nothing delivered without buffers");
+    // Buffers announced: everything arrives, each queue's frames in order.
+    let mut got: [Vec<u16>; 2] = [vec![], vec![]];
+    let mut scratch = vec![];
+    let deadline = soon();
+    while got.iter().map(Vec::len).sum::<usize>() < 2 * usize::from(N) && Instant::now() < deadline
+    {
+        for (q, r) in rx.iter().enumerate() {
+            // SAFETY: as above.
+            unsafe {
+                r.driver_reap_frames(u32::MAX, &mut scratch, |f, _| {
+                    let src = usize::from(u16::from_be_bytes([f[60], f[61]]));
+                    got[src].push(u16::from_be_bytes([f[62], f[63]]));
+                });
+                r.driver_post_all();
+            }
+            nic.doorbell(QueueId::rx(q as u16));
+        }
+        std::thread::yield_now();
+    }
+    let hw = nic.hw_stats();
+    assert_eq!((hw.wire_dropped, hw.rx_dropped), (0, 0), "nothing dropped: {hw:?}");
+    for (q, seqs) in got.iter().enumerate() {
+        assert_eq!(*seqs, (0..N).collect::<Vec<u16>>(), "queue {q}: every frame, in order");
+    }
 }
