@@ -72,8 +72,14 @@ impl Parker {
             unsafe { libc::read(self.efd.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
         }
         // Whatever woke us, the token (if any) is consumed: the caller
-        // looks at everything next.
-        self.state.store(EMPTY, Ordering::Release);
+        // looks at everything next. A swap, not a store: a plain store may
+        // become visible after the caller's next loads (x86 lets loads pass
+        // older stores), so an unpark landing in between would find its
+        // token overwritten while the caller had already read the old
+        // state, and the engine would sleep on work it was told about. The
+        // read-modify-write orders the two and acquires what the unpark
+        // published.
+        self.state.swap(EMPTY, Ordering::AcqRel);
     }
 }
 
