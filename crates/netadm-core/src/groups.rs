@@ -112,16 +112,24 @@ impl Core {
     }
 }
 
-/// Takes a group's traffic off its rings: the MAC filter goes (frames for
-/// the VNIC fall to the primary group), its senders stop, and what its
-/// rings hold in flight is delivered.
+/// Takes a group's traffic off its rings: its senders stop, what its
+/// rings hold in flight is delivered, the MAC filter goes (frames for the
+/// VNIC fall to the primary group), and what arrived on its rings
+/// meanwhile is delivered too. Senders stop before the filter goes: a
+/// frame sent after it would land on a primary ring, whose handler may
+/// deliver it before an earlier frame of its flow still waiting on the
+/// group's rings.
 pub(crate) fn unplug(p: &crate::Port, g: &Group) -> Result<(), netadm_rings::RingError> {
-    if let crate::Driver::I40e(d) = &p.driver {
-        d.set_mac_filter(g.slot, None)?;
-    }
     g.tx.pause();
     let rings: Vec<u16> = g.rings().collect();
-    let res = crate::hitless::drain(p, &rings);
+    let res = crate::hitless::drain(p, &rings)
+        .and_then(|()| {
+            if let crate::Driver::I40e(d) = &p.driver {
+                d.set_mac_filter(g.slot, None)?;
+            }
+            Ok(())
+        })
+        .and_then(|()| crate::hitless::drain(p, &rings));
     g.tx.set(vec![]);
     g.tx.resume();
     res

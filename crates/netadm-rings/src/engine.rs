@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -215,6 +215,12 @@ struct Ring {
     rx: Mutex<Option<Arc<DmaRing>>>,
     /// When the device acknowledged the last disable.
     stopped_at: Mutex<Option<Instant>>,
+    /// Size of the buffers it holds (0: none), for readers that must not
+    /// take the TX or RX lock: a stats poller calling [`RingEngine::info`]
+    /// in a loop took every ring's TX lock, and the interrupt handler,
+    /// blocking on them ~40,000 times in one pass, reposted RX buffers
+    /// only after 0.3-0.5 s (a reflector port's senders held as long).
+    buf: AtomicU32,
     counters: RingCounters,
 }
 
@@ -237,16 +243,7 @@ impl Ring {
     }
 
     fn buf_size(&self) -> Option<u32> {
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .ring
-            .as_ref()
-            .map(|r| r.buf_size());
-        tx.or_else(|| {
-            self.rx.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|r| r.buf_size())
-        })
+        Some(self.buf.load(Ordering::Acquire)).filter(|&b| b != 0)
     }
 }
 
@@ -403,6 +400,7 @@ impl RingEngine {
                 tx: Mutex::new(TxSide::default()),
                 rx: Mutex::new(None),
                 stopped_at: Mutex::new(None),
+                buf: AtomicU32::new(0),
                 counters: RingCounters::default(),
             });
         }
@@ -779,6 +777,8 @@ impl RingEngine {
             let (txr, rxr) = (txr.map_err(NicError::from)?, rxr.map_err(NicError::from)?);
             r.set(RingState::Allocated)?;
             counts.dma_allocated += acct.bytes() - before;
+            let held = txr.as_ref().or(rxr.as_ref()).map_or(0, |d| d.buf_size());
+            r.buf.store(held, Ordering::Release);
             r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring = txr;
             *r.rx.lock().unwrap_or_else(PoisonError::into_inner) = rxr;
         }
@@ -797,6 +797,7 @@ impl RingEngine {
             self.sh.nic.set_ring(q, None)?;
         }
         r.set(RingState::Freed)?;
+        r.buf.store(0, Ordering::Release);
         let txr = r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring.take();
         let rxr = r.rx.lock().unwrap_or_else(PoisonError::into_inner).take();
         for d in txr.iter().chain(rxr.iter()) {
