@@ -637,20 +637,29 @@ fn start_traffic_racing_create_and_delete_gets_typed_errors_never_a_panic() {
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     const ROUNDS: u32 = 15;
     let rounds = Arc::new(AtomicU32::new(0));
+    // Start attempts made so far. Each round keeps the aggregation up
+    // until two more attempts have returned: the second of them began
+    // after the create, so the race is met in every round, not left to
+    // the scheduler (on a busy machine 41 attempts once all missed it).
+    let tries = Arc::new(AtomicU32::new(0));
     let churn = {
-        let (c, rounds) = (c.clone(), rounds.clone());
+        let (c, rounds, tries) = (c.clone(), rounds.clone(), tries.clone());
         std::thread::spawn(move || {
             let ports = ["i40e0".to_string(), "i40e1".to_string()];
             for _ in 0..ROUNDS {
                 c.create_aggr("aggr0", &ports, "L3,L4", "", "", "", true, &none).unwrap();
+                let seen = tries.load(Relaxed);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while tries.load(Relaxed) < seen + 2 && Instant::now() < deadline {
+                    std::thread::yield_now();
+                }
                 c.delete_aggr("aggr0", true, &none).unwrap();
                 rounds.fetch_add(1, Relaxed);
             }
         })
     };
-    let (mut started, mut tries) = (0, 0);
+    let mut started = 0;
     while rounds.load(Relaxed) < ROUNDS && !churn.is_finished() {
-        tries += 1;
         match c.start_traffic("aggr0", 1000, 128, 2) {
             Ok(_) => {
                 started += 1;
@@ -663,8 +672,10 @@ fn start_traffic_racing_create_and_delete_gets_typed_errors_never_a_panic() {
                 e.message
             ),
         }
+        tries.fetch_add(1, Relaxed);
     }
     churn.join().expect("the churning thread did not panic");
+    let tries = tries.load(Relaxed);
     eprintln!("{ROUNDS} create/delete rounds; {tries} start-traffic, {started} started");
     assert!(started > 0, "some starts found the aggregation up");
 }
