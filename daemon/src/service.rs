@@ -49,14 +49,14 @@ impl Manager {
     ) -> Result<T, Error> {
         let core = self.core.clone();
         tokio::task::spawn_blocking(move || {
-            // Test-only: `daemon.read=return(MS)` holds every read MS ms,
-            // saying so, to show reads never occupy the async workers.
+            // Test-only: `daemon.read=return(FIFO)` holds every read until
+            // the test opens the named pipe FIFO for writing and closes it
+            // (an event, not a delay), saying so, to show reads never
+            // occupy the async workers.
             #[cfg(feature = "failpoints")]
-            if let Some(ms) =
-                fail::eval("daemon.read", |a| a.and_then(|a| a.parse::<u64>().ok())).flatten()
-            {
-                eprintln!("failpoint daemon.read: holding a read {ms} ms");
-                std::thread::sleep(std::time::Duration::from_millis(ms));
+            if let Some(fifo) = fail::eval("daemon.read", |a| a).flatten() {
+                eprintln!("failpoint daemon.read: holding a read until {fifo} is released");
+                let _ = std::fs::read(&fifo);
             }
             f(&core)
         })

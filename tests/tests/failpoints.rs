@@ -158,19 +158,21 @@ fn a_crash_at_every_step_of_a_save_leaves_the_state_before_or_after_every_verb()
 }
 
 /// Issue 12, point 6: reads run on the blocking pool, never on the async
-/// workers (two of them). With a failpoint holding every read for 5 s,
-/// eight concurrent show-link calls are all inside their reads at once —
-/// on the async workers at most two could be, and a third would enter
-/// only after 5 s — and the daemon still answers a property read meanwhile.
+/// workers (two of them). With a failpoint holding every read until the
+/// test releases it (a named pipe), eight concurrent show-link calls are
+/// all inside their reads at once — on the async workers at most two
+/// could be, and no third would enter before the release — and the
+/// daemon still answers a property read meanwhile.
 #[test]
 fn shows_held_in_their_reads_all_run_at_once_and_the_daemon_still_answers() {
-    const HOLD_MS: u64 = 5_000;
     const SHOWS: usize = 8;
     let bus = Bus::start();
     let dir = bus.subdir("reads");
-    let hold = format!("daemon.read=return({HOLD_MS})");
+    let fifo = dir.join("release");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let hold = format!("daemon.read=return({})", fifo.display());
     let d = Daemon::start_env(&bus, &dir, &[], &[("FAILPOINTS", &hold)]);
-    let started = std::time::Instant::now();
     let mut shows: Vec<std::process::Child> = (0..SHOWS)
         .map(|_| {
             std::process::Command::new(bin("netadm"))
@@ -184,15 +186,15 @@ fn shows_held_in_their_reads_all_run_at_once_and_the_daemon_still_answers() {
         .collect();
     // Every show inside its read: an event the daemon prints. Had reads
     // run on the async workers, the third could not enter before the
-    // first two had been held their 5 s.
+    // release, which comes only after this.
     let mut held = 0;
-    let deadline = started + Duration::from_millis(HOLD_MS * 4 / 5);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while held < SHOWS {
         held += d.stderr_so_far().iter().filter(|l| l.contains("failpoint daemon.read")).count();
         assert!(
             std::time::Instant::now() < deadline,
-            "only {held} of {SHOWS} show-link calls entered their read before the first could \
-             have left it: reads are not running beside each other"
+            "only {held} of {SHOWS} show-link calls entered their read: reads are not running \
+             beside each other"
         );
         std::thread::yield_now();
     }
@@ -204,11 +206,28 @@ fn shows_held_in_their_reads_all_run_at_once_and_the_daemon_still_answers() {
         .unwrap();
     assert!(version.status.success(), "{}", String::from_utf8_lossy(&version.stderr));
     let done: Vec<_> = shows.iter_mut().filter_map(|c| c.try_wait().unwrap()).collect();
-    assert!(
-        done.is_empty() || started.elapsed() >= Duration::from_millis(HOLD_MS),
-        "the daemon answered only after held reads had finished: {done:?}"
-    );
-    for mut c in shows {
-        assert!(c.wait().unwrap().success(), "every held show-link answers in the end");
+    assert!(done.is_empty(), "a held show-link finished before the release: {done:?}");
+    // Release: a writer opening and closing the pipe gives every read that
+    // has it open EOF. A read that printed but has not opened it yet is
+    // released by a later round, until every show has answered.
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut left = shows;
+    while !left.is_empty() {
+        // Non-blocking: with no reader at the other end this fails; fine.
+        let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+        left.retain_mut(|c| match c.try_wait().unwrap() {
+            Some(st) => {
+                assert!(st.success(), "every held show-link answers in the end");
+                false
+            }
+            None => true,
+        });
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} show-link calls never answered",
+            left.len()
+        );
+        std::thread::yield_now();
     }
 }

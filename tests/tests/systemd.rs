@@ -124,7 +124,7 @@ exec systemd-nspawn -D "$T/root" --register=no --keep-unit --private-network \
                 "no container PID 1 within {BOOT:?}:\n{}",
                 self.log()
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::yield_now();
         }
     }
 
@@ -147,7 +147,7 @@ exec systemd-nspawn -D "$T/root" --register=no --keep-unit --private-network \
                 "not booted within {BOOT:?} ({state}):\n{}",
                 self.log()
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::yield_now();
         }
     }
 
@@ -222,7 +222,7 @@ impl Drop for Container {
                 let _ = self.nspawn.wait();
                 break;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::yield_now();
         }
         if let Some(d) = &self.made_run_dir {
             let _ = std::fs::remove_dir(d);
@@ -239,7 +239,7 @@ fn await_unit(c: &Container, what: &str, want: impl Fn(&Container) -> bool) {
             "{what}: not within {RESTART:?}; unit: {}",
             c.ok(&["systemctl", "status", "--no-pager", "netadmd.service"])
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::yield_now();
     }
 }
 
