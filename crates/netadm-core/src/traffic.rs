@@ -317,7 +317,7 @@ impl Core {
         let mac = match l {
             Link::Vnic(n) => v.st.vnic[n].mac.0,
             Link::Aggr(n) => v.st.aggr[n].mac.map_or(first.mac.0, |m| m.0),
-            Link::Phys(_) => first.mac.0,
+            Link::Phys(_) | Link::Etherstub(_) => first.mac.0,
         };
         let group = match l {
             Link::Vnic(n) => self.groups.lock().unwrap().get(n).cloned(),

@@ -2,7 +2,8 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, LinkInfo, PhysInfo, PropInfo, VlanInfo, VnicInfo,
+    AddrInfo, AggrInfo, AggrPortInfo, EtherstubInfo, IfInfo, LinkInfo, PhysInfo, PropInfo,
+    VlanInfo, VnicInfo,
 };
 use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
@@ -178,6 +179,10 @@ impl Core {
                     out.insert(n.to_string());
                     None
                 }
+                Entry::Etherstub(n, _) => {
+                    out.insert(n.to_string());
+                    Some(n.clone())
+                }
                 Entry::Interface(..) | Entry::Address(..) => None,
             };
             if let Some(l) = under {
@@ -289,6 +294,11 @@ impl Core {
                 flags: "-----".to_owned(),
             })
             .collect()
+    }
+
+    /// `show-etherstub`.
+    pub fn show_etherstub(&self) -> Vec<EtherstubInfo> {
+        self.running().etherstub.keys().map(|n| EtherstubInfo { link: n.to_string() }).collect()
     }
 
     /// `show-linkprop`: properties of `link` (every link when empty),

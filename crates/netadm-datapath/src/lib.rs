@@ -7,6 +7,7 @@
 //! - [`generator`]: the traffic generator thread and the [`generator::Tx`] path it
 //!   sends over;
 //! - [`classify`]: the per-port receive classifier;
+//! - [`switch`]: the virtual switch between the interfaces over a link;
 //! - [`tx`]: transmit paths over a port's rings.
 
 pub mod classify;
@@ -14,8 +15,10 @@ pub mod frame;
 pub mod generator;
 pub mod lacp;
 pub mod stream;
+pub mod switch;
 pub mod tx;
 
 pub use classify::{Classifier, StreamTable};
 pub use generator::{GenConfig, Generator, Tx};
 pub use stream::{Stream, StreamStats};
+pub use switch::{Forward, VSwitch};

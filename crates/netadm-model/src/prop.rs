@@ -760,12 +760,12 @@ mod tests {
         let applies = |p: PropName| -> Vec<LinkClass> {
             LinkClass::ALL.into_iter().filter(|&c| t(p).applies_to(c)).collect()
         };
-        assert_eq!(applies(Mtu), [Phys, Aggr, Vnic]);
+        assert_eq!(applies(Mtu), [Phys, Aggr, Vnic, Etherstub]);
         assert_eq!(applies(RxRings), [Phys, Vnic]);
         assert_eq!(applies(XmitBatch), [Phys, Aggr]);
         assert_eq!(applies(Itr), [Phys]);
         assert_eq!(applies(RxImt), [Phys]);
-        assert_eq!(applies(Speed), [Phys, Aggr, Vnic]);
+        assert_eq!(applies(Speed), [Phys, Aggr, Vnic, Etherstub]);
     }
 
     #[test]
