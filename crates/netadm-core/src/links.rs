@@ -49,6 +49,14 @@ impl<'a> View<'a> {
         self.st.phys.get(device).and_then(|p| p.name.clone()).unwrap_or_else(|| device.clone())
     }
 
+    /// The name of link `l` (a port's may have been renamed).
+    pub fn name_of(&self, l: &Link) -> LinkName {
+        match l {
+            Link::Phys(d) => self.phys_name(d),
+            Link::Aggr(n) | Link::Vnic(n) | Link::Etherstub(n) => n.clone(),
+        }
+    }
+
     /// Every link name in use, with what it is.
     pub fn links(&self) -> Vec<(LinkName, Link)> {
         let mut v: Vec<(LinkName, Link)> = self

@@ -164,9 +164,15 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             // Senders are paused only while a steering flip drains (µs to
             // a few ms): wait that out rather than drop; a ring that stays
             // full drops the frame, as a NIC would, and TCP recovers.
+            // A bandwidth limit (maxbw, priority) says how long to wait.
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
-            while !tx.send_offload(flow, frame, off) && std::time::Instant::now() < deadline {
-                std::thread::yield_now();
+            while !tx.send_offload(flow, frame, off) {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match tx.retry_in() {
+                    _ if left.is_zero() => break,
+                    Some(d) => std::thread::sleep(d.min(left)),
+                    None => std::thread::yield_now(),
+                }
             }
         }
     }

@@ -254,6 +254,13 @@ fn check_prop(
     match prop {
         PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
         PropName::Itr => needs(NicClass::I40e)?,
+        PropName::Maxbw | PropName::Priority => {
+            if let Some(Link::Etherstub(e)) = v.switch_of(link) {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} acts on what a link sends through a port; {link_name} is over etherstub {e}, which has none"
+                )));
+            }
+        }
         PropName::Tso => {
             let without: Vec<String> = v
                 .ports_under(link)

@@ -5,7 +5,7 @@ use netadm_dbus::{
     AddrInfo, AggrInfo, AggrPortInfo, EtherstubInfo, IfInfo, LinkInfo, PhysInfo, PropInfo,
     VlanInfo, VnicInfo,
 };
-use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
+use netadm_model::{DEFAULT_PRIORITY, LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -329,13 +329,19 @@ impl Core {
                     }
                     continue;
                 }
-                let value = self.prop_value(&v, &l, spec.name);
+                let mut value = self.prop_value(&v, &l, spec.name);
+                let mut default = spec.default.as_ref().map_or("--".into(), ToString::to_string);
+                if spec.name == PropName::Priority {
+                    // A text default has no constant value in the table.
+                    value = value.or(Some(PropValue::Text(DEFAULT_PRIORITY.to_owned())));
+                    default = DEFAULT_PRIORITY.to_owned();
+                }
                 out.push(PropInfo {
                     link: name.to_string(),
                     property: spec.name.to_string(),
                     perm: spec.perm.to_string(),
                     value: value.map_or("--".into(), |x| x.to_string()),
-                    default: spec.default.as_ref().map_or("--".into(), ToString::to_string),
+                    default,
                     possible: if spec.perm == Perm::ReadOnly {
                         "--".into()
                     } else {
@@ -357,6 +363,12 @@ impl Core {
             PropName::RxImt | PropName::TxImt => class == Some(Atl1c),
             PropName::Itr => class == Some(I40e),
             PropName::Tso => class == Some(I40e) || l.class() == LinkClass::Aggr,
+            // They act on what a link sends through a port.
+            PropName::Maxbw | PropName::Priority => {
+                let st = self.running();
+                let v = self.view_of(&st);
+                !matches!(v.switch_of(l), Some(Link::Etherstub(_)))
+            }
             PropName::RxRings
             | PropName::TxRings
             | PropName::RxRingsEffective
