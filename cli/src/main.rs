@@ -764,7 +764,9 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         Verb::SetStrategy { strategy } => {
             ctx.mutate(&strategy, &strategy, || p.set_strategy(&strategy)).await
         }
-        Verb::ShowConfig { temporary } => p.show_config(temporary, json).await.map_err(err),
+        Verb::ShowConfig { temporary } => {
+            p.show_config(temporary, if json { "json" } else { "toml" }).await.map_err(err)
+        }
         Verb::Apply { file, dry_run, confirm_timeout } => {
             let doc = apply::read_document(&file)?;
             let r = p.apply(&doc, dry_run, confirm_timeout).await.map_err(|e| {

@@ -423,7 +423,14 @@ impl Manager {
         self.read(|c| c.show_stats()).await
     }
 
-    async fn show_config(&self, running: bool, json: bool) -> Result<String, Error> {
+    async fn show_config(&self, running: bool, format: String) -> Result<String, Error> {
+        let json = match format.as_str() {
+            "" | "toml" => false,
+            "json" => true,
+            f => {
+                return Err(Error::InvalidArgument(format!("format {f:?}: expected toml or json")));
+            }
+        };
         self.read(move |c| c.show_config(running, json)).await?.map_err(to_dbus)
     }
 

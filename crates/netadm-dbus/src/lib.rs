@@ -565,9 +565,9 @@ mod proxies {
         /// Traffic counters of every physical link and aggregation.
         fn show_stats(&self) -> zbus::Result<Vec<LinkStats>>;
         /// The persistent configuration (the running one with `running`)
-        /// as one document in the `links.toml` schema: TOML, or JSON with
-        /// `json`.
-        fn show_config(&self, running: bool, json: bool) -> zbus::Result<String>;
+        /// as one document in the `links.toml` schema; `format` is `toml`
+        /// (or empty) or `json`.
+        fn show_config(&self, running: bool, format: &str) -> zbus::Result<String>;
         /// Makes the configuration `document` (TOML or JSON, the
         /// `links.toml` schema), as one operation; with `dry_run`, only
         /// plans it. With `confirm_timeout_s` > 0, arms a checkpoint that
