@@ -7,8 +7,10 @@
 //! netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
 //! netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (root)
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
+//! netadm-bench apply [--json] [--rounds N]
 //! ```
 
+mod apply;
 mod datapath;
 mod kernel;
 mod mtu;
@@ -24,7 +26,8 @@ const USAGE: &str =
        netadm-bench datapath [--json] [--frames N]
        netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
-       netadm-bench scale [--json] [--sizes N,N,...] [--samples N]";
+       netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
+       netadm-bench apply [--json] [--rounds N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Some("mtu") => mtu::Opts::parse(&args[1..]).and_then(mtu::run),
         Some("kernel") => kernel::Opts::parse(&args[1..]).and_then(kernel::run),
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
+        Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
