@@ -354,6 +354,14 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// `netadm show-config` (the persistent configuration as TOML), which must
+/// succeed.
+pub fn show_config(bus: &Bus) -> String {
+    let out = netadm(bus, &["show-config"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Runs `netadm --json ARGS`, which must succeed; returns its JSON.
 pub fn json(bus: &Bus, args: &[&str]) -> Value {
     let mut a = vec!["--json"];

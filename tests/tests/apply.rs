@@ -52,12 +52,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-fn show_config(bus: &Bus) -> String {
-    let out = netadm(bus, &["show-config"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
 fn apply(bus: &Bus, args: &[&str]) -> Value {
     let mut a = vec!["apply"];
     a.extend_from_slice(args);

@@ -305,6 +305,12 @@ mod tests {
         assert_eq!((e.line, e.key.as_str()), (5, "vnic.v1.ovr"), "{e}");
         let e = Document::parse(&j.replace("\"version\": 1", "\"version\": \"1\"")).unwrap_err();
         assert_eq!((e.line, e.key.as_str()), (2, "version"), "{e}");
+        // A number where the TOML form has one is taken in JSON too.
+        let d = Document::parse(
+            &j.replace("\"mac_mode\": \"fixed\"", "\"mac_mode\": \"fixed\", \"vid\": 12"),
+        )
+        .unwrap();
+        assert_eq!(d.state.vnic.values().next().unwrap().vid.map(|v| v.get()), Some(12));
         let e = Document::parse("{\n\"version\": 1,\n").unwrap_err();
         assert!(e.line >= 2, "{e}");
     }
