@@ -5,8 +5,10 @@
 //! atl1c0+atl1c1), 50 VNICs with fixed MACs and an mtu property (25 over
 //! each aggregation) and 10 IP interfaces with one static address each —
 //! 72 verbs. Each round starts two netadmd on empty state directories on one
-//! private bus (kernel mirror off on both: no TAPs on either side, and both
-//! persist every change to their own `links.toml`):
+//! private bus, both persisting every change to their own `links.toml`:
+//! with the kernel mirror off on both (no TAPs on either side), or with
+//! `--kernel` (root) each in a network namespace of its own with the mirror
+//! on, so both sides make the same 10 TAP devices and 10 addresses:
 //!
 //! - **separate commands**: the 72 verbs as 72 `netadm` processes, one
 //!   after the other, as a provisioning script would run them; the figure
@@ -36,16 +38,19 @@ pub struct Opts {
     pub json: bool,
     /// Rounds (each on fresh daemons); medians are reported.
     pub rounds: usize,
+    /// Each netadmd in a network namespace with the kernel mirror on.
+    pub kernel: bool,
 }
 
 impl Opts {
-    /// Parses `[--json] [--rounds N]`.
+    /// Parses `[--json] [--rounds N] [--kernel]`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = Self { json: false, rounds: 3 };
+        let mut o = Self { json: false, rounds: 3, kernel: false };
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
                 "--json" => o.json = true,
+                "--kernel" => o.kernel = true,
                 "--rounds" => {
                     o.rounds = crate::value("--rounds", it.next())?;
                     if o.rounds == 0 {
@@ -101,12 +106,15 @@ struct Round {
     apply_daemon: f64,
 }
 
-fn round(dir: &Path, bus: &str, k: usize) -> Result<Round, String> {
+fn round(o: &Opts, dir: &Path, bus: &str, k: usize) -> Result<Round, String> {
     let (netadmd, netadm) = binaries("apply")?;
     let (sa, sb) = (dir.join(format!("a{k}")), dir.join(format!("b{k}")));
     let mut r = Round::default();
+    let names = [0, 1].map(|i| format!("nb{}x{k}x{i}", std::process::id()));
+    let _ns = if o.kernel { Some(crate::realnet::Netns::new(&names)?) } else { None };
+    let ns = |i: usize| o.kernel.then(|| names[i].as_str());
     // Separate commands.
-    let (a, _) = Daemon::start(&netadmd, bus, &sa)?;
+    let (a, _) = Daemon::start_in(&netadmd, bus, &sa, ns(0))?;
     let t = Instant::now();
     for v in verbs() {
         let v: Vec<&str> = v.iter().map(String::as_str).collect();
@@ -118,7 +126,7 @@ fn round(dir: &Path, bus: &str, k: usize) -> Result<Round, String> {
     let file = dir.join(format!("doc{k}.toml"));
     std::fs::write(&file, &doc).map_err(|e| format!("{}: {e}", file.display()))?;
     // One document, on a second daemon.
-    let (b, _) = Daemon::start(&netadmd, bus, &sb)?;
+    let (b, _) = Daemon::start_in(&netadmd, bus, &sb, ns(1))?;
     let f = file.to_str().ok_or("temporary path is not UTF-8")?;
     let t = Instant::now();
     let (out, _) = cli(&netadm, bus, &["--json", "apply", "-f", f])?;
@@ -158,7 +166,7 @@ pub fn run(o: Opts) -> Result<(), String> {
         if !o.json {
             eprintln!("apply: round {} of {} ...", k + 1, o.rounds);
         }
-        rounds.push(round(&dir.0, &addr, k)?);
+        rounds.push(round(&o, &dir.0, &addr, k)?);
     }
     let m = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
     let (sw, sd, aw, ad) = (
@@ -172,6 +180,7 @@ pub fn run(o: Opts) -> Result<(), String> {
         let v = json!({
             "verbs": n,
             "rounds": o.rounds,
+            "kernel_mirror": o.kernel,
             "separate": { "wall_us": sw, "daemon_us": sd },
             "apply": { "wall_us": aw, "daemon_us": ad },
             "ratio_wall": sw / aw,
@@ -183,8 +192,9 @@ pub fn run(o: Opts) -> Result<(), String> {
     let ms = |us: f64| format!("{:.1}", us / 1000.0);
     println!(
         "netadm-bench apply: 2 aggregations, 50 VNICs with mtu, 10 IP interfaces with addresses \
-         ({n} verbs); median of {} rounds; kernel mirror off on both sides, both persist",
-        o.rounds
+         ({n} verbs); median of {} rounds; kernel mirror {} on both sides, both persist",
+        o.rounds,
+        if o.kernel { "on (10 TAPs, 10 addresses)" } else { "off" }
     );
     println!("{:<44}{:>12}{:>14}", "", "wall ms", "in daemon ms");
     println!(
@@ -209,7 +219,11 @@ mod tests {
     #[test]
     fn options_and_verbs() {
         let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        assert_eq!(Opts::parse(&a("--json --rounds 5")).unwrap(), Opts { json: true, rounds: 5 });
+        assert_eq!(
+            Opts::parse(&a("--json --rounds 5")).unwrap(),
+            Opts { json: true, rounds: 5, kernel: false }
+        );
+        assert!(Opts::parse(&a("--kernel")).unwrap().kernel);
         assert!(Opts::parse(&a("--rounds 0")).is_err());
         let v = verbs();
         assert_eq!(v.len(), 72);

@@ -7,7 +7,7 @@
 //! netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
 //! netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (root)
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
-//! netadm-bench apply [--json] [--rounds N]
+//! netadm-bench apply [--json] [--rounds N] [--kernel]
 //! ```
 
 mod apply;
@@ -27,7 +27,7 @@ const USAGE: &str =
        netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
-       netadm-bench apply [--json] [--rounds N]";
+       netadm-bench apply [--json] [--rounds N] [--kernel]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

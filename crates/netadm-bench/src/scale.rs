@@ -173,9 +173,25 @@ impl Daemon {
     /// Starts netadmd and waits for it to serve; returns it and how long
     /// that took (µs).
     pub(crate) fn start(netadmd: &Path, bus: &str, state: &Path) -> Result<(Self, f64), String> {
+        Self::start_in(netadmd, bus, state, None)
+    }
+
+    /// [`Daemon::start`], in network namespace `ns` with the kernel mirror
+    /// on when one is given.
+    pub(crate) fn start_in(
+        netadmd: &Path,
+        bus: &str,
+        state: &Path,
+        ns: Option<&str>,
+    ) -> Result<(Self, f64), String> {
         let t = Instant::now();
-        let mut child = Command::new(netadmd)
-            .args(["--bus", bus, "--kernel-mirror", "off", "--state-dir"])
+        let mut cmd = match ns {
+            Some(ns) => crate::realnet::dies_with_us(Some(ns), netadmd),
+            None => Command::new(netadmd),
+        };
+        let mirror = if ns.is_some() { "on" } else { "off" };
+        let mut child = cmd
+            .args(["--bus", bus, "--kernel-mirror", mirror, "--state-dir"])
             .arg(state)
             .env("RUST_LOG", "warn,netadmd=info")
             .stderr(Stdio::piped())
