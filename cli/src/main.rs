@@ -6,6 +6,7 @@
 //! `{"error": {"kind", "message"}}` under `--json`) with exit status 1;
 //! usage errors exit 2.
 
+mod apply;
 mod demo;
 mod error;
 mod etherstub;
@@ -408,6 +409,31 @@ enum Verb {
         /// Show only this link.
         link: Option<String>,
     },
+    /// Show the persistent configuration (with -t, the running one) as one
+    /// document in the links.toml schema: what `apply -f` takes.
+    ShowConfig {
+        /// The running configuration (temporary changes included).
+        #[arg(short = 't')]
+        temporary: bool,
+    },
+    /// Make a configuration document (TOML or JSON, the links.toml schema)
+    /// the running and persistent configuration, as one operation.
+    Apply {
+        /// The document; `-` for standard input.
+        #[arg(short = 'f', value_name = "FILE")]
+        file: String,
+        /// Print the plan and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Arm a checkpoint: roll back after SECONDS unless `netadm
+        /// confirm` comes first (0: none).
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        confirm_timeout: u32,
+    },
+    /// Keep what the last `apply --confirm-timeout` made.
+    Confirm,
+    /// Roll back to the armed checkpoint now.
+    Rollback,
     /// Start a private dbus-daemon and netadmd and run the seed's sequence
     /// under each ring lifecycle strategy, side by side.
     Demo(demo::DemoArgs),
@@ -780,6 +806,27 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         Verb::SetStrategy { strategy } => {
             ctx.mutate(&strategy, &strategy, || p.set_strategy(&strategy)).await
         }
+        Verb::ShowConfig { temporary } => {
+            p.show_config(temporary, if json { "json" } else { "toml" }).await.map_err(err)
+        }
+        Verb::Apply { file, dry_run, confirm_timeout } => {
+            let doc = apply::read_document(&file)?;
+            let r = p.apply(&doc, dry_run, confirm_timeout).await.map_err(|e| {
+                let mut e = err(e);
+                e.message = format!("{}: {}", apply::name(&file), e.message);
+                e
+            })?;
+            Ok(if json {
+                let mut s =
+                    serde_json::to_string_pretty(&apply::to_json(&r)).expect("JSON values print");
+                s.push('\n');
+                s
+            } else {
+                apply::summary(&r)
+            })
+        }
+        Verb::Confirm => ctx.mutate("checkpoint", "checkpoint", || p.confirm()).await,
+        Verb::Rollback => ctx.mutate("checkpoint", "checkpoint", || p.rollback()).await,
         Verb::Demo(_) => unreachable!("demo runs without a daemon connection"),
     }
 }

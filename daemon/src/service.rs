@@ -8,8 +8,9 @@ use netadm_core::{Core, CoreError, ErrorKind};
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
-    AddrInfo, AggrInfo, BUS_NAME, Error, EtherstubInfo, HistoryEntry, IfInfo, LinkInfo, LinkStats,
-    OpResult, PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    AddrInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherstubInfo, HistoryEntry, IfInfo,
+    LinkInfo, LinkStats, OpResult, PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo,
+    link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -67,13 +68,13 @@ impl Manager {
     /// Runs a mutation on the blocking pool, forwarding its progress as
     /// signals to everyone (clients filter on `caller`), then refreshes the
     /// link objects.
-    async fn mutate(
+    async fn mutate<T: Send + 'static>(
         &self,
         hdr: &Header<'_>,
         emitter: &SignalEmitter<'_>,
         op: &'static str,
-        f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<OpResult, CoreError> + Send + 'static,
-    ) -> Result<OpResult, Error> {
+        f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<T, CoreError> + Send + 'static,
+    ) -> Result<T, Error> {
         self.auth.check(emitter.connection(), hdr, op).await.inspect_err(|e| {
             tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
         })?;
@@ -93,7 +94,9 @@ impl Manager {
         }
         let res = job.await.map_err(|e| Error::Internal(format!("{op} panicked: {e}")))?;
         match &res {
-            Ok(r) => tracing::info!(op, caller, total_us = r.total_us, "done"),
+            Ok(_) => {
+                tracing::info!(op, caller, total_us = started.elapsed().as_micros() as u64, "done")
+            }
             Err(e) => tracing::info!(op, caller, kind = e.kind.as_str(), "failed: {}", e.message),
         }
         let result = res.as_ref().map_or_else(|e| e.kind.as_str(), |_| "ok");
@@ -451,6 +454,55 @@ impl Manager {
         self.read(|c| c.show_stats()).await
     }
 
+    async fn show_config(&self, running: bool, format: String) -> Result<String, Error> {
+        let json = match format.as_str() {
+            "" | "toml" => false,
+            "json" => true,
+            f => {
+                return Err(Error::InvalidArgument(format!("format {f:?}: expected toml or json")));
+            }
+        };
+        self.read(move |c| c.show_config(running, json)).await?.map_err(to_dbus)
+    }
+
+    async fn apply(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        document: String,
+        dry_run: bool,
+        confirm_timeout_s: u32,
+    ) -> Result<ApplyResult, Error> {
+        let r = self
+            .mutate(&hdr, &em, "apply", move |c, p| {
+                c.apply(&document, dry_run, confirm_timeout_s, p)
+            })
+            .await?;
+        if r.confirm_deadline_ms > 0 {
+            tracing::warn!(
+                "checkpoint armed: rolls back at {} ms unless confirmed",
+                r.confirm_deadline_ms
+            );
+        }
+        Ok(r)
+    }
+
+    async fn confirm(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "confirm", |c, _| c.confirm()).await
+    }
+
+    async fn rollback(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "rollback", |c, p| c.rollback(p)).await
+    }
+
     async fn show_history(&self) -> Result<Vec<HistoryEntry>, Error> {
         self.read(|c| c.history()).await
     }
@@ -574,6 +626,42 @@ async fn sync_links(
     }
 }
 
+/// Rolls back an armed checkpoint that no `Confirm` came for, whoever
+/// armed it and whether or not its client still runs (also one armed by
+/// the netadmd before a restart: at once if its deadline has passed).
+async fn watch_checkpoint(
+    core: Arc<Core>,
+    conn: Connection,
+    links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
+) {
+    loop {
+        let c = core.clone();
+        match tokio::task::spawn_blocking(move || c.wait_checkpoint_due()).await {
+            Ok(true) => {}
+            _ => return,
+        }
+        let c = core.clone();
+        let started = std::time::Instant::now();
+        let res = tokio::task::spawn_blocking(move || c.rollback_due()).await;
+        match res {
+            Ok(Ok(Some(_))) => {
+                tracing::warn!("no confirm came in time: the checkpoint was rolled back");
+                crate::metrics::observe("rollback", "ok", started.elapsed());
+                sync_links(&core, &conn, &links, None).await;
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(
+                    kind = e.kind.as_str(),
+                    "rolling back the checkpoint failed: {}",
+                    e.message
+                );
+            }
+            Err(e) => tracing::error!("rolling back the checkpoint panicked: {e}"),
+        }
+    }
+}
+
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress
 /// finish before returning.
 pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), String> {
@@ -599,6 +687,7 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
         .await
         .map_err(|e| format!("cannot serve {BUS_NAME} on the {bus} bus: {e}"))?;
     sync_links(&core, &conn, &links, None).await;
+    tokio::spawn(watch_checkpoint(core.clone(), conn.clone(), links.clone()));
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
     crate::notify::notify("READY=1");
 

@@ -363,6 +363,14 @@ pub fn text(bus: &Bus, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `netadm show-config` (the persistent configuration as TOML), which must
+/// succeed.
+pub fn show_config(bus: &Bus) -> String {
+    let out = netadm(bus, &["show-config"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Runs `netadm --json ARGS`, which must succeed; returns its JSON.
 pub fn json(bus: &Bus, args: &[&str]) -> Value {
     let mut a = vec!["--json"];

@@ -8,8 +8,10 @@
 //! netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (root)
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
 //! netadm-bench qos [--json] [--speed MBPS] [--seconds N]
+//! netadm-bench apply [--json] [--rounds N] [--kernel]
 //! ```
 
+mod apply;
 mod datapath;
 mod kernel;
 mod mtu;
@@ -27,7 +29,8 @@ const USAGE: &str =
        netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
-       netadm-bench qos [--json] [--speed MBPS] [--seconds N]";
+       netadm-bench qos [--json] [--speed MBPS] [--seconds N]
+       netadm-bench apply [--json] [--rounds N] [--kernel]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         Some("kernel") => kernel::Opts::parse(&args[1..]).and_then(kernel::run),
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
         Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
+        Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -119,7 +119,7 @@ struct Figures {
 }
 
 /// Removes a directory and what is in it on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -165,17 +165,33 @@ fn seed(n: usize) -> Result<LinkState, String> {
 }
 
 /// A running netadmd.
-struct Daemon {
+pub(crate) struct Daemon {
     proc: Reaped,
 }
 
 impl Daemon {
     /// Starts netadmd and waits for it to serve; returns it and how long
     /// that took (µs).
-    fn start(netadmd: &Path, bus: &str, state: &Path) -> Result<(Self, f64), String> {
+    pub(crate) fn start(netadmd: &Path, bus: &str, state: &Path) -> Result<(Self, f64), String> {
+        Self::start_in(netadmd, bus, state, None)
+    }
+
+    /// [`Daemon::start`], in network namespace `ns` with the kernel mirror
+    /// on when one is given.
+    pub(crate) fn start_in(
+        netadmd: &Path,
+        bus: &str,
+        state: &Path,
+        ns: Option<&str>,
+    ) -> Result<(Self, f64), String> {
         let t = Instant::now();
-        let mut child = Command::new(netadmd)
-            .args(["--bus", bus, "--kernel-mirror", "off", "--state-dir"])
+        let mut cmd = match ns {
+            Some(ns) => crate::realnet::dies_with_us(Some(ns), netadmd),
+            None => Command::new(netadmd),
+        };
+        let mirror = if ns.is_some() { "on" } else { "off" };
+        let mut child = cmd
+            .args(["--bus", bus, "--kernel-mirror", mirror, "--state-dir"])
             .arg(state)
             .env("RUST_LOG", "warn,netadmd=info")
             .stderr(Stdio::piped())
@@ -200,7 +216,7 @@ impl Daemon {
     }
 
     /// SIGTERM, and waits for a clean exit.
-    fn stop(mut self) -> Result<(), String> {
+    pub(crate) fn stop(mut self) -> Result<(), String> {
         let pid = self.proc.0.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status();
         if !sent.as_ref().is_ok_and(|s| s.success()) {
@@ -215,7 +231,7 @@ impl Daemon {
 }
 
 /// Runs the CLI; returns its stdout and wall time (µs).
-fn cli(netadm: &Path, bus: &str, args: &[&str]) -> Result<(String, f64), String> {
+pub(crate) fn cli(netadm: &Path, bus: &str, args: &[&str]) -> Result<(String, f64), String> {
     let t = Instant::now();
     let out = Command::new(netadm)
         .env("NETADM_BUS", bus)
@@ -234,7 +250,7 @@ fn cli(netadm: &Path, bus: &str, args: &[&str]) -> Result<(String, f64), String>
 }
 
 /// A mutation through the CLI: (daemon total_us, CLI wall µs).
-fn mutation(netadm: &Path, bus: &str, args: &[&str]) -> Result<(f64, f64), String> {
+pub(crate) fn mutation(netadm: &Path, bus: &str, args: &[&str]) -> Result<(f64, f64), String> {
     let mut full = vec!["--json"];
     full.extend_from_slice(args);
     let (out, wall) = cli(netadm, bus, &full)?;

@@ -18,6 +18,7 @@
 //! the offending text, so an operator can fix a hand-edited file directly.
 //! This crate does file I/O but has no async runtime.
 
+mod document;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub mod failpoint;
@@ -27,6 +28,7 @@ mod location;
 mod section;
 mod store;
 
+pub use document::{DocError, DocFormat, Document, dotted};
 pub use hardware::{
     ATL1C_DEFAULT_SPEED, ConfigError, EMBEDDED_DEFAULT, HardwareConfig, HardwareError,
     I40E_DEFAULT_QUEUE_PAIRS, I40E_DEFAULT_SPEED, I40E_DEFAULT_VECTORS, I40E_MAX_QUEUE_PAIRS,
@@ -37,4 +39,7 @@ pub use links::{
     AddrConf, AddrError, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError, MAC_MODES,
     MacModeError, PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
 };
-pub use store::{Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff};
+pub use store::{
+    CHECKPOINT_FILE, Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff,
+    to_json, to_toml,
+};

@@ -34,6 +34,31 @@ pub const LINKS_FILE: &str = "links.toml";
 /// The file name of the journal of changes since `links.toml` was written.
 pub const JOURNAL_FILE: &str = "links.journal";
 
+/// The file beside `links.toml` that holds an armed commit-confirmed
+/// checkpoint (`netadm apply --confirm-timeout`): the configuration to go
+/// back to and when.
+pub const CHECKPOINT_FILE: &str = "links.checkpoint.toml";
+
+/// A configuration as `links.toml` holds it (without the header comment).
+pub fn to_toml(state: &LinkState) -> Result<String, String> {
+    toml::to_string(state).map_err(|e| e.to_string())
+}
+
+/// A configuration in the `links.toml` schema as JSON.
+pub fn to_json(state: &LinkState) -> Result<String, String> {
+    serde_json::to_string_pretty(state).map(|s| s + "\n").map_err(|e| e.to_string())
+}
+
+/// What [`CHECKPOINT_FILE`] holds.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointFile {
+    /// When to roll back, in ms since the Unix epoch.
+    deadline_ms: u64,
+    /// The configuration to roll back to.
+    state: LinkState,
+}
+
 /// The journal's first line, before the hash of the `links.toml` it
 /// continues.
 const JOURNAL_HEADER: &str = "# netadm links.toml journal; continues links.toml ";
@@ -495,10 +520,8 @@ impl Store {
     /// state ([`LinkState::validate`]) is refused before anything is written.
     pub fn save(&self, state: &LinkState) -> Result<(), StoreError> {
         state.validate().map_err(|error| StoreError::Invalid { path: self.path.clone(), error })?;
-        let body = toml::to_string(state).map_err(|e| StoreError::Serialize {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
+        let body = to_toml(state)
+            .map_err(|message| StoreError::Serialize { path: self.path.clone(), message })?;
         let mut j = self.journal();
         let (tmp, mut file) = self.create_temp()?;
         let written = (|| {
@@ -539,6 +562,64 @@ impl Store {
             let _ = File::open(&self.dir).and_then(|d| d.sync_all());
         }
         Ok(())
+    }
+
+    /// Arms a checkpoint durably: `state` is what to roll back to at
+    /// `deadline_ms` (ms since the Unix epoch), written beside `links.toml`
+    /// (temporary file, fsync, rename, fsync of the directory) so that a
+    /// netadmd started again inside the window still honours it.
+    pub fn save_checkpoint(&self, deadline_ms: u64, state: &LinkState) -> Result<(), StoreError> {
+        let path = self.dir.join(CHECKPOINT_FILE);
+        state.validate().map_err(|error| StoreError::Invalid { path: path.clone(), error })?;
+        let body = toml::to_string(&CheckpointFile { deadline_ms, state: state.clone() })
+            .map_err(|e| StoreError::Serialize { path: path.clone(), message: e.to_string() })?;
+        let (tmp, mut file) = self.create_temp()?;
+        let written = (|| {
+            file.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
+            file.sync_all().map_err(io_err(&tmp, "fsync"))?;
+            drop(file);
+            fs::rename(&tmp, &path).map_err(io_err(&path, "rename temporary file over"))
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir, "fsync"))
+    }
+
+    /// The armed checkpoint, if any: (deadline in ms since the Unix epoch,
+    /// the configuration to roll back to).
+    pub fn load_checkpoint(&self) -> Result<Option<(u64, LinkState)>, StoreError> {
+        let path = self.dir.join(CHECKPOINT_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path, "read")(e)),
+        };
+        let parse_error = |loc: Location, message: String| StoreError::Parse {
+            path: path.clone(),
+            line: loc.line,
+            column: loc.column,
+            message,
+            source_line: loc.source_line,
+        };
+        let text =
+            decode(bytes).map_err(|loc| parse_error(loc, "file is not valid UTF-8".to_owned()))?;
+        let cp: CheckpointFile = toml::from_str(&text)
+            .map_err(|err| parse_error(Location::of_toml(&text, &err), err.message().to_owned()))?;
+        Ok(Some((cp.deadline_ms, cp.state)))
+    }
+
+    /// Disarms the checkpoint (confirmed, or rolled back): removes the file
+    /// durably. No file is no error.
+    pub fn clear_checkpoint(&self) -> Result<(), StoreError> {
+        let path = self.dir.join(CHECKPOINT_FILE);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(&path, "remove")(e)),
+        }
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir, "fsync"))
     }
 
     /// Creates a fresh temporary file next to `links.toml` (mode 0600).

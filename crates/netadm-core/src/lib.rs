@@ -21,6 +21,7 @@
 //! Reads take the running configuration's lock only to clone it, so they
 //! never wait behind a long mutation.
 
+mod apply;
 mod delta;
 mod drift;
 mod error;
@@ -115,6 +116,11 @@ pub struct Core {
     aggr_tx: Arc<traffic::AggrTxs>,
     /// `maxbw` and `priority` of the links senders use.
     qos: qos::Qos,
+    /// The armed commit-confirmed checkpoint (`apply --confirm-timeout`),
+    /// also on disk beside `links.toml`; the condition variable wakes
+    /// [`Core::wait_checkpoint_due`] when it is armed or disarmed.
+    checkpoint: Mutex<Option<apply::Checkpoint>>,
+    checkpoint_cv: std::sync::Condvar,
 }
 
 impl std::fmt::Debug for Core {
@@ -244,6 +250,8 @@ impl Core {
             macs: Mutex::new(delta::MacIndex::default()),
             mirror: if kernel_mirror { Some(mirror::Mirror::open()?) } else { None },
             lacp: lacp::Lacp::start(),
+            checkpoint: Mutex::new(None),
+            checkpoint_cv: std::sync::Condvar::new(),
         };
         for p in core.hw.ports() {
             p.classifier.set_slow_handler(Some(core.lacp.receiver(p.device.as_str())));
@@ -283,6 +291,17 @@ impl Core {
         *core.persisted.lock().unwrap() = shared;
         core.sync_datapath();
         core.sync_kernel(&LinkState::default(), &persisted, &mut t)?;
+        // A checkpoint armed by the last netadmd is honoured: it rolls back
+        // at its deadline (at once if that has passed) unless confirmed.
+        if let Some(s) = &core.store
+            && let Some((deadline_ms, state)) =
+                s.load_checkpoint().map_err(|e| CoreError::persistence(e.to_string()))?
+        {
+            *core.checkpoint.lock().unwrap() = Some(apply::Checkpoint {
+                deadline: UNIX_EPOCH + Duration::from_millis(deadline_ms),
+                state: Arc::new(state),
+            });
+        }
         // A journal left by the last netadmd (killed, or stopped before it
         // could compact) is folded into links.toml now.
         if let Some(s) = &core.store
@@ -334,6 +353,10 @@ impl Core {
         if self.stopping.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
+        // The checkpoint's waiter stops waiting (the checkpoint stays on
+        // disk for the next netadmd).
+        drop(self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner));
+        self.checkpoint_cv.notify_all();
         if let Some(s) = &self.store
             && s.journal_pending()
         {
@@ -376,6 +399,21 @@ impl Core {
         progress: Progress<'_>,
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
     ) -> Result<OpResult, CoreError> {
+        self.mutate_with(op, subject, progress, false, f)
+    }
+
+    /// [`Core::mutate`]; with `verify`, the rings are also read back from
+    /// the hardware after they changed ([`Core::verify_rings`]), before
+    /// anything persists: a mismatch is a failure like any other, and
+    /// everything is put back.
+    pub(crate) fn mutate_with(
+        &self,
+        op: &str,
+        subject: &str,
+        progress: Progress<'_>,
+        verify: bool,
+        f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
+    ) -> Result<OpResult, CoreError> {
         let _m = self.lock_mutation()?;
         let mut t = Timing::new();
         let cur = self.running();
@@ -383,7 +421,7 @@ impl Core {
         // may have half applied.
         let next = Mutex::new(None);
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.mutate_locked(&mut t, progress, &next, f)
+            self.mutate_locked(&mut t, progress, &next, verify, f)
         }))
         .unwrap_or_else(|p| {
             // A bug: report it, and put the hardware back as the running
@@ -435,6 +473,7 @@ impl Core {
         t: &mut Timing,
         progress: Progress<'_>,
         next: &Mutex<Option<Arc<LinkState>>>,
+        verify: bool,
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
     ) -> Result<(), CoreError> {
         let cur = self.running();
@@ -478,6 +517,14 @@ impl Core {
         if let Err(e) = self.sync_kernel(&cur, &running, t) {
             let _ = self.put_back(&running, &cur);
             return Err(e);
+        }
+        // (The kernel step reads back what it changed itself.)
+        if verify {
+            if let Err(e) = self.verify_rings() {
+                let _ = self.put_back(&running, &cur);
+                return Err(e);
+            }
+            t.phase("verify");
         }
         let persists = change.same || change.persisted.is_some();
         if let Some(p) = if change.same { Some(&*running) } else { change.persisted.as_ref() }

@@ -229,7 +229,7 @@ fn mtu_range(v: &View<'_>, link: &Link) -> (u32, u32) {
 }
 
 /// Validates one property assignment on `link`.
-fn check_prop(
+pub(crate) fn check_prop(
     v: &View<'_>,
     link_name: &str,
     link: &Link,

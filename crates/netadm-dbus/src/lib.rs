@@ -383,6 +383,44 @@ pub struct HistoryEntry {
     pub error: String,
 }
 
+/// One step of an apply's plan (`netadm apply`), in the order the
+/// operation does them, with what it costs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PlanStep {
+    /// `config` (an entry of the configuration), `rings` (a port's rings),
+    /// `kernel` (a device or address in the kernel) or `persist`.
+    pub kind: String,
+    /// What it is about: `vnic v1`, `port i40e0`, `interface v1`, ...
+    pub object: String,
+    /// What happens, in words.
+    pub action: String,
+    /// Rings stopped.
+    pub rings_stopped: u32,
+    /// Rings started.
+    pub rings_started: u32,
+    /// Rings restarted with new buffers.
+    pub rings_restarted: u32,
+    /// Kernel changes (a TAP made or removed, an address, an MTU).
+    pub kernel_changes: u32,
+}
+
+/// What `Apply` did, or with `dry_run` would do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct ApplyResult {
+    /// Whether anything changed (would change): false when the document
+    /// is the configuration already.
+    pub changed: bool,
+    /// Nothing was changed: the plan only.
+    pub dry_run: bool,
+    /// The plan, in order.
+    pub steps: Vec<PlanStep>,
+    /// When an armed checkpoint rolls back unless confirmed (ms since the
+    /// Unix epoch); 0 if none was armed.
+    pub confirm_deadline_ms: u64,
+    /// The operation's timing, as every verb's.
+    pub result: OpResult,
+}
+
 pub use proxies::{LinkProxy, NetadmProxy};
 
 /// Client proxies (generated code carries no docs of its own).
@@ -539,6 +577,24 @@ mod proxies {
         fn show_traffic(&self) -> zbus::Result<Vec<TrafficInfo>>;
         /// Traffic counters of every physical link and aggregation.
         fn show_stats(&self) -> zbus::Result<Vec<LinkStats>>;
+        /// The persistent configuration (the running one with `running`)
+        /// as one document in the `links.toml` schema; `format` is `toml`
+        /// (or empty) or `json`.
+        fn show_config(&self, running: bool, format: &str) -> zbus::Result<String>;
+        /// Makes the configuration `document` (TOML or JSON, the
+        /// `links.toml` schema), as one operation; with `dry_run`, only
+        /// plans it. With `confirm_timeout_s` > 0, arms a checkpoint that
+        /// rolls back unless `Confirm` comes in time.
+        fn apply(
+            &self,
+            document: &str,
+            dry_run: bool,
+            confirm_timeout_s: u32,
+        ) -> zbus::Result<ApplyResult>;
+        /// Keeps what the last `Apply` with a confirm timeout made.
+        fn confirm(&self) -> zbus::Result<OpResult>;
+        /// Rolls back to the armed checkpoint now.
+        fn rollback(&self) -> zbus::Result<OpResult>;
         /// Selects the ring lifecycle strategy: `batched`, `sequential`,
         /// `legacy` or `legacy@HZ` (for comparisons such as `netadm demo`).
         fn set_strategy(&self, strategy: &str) -> zbus::Result<OpResult>;

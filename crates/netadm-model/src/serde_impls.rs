@@ -65,7 +65,9 @@ macro_rules! display_from_str {
 
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserializer.deserialize_str(FromStrVisitor::new($expecting))
+                // Any: a JSON number (`"vid": 12`) is taken as its decimal
+                // form, as TOML's is.
+                deserializer.deserialize_any(FromStrVisitor::new($expecting))
             }
         }
     )*};
