@@ -29,6 +29,15 @@ pub trait Tx: Send + Sync {
     /// segments, or a frame whose checksum it fills in). Returns whether
     /// it was accepted.
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool;
+
+    /// Busy-polls the receive side of the rings this path sends on
+    /// ([`netadm_rings::RingEngine::busy_poll`]): delivers what has
+    /// arrived there now, on the calling thread. Returns the frames
+    /// delivered, or None when no ring may be busy-polled now (traffic
+    /// is not light, or the path has no rings to poll).
+    fn busy_poll(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// What to generate.
