@@ -137,7 +137,7 @@ impl Tx for MultiTx {
     }
 
     fn busy_poll(&self) -> Option<u32> {
-        self.members.iter().filter_map(Tx::busy_poll).reduce(|a, b| a + b)
+        self.members.iter().map(Tx::busy_poll).sum()
     }
 }
 
@@ -322,8 +322,12 @@ impl Tx for AggrTx {
     }
 
     fn busy_poll(&self) -> Option<u32> {
-        let st = self.state.read().unwrap();
-        st.members.iter().filter_map(|m| m.tx.busy_poll()).reduce(|a, b| a + b)
+        // Not under the state lock: what the poll delivers may lead to a
+        // send on this path (a read lock taken twice waits behind a
+        // writer that came in between).
+        let members: Vec<Arc<dyn Tx>> =
+            self.state.read().unwrap().members.iter().map(|m| Arc::clone(&m.tx)).collect();
+        members.iter().map(|m| m.busy_poll()).sum()
     }
 }
 

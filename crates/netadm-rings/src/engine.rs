@@ -627,39 +627,44 @@ impl RingEngine {
     /// it waits for an answer, so a reply is delivered as soon as the
     /// device has placed it, not after an interrupt thread has been woken.
     ///
-    /// Only rings whose vector's adaptive moderation says traffic is light
-    /// ([`crate::moderation::Level::Latency`]) are polled: under load the
-    /// interrupt's batches are cheaper, and a fixed throttle an operator
-    /// set is respected. What it delivers is counted in the vector's
+    /// Only while every one of `rings` has its vector's adaptive moderation
+    /// saying traffic is light ([`crate::moderation::Level::Latency`]):
+    /// under load the interrupt's batches are cheaper (and one busy ring
+    /// among idle ones must not keep a sender polling the idle ones), and
+    /// a fixed throttle an operator set is respected. What it delivers is counted in the vector's
     /// moderation window, as an interrupt's frames are, so rising traffic
     /// still raises the level (and ends busy polling). A ring stopping
     /// (gate closed) or being delivered by its handler (RX lock held) is
-    /// skipped. Returns the frames delivered, or None when none of `rings`
-    /// may be busy-polled now (traffic is not light), so the caller stops
-    /// waiting.
+    /// skipped. Returns the frames delivered, or None when `rings` may not
+    /// be busy-polled now, so the caller stops waiting.
     pub fn busy_poll(&self, rings: &[u16]) -> Option<u32> {
         use crate::moderation::Level;
         let sh = &self.sh;
+        let light = |id: u16| {
+            let v = sh.rings.get(id as usize).map(|r| r.vector as usize);
+            v.and_then(|v| sh.adaptive.get(v))
+                .is_some_and(|a| a.is_on() && a.level() == Level::Latency)
+        };
+        if rings.is_empty() || !rings.iter().all(|&id| light(id)) {
+            return None;
+        }
         let mut client = None;
-        let mut total = None;
+        let mut total = 0;
         for &id in rings {
-            let Some(ring) = sh.rings.get(id as usize) else { continue };
-            let Some(a) = sh.adaptive.get(ring.vector as usize) else { continue };
-            if !a.is_on() || a.level() != Level::Latency {
-                continue;
-            }
+            let ring = &sh.rings[id as usize];
+            let a = &sh.adaptive[ring.vector as usize];
             if !ring.gate.enter() {
                 continue; // stopping or stopped: nothing is delivered
             }
             let c = client.get_or_insert_with(|| sh.client.read().unwrap().clone());
             let (n, bytes) = sh.busy_poll_rx(ring, c.as_deref());
             ring.gate.exit(&sh.gate_events);
-            *total.get_or_insert(0) += n;
+            total += n;
             if n > 0 {
                 a.sample(n.into(), bytes, Instant::now(), |l| sh.write_level(ring.vector, l));
             }
         }
-        total
+        Some(total)
     }
 
     /// Turns adaptive interrupt moderation on `vector` on (its throttle
