@@ -240,6 +240,18 @@ struct Rtt {
     lost: u32,
 }
 
+/// CPU time, in ns, all threads of process `pid` have run so far
+/// (`/proc/PID/task/*/schedstat`); None if it cannot be read.
+fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sum = 0;
+    for t in tasks.flatten() {
+        let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        sum += stat.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Some(sum)
+}
+
 fn ping(ns: &str, addr: &str, count: u32) -> Result<Rtt, String> {
     let c = count.to_string();
     let deadline = (count / 100 + 10).to_string();
@@ -320,6 +332,9 @@ struct Figures {
     /// netadm only: the same with tso and tx-csum off (the old path).
     no_offload_gbps: Option<f64>,
     rtt: Rtt,
+    /// netadm only: netadmd's CPU time during the pings, as a share of
+    /// one CPU over their wall time (what its threads' polling costs).
+    ping_cpu_pct: Option<f64>,
     fwd: Toggled,
     rev: Toggled,
 }
@@ -365,7 +380,7 @@ pub fn run(o: Opts) -> Result<(), String> {
     let dir = TempDir::new()?;
     let (_bus, addr) = private_bus(&dir.0)?;
     say("netadmd, aggr0, aggr0/v4 ...");
-    let (_daemon, n) = start_netadm(a, &dir.0, &addr, &netadmd, cli)?;
+    let (daemon, n) = start_netadm(a, &dir.0, &addr, &netadmd, cli)?;
     await_path(a, "192.0.2.2")?;
     await_path(c, "198.51.100.2")?;
 
@@ -401,9 +416,15 @@ pub fn run(o: Opts) -> Result<(), String> {
     let no_offload = iperf3(&sides[0], o.seconds, &[], &mut |_| Ok(()))?.received_gbps;
     n.run(&["reset-linkprop", "-p", "tso,tx-csum", "aggr0"])?;
     let mut rtt = vec![];
+    let mut ping_cpu_pct = None;
     for (s, name) in sides.iter().zip(names) {
         say(&format!("{name}: {} pings ...", o.pings));
+        let (cpu, wall) = (cpu_ns(daemon.0.id()), Instant::now());
         rtt.push(ping(s.client_ns, s.addr, o.pings)?);
+        if name == "netadm" {
+            let used = cpu_ns(daemon.0.id()).zip(cpu).map(|(b, a)| b.saturating_sub(a));
+            ping_cpu_pct = used.map(|u| u as f64 / wall.elapsed().as_nanos() as f64 * 100.0);
+        }
     }
     // The veth's far side now matches netadm's: 9000, so only the toggling
     // side's MTU limits what is sent towards the far side.
@@ -427,6 +448,7 @@ pub fn run(o: Opts) -> Result<(), String> {
         rev_retransmits: thr_rev[i].1,
         no_offload_gbps: (i == 0).then_some(no_offload),
         rtt: rtt[i],
+        ping_cpu_pct: if i == 0 { ping_cpu_pct } else { None },
         fwd: fwd[i],
         rev: rev[i],
     };
@@ -464,6 +486,7 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
             "throughput_reverse_retransmits": {"netadm": n.rev_retransmits, "veth": v.rev_retransmits},
             "throughput_gbps_offloads_off": {"netadm": n.no_offload_gbps},
             "rtt_ms": {"netadm": rtt(&n.rtt), "veth": rtt(&v.rtt), "avg_ratio": ratio(n.rtt.avg_ms, v.rtt.avg_ms)},
+            "ping_netadmd_cpu_pct": n.ping_cpu_pct,
             "mtu_toggle": {"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)},
             "mtu_toggle_reverse": {"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)},
             "notes": NOTES,
@@ -503,6 +526,12 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
     row("ping RTT median (ms)", n.rtt.median_ms, v.rtt.median_ms, 3);
     row("ping RTT p99 (ms)", n.rtt.p99_ms, v.rtt.p99_ms, 3);
     row("ping lost (count)", n.rtt.lost.into(), v.rtt.lost.into(), 0);
+    if let Some(c) = n.ping_cpu_pct {
+        println!(
+            "{:<58} {c:>10.1} {:>10} {:>12}",
+            "  netadmd CPU during the pings (% of one CPU)", "-", "-"
+        );
+    }
     for (title, a, b) in [
         ("MTU toggled every second, A/C sending", &n.fwd, &v.fwd),
         ("MTU toggled every second, B/D sending (-R)", &n.rev, &v.rev),

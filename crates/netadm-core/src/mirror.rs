@@ -124,6 +124,7 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
     let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
     // The frame with its 802.1Q tag, for an interface on a VLAN.
     let mut tagged = Vec::new();
+    let mut busy = BusyPoll::new();
     loop {
         let mut fds = [
             libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 },
@@ -138,6 +139,7 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             continue;
         }
         // Everything queued, one poll per burst.
+        let mut sent = false;
         loop {
             let (off, frame) = match tap.read_frame(&mut buf) {
                 Ok(Some((off, f))) if !f.is_empty() => (off, f),
@@ -174,6 +176,10 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                     None => std::thread::yield_now(),
                 }
             }
+            sent = true;
+        }
+        if sent && let Some(tx) = &tx {
+            busy.wait_for_answer(&tap, &**tx);
         }
     }
 }
@@ -184,6 +190,72 @@ fn writer(tap: &Arc<Tap>) -> netadm_datapath::classify::Endpoint {
     Arc::new(move |f: &[u8], off| {
         let _ = tap.write_frame(f, off);
     })
+}
+
+/// NAPI-style busy polling by a TAP reader (as Linux's `busy_poll`):
+/// having sent what the kernel queued, it keeps polling the receive side
+/// of the rings it sent on for a short window, so an answer (a ping's
+/// echo, a TCP ACK) is delivered to the kernel as soon as the device has
+/// placed it, instead of after its interrupt thread has been woken. The
+/// window adapts: twice the last answer's delay (within [`BusyPoll::MIN`]
+/// and [`BusyPoll::MAX`]), halved after a window that saw nothing, off
+/// below the minimum, with a probe every [`BusyPoll::PROBE`] bursts while
+/// off. It ends at once when a frame from the kernel waits in the TAP,
+/// and when traffic is not light (the rings' adaptive moderation is not
+/// at its lowest level: interrupts batch better then).
+#[derive(Debug)]
+struct BusyPoll {
+    window: std::time::Duration,
+    bursts: u32,
+}
+
+impl BusyPoll {
+    const MIN: std::time::Duration = std::time::Duration::from_micros(20);
+    const MAX: std::time::Duration = std::time::Duration::from_micros(200);
+    const PROBE: u32 = 32;
+
+    fn new() -> Self {
+        Self { window: Self::MAX, bursts: 0 }
+    }
+
+    fn wait_for_answer(&mut self, tap: &Tap, tx: &dyn netadm_datapath::Tx) {
+        use std::time::{Duration, Instant};
+        self.bursts = self.bursts.wrapping_add(1);
+        let window = if self.window.is_zero() && self.bursts % Self::PROBE == 0 {
+            Self::MAX
+        } else {
+            self.window
+        };
+        if window.is_zero() {
+            return;
+        }
+        let start = Instant::now();
+        loop {
+            match tx.busy_poll() {
+                None => return,
+                Some(0) => {}
+                Some(_) => {
+                    self.window = (start.elapsed() * 2).clamp(Self::MIN, Self::MAX);
+                    return;
+                }
+            }
+            if start.elapsed() >= window || tap_readable(tap) {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        // A probe that saw nothing leaves it off.
+        let half = self.window / 2;
+        self.window = if half < Self::MIN { Duration::ZERO } else { half };
+    }
+}
+
+/// Whether the kernel has queued a frame on `tap` (a poll that does not
+/// wait).
+fn tap_readable(tap: &Tap) -> bool {
+    let mut fd = libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd; a zero timeout.
+    unsafe { libc::poll(&mut fd, 1, 0) == 1 }
 }
 
 /// The offloads an interface's TAP offers the kernel: (tx-csum, tso), as

@@ -36,6 +36,15 @@ pub trait Tx: Send + Sync {
     fn retry_in(&self) -> Option<Duration> {
         None
     }
+
+    /// Busy-polls the receive side of the rings this path sends on
+    /// ([`netadm_rings::RingEngine::busy_poll`]): delivers what has
+    /// arrived there now, on the calling thread. Returns the frames
+    /// delivered, or None when the path may not be busy-polled now
+    /// (traffic on some ring of it is not light, or it has no rings).
+    fn busy_poll(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// What to generate.

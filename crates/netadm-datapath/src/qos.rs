@@ -331,6 +331,10 @@ impl Tx for ShapedTx {
             (a, b) => a.or(b),
         }
     }
+
+    fn busy_poll(&self) -> Option<u32> {
+        self.inner.busy_poll()
+    }
 }
 
 #[cfg(test)]

@@ -91,6 +91,11 @@ impl Tx for PortTx {
         let ring = st.rings[flow as usize % st.rings.len()];
         self.engine.transmit_offload(ring, frame, off).unwrap_or(false)
     }
+
+    fn busy_poll(&self) -> Option<u32> {
+        let rings = self.map.rings();
+        self.engine.busy_poll(&rings)
+    }
 }
 
 /// Sends over several ports (an aggregation's members): `pick` chooses
@@ -129,6 +134,10 @@ impl Tx for MultiTx {
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
         let n = self.members.len();
         n > 0 && self.members[(self.pick)(flow, frame, n) % n].send_offload(flow, frame, off)
+    }
+
+    fn busy_poll(&self) -> Option<u32> {
+        self.members.iter().map(Tx::busy_poll).sum()
     }
 }
 
@@ -310,6 +319,15 @@ impl Tx for AggrTx {
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
         let st = self.state.read().unwrap();
         Self::pick(&st, frame).is_some_and(|m| st.members[m].tx.send_offload(flow, frame, off))
+    }
+
+    fn busy_poll(&self) -> Option<u32> {
+        // Not under the state lock: what the poll delivers may lead to a
+        // send on this path (a read lock taken twice waits behind a
+        // writer that came in between).
+        let members: Vec<Arc<dyn Tx>> =
+            self.state.read().unwrap().members.iter().map(|m| Arc::clone(&m.tx)).collect();
+        members.iter().map(|m| m.busy_poll()).sum()
     }
 }
 

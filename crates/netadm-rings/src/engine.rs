@@ -315,8 +315,17 @@ impl Shared {
         }
         let rx = ring.rx.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(r) = rx.as_ref() else { return (false, done.into(), 0) };
+        let (n, bytes) = self.reap_rx(ring, r, client);
+        (r.completed() > 0, u64::from(done) + u64::from(n), bytes)
+    }
+
+    /// Delivers up to one budget of RX frames from `r`, `ring`'s RX ring,
+    /// whose lock the caller holds, and posts the buffers back: the
+    /// frames delivered and their bytes.
+    fn reap_rx(&self, ring: &Ring, r: &DmaRing, client: Option<&dyn RingClient>) -> (u32, u64) {
         let mut bytes = 0u64;
-        // SAFETY: the RX lock makes this the ring's one driver-side user.
+        // SAFETY: the caller holds the RX lock: the ring's one driver-side
+        // user.
         let n = RX_SCRATCH.with_borrow_mut(|scratch| unsafe {
             r.driver_reap_frames(RX_BUDGET, scratch, |f, off| {
                 bytes += f.len() as u64;
@@ -337,7 +346,19 @@ impl Shared {
                 self.nic.doorbell(QueueId::rx(q));
             }
         }
-        (r.completed() > 0, u64::from(done) + u64::from(n), bytes)
+        (n, bytes)
+    }
+
+    /// One busy poll of `ring`'s RX side (see [`RingEngine::busy_poll`]):
+    /// frames delivered and their bytes.
+    fn busy_poll_rx(&self, ring: &Ring, client: Option<&dyn RingClient>) -> (u32, u64) {
+        let Ok(rx) = ring.rx.try_lock() else {
+            return (0, 0); // its interrupt handler is delivering
+        };
+        match rx.as_ref().filter(|r| r.completed() > 0) {
+            Some(r) => self.reap_rx(ring, r, client),
+            None => (0, 0),
+        }
     }
 }
 
@@ -597,6 +618,53 @@ impl RingEngine {
         r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         r.counters.tx_refused.fetch_add((count - sent) as u64, Ordering::Relaxed);
         Ok(sent)
+    }
+
+    /// NAPI-style busy polling, as Linux's `busy_poll`: delivers to the
+    /// client, on the calling thread, what the RX sides of `rings` hold
+    /// now, without waiting for their interrupt (which the device still
+    /// raises; its handler then finds less to do). A sender calls it while
+    /// it waits for an answer, so a reply is delivered as soon as the
+    /// device has placed it, not after an interrupt thread has been woken.
+    ///
+    /// Only while every one of `rings` has its vector's adaptive moderation
+    /// saying traffic is light ([`crate::moderation::Level::Latency`]):
+    /// under load the interrupt's batches are cheaper (and one busy ring
+    /// among idle ones must not keep a sender polling the idle ones), and
+    /// a fixed throttle an operator set is respected. What it delivers is counted in the vector's
+    /// moderation window, as an interrupt's frames are, so rising traffic
+    /// still raises the level (and ends busy polling). A ring stopping
+    /// (gate closed) or being delivered by its handler (RX lock held) is
+    /// skipped. Returns the frames delivered, or None when `rings` may not
+    /// be busy-polled now, so the caller stops waiting.
+    pub fn busy_poll(&self, rings: &[u16]) -> Option<u32> {
+        use crate::moderation::Level;
+        let sh = &self.sh;
+        let light = |id: u16| {
+            let v = sh.rings.get(id as usize).map(|r| r.vector as usize);
+            v.and_then(|v| sh.adaptive.get(v))
+                .is_some_and(|a| a.is_on() && a.level() == Level::Latency)
+        };
+        if rings.is_empty() || !rings.iter().all(|&id| light(id)) {
+            return None;
+        }
+        let mut client = None;
+        let mut total = 0;
+        for &id in rings {
+            let ring = &sh.rings[id as usize];
+            let a = &sh.adaptive[ring.vector as usize];
+            if !ring.gate.enter() {
+                continue; // stopping or stopped: nothing is delivered
+            }
+            let c = client.get_or_insert_with(|| sh.client.read().unwrap().clone());
+            let (n, bytes) = sh.busy_poll_rx(ring, c.as_deref());
+            ring.gate.exit(&sh.gate_events);
+            total += n;
+            if n > 0 {
+                a.sample(n.into(), bytes, Instant::now(), |l| sh.write_level(ring.vector, l));
+            }
+        }
+        Some(total)
     }
 
     /// Turns adaptive interrupt moderation on `vector` on (its throttle

@@ -23,6 +23,9 @@ struct Checker {
     delivered: AtomicU64,
     violations: AtomicU64,
     corrupt: AtomicU64,
+    /// The busy-polling thread, if any, and the frames delivered on it.
+    poller: OnceLock<thread::ThreadId>,
+    by_poller: AtomicU64,
 }
 
 impl Checker {
@@ -47,11 +50,122 @@ impl RingClient for Checker {
             self.corrupt.fetch_add(1, Ordering::Relaxed);
         }
         self.delivered.fetch_add(1, Ordering::Relaxed);
+        if self.poller.get() == Some(&thread::current().id()) {
+            self.by_poller.fetch_add(1, Ordering::Relaxed);
+        }
         self.check(ring);
     }
     fn tx_done(&self, ring: u16, _n: u32) {
         self.check(ring);
     }
+}
+
+/// A ring engine over `nic`, set up by `setup`, delivering to a fresh
+/// checker, with every ring started.
+fn checked(
+    nic: &Arc<netadm_i40e::I40e>,
+    setup: impl FnOnce(&RingEngine),
+) -> (Arc<Checker>, Arc<RingEngine>, Vec<u16>) {
+    let checker = Arc::new(Checker {
+        engine: OnceLock::new(),
+        nic: nic.clone(),
+        delivered: AtomicU64::new(0),
+        violations: AtomicU64::new(0),
+        corrupt: AtomicU64::new(0),
+        poller: OnceLock::new(),
+        by_poller: AtomicU64::new(0),
+    });
+    let engine = Arc::new(RingEngine::new(nic.clone(), Strategy::Batched).unwrap());
+    setup(&engine);
+    engine.set_client(Some(checker.clone()));
+    let _ = checker.engine.set(engine.clone());
+    let all = engine.all_rings();
+    engine.start(&all, 1536).unwrap();
+    (checker, engine, all)
+}
+
+fn frame(ring: u16, seq: u64) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[12..16].copy_from_slice(MAGIC);
+    f[16] = ring as u8;
+    f[20..28].copy_from_slice(&seq.to_le_bytes());
+    f
+}
+
+/// NAPI-style busy polling: light traffic is delivered on the polling
+/// thread as well as by interrupts, and, while rings stop and start under
+/// it, never to a ring that is stopping or stopped. With a fixed throttle
+/// (adaptive moderation off) there is nothing to busy-poll.
+#[test]
+fn busy_polling_delivers_light_traffic_and_never_to_a_stopping_ring() {
+    let nic = i40e_fast(RINGS, WireMode::Loopback);
+    let (checker, engine, all) = checked(&nic, |e| {
+        for v in 0..4 {
+            e.set_adaptive(v, true);
+        }
+    });
+
+    let done = Arc::new(AtomicBool::new(false));
+    // Light traffic: a frame every 200 us, which adaptive moderation
+    // leaves at its lowest level.
+    let sender = {
+        let (engine, done) = (engine.clone(), done.clone());
+        thread::spawn(move || {
+            let (mut seq, mut next) = (0u64, std::time::Instant::now());
+            while !done.load(Ordering::Relaxed) {
+                if std::time::Instant::now() < next {
+                    thread::yield_now();
+                    continue;
+                }
+                next += std::time::Duration::from_micros(200);
+                seq += 1;
+                let ring = (seq % u64::from(RINGS)) as u16;
+                let _ = engine.transmit(ring, &[&frame(ring, seq)]);
+            }
+        })
+    };
+    let poller = {
+        let (engine, done, checker) = (engine.clone(), done.clone(), checker.clone());
+        thread::spawn(move || {
+            let _ = checker.poller.set(thread::current().id());
+            let all = engine.all_rings();
+            while !done.load(Ordering::Relaxed) {
+                let _ = engine.busy_poll(&all);
+                thread::yield_now();
+            }
+        })
+    };
+    let mut x: u32 = 0x9e37_79b9;
+    for _ in 0..60 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let set: Vec<u16> = (0..RINGS).filter(|r| x >> r & 1 == 1).collect();
+        engine.stop(&set).unwrap();
+        engine.start(&set, 1536).unwrap();
+    }
+    // Until the poller has delivered something (light traffic goes on).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while checker.by_poller.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        thread::yield_now();
+    }
+    done.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    poller.join().unwrap();
+    let (delivered, polled) =
+        (checker.delivered.load(Ordering::Relaxed), checker.by_poller.load(Ordering::Relaxed));
+    eprintln!("{delivered} frames delivered, {polled} of them by the busy poller");
+    assert!(polled > 0, "busy polling delivered nothing ({delivered} delivered by interrupts)");
+    assert_eq!(checker.violations.load(Ordering::Relaxed), 0, "completion reached a stopped ring");
+    assert_eq!(checker.corrupt.load(Ordering::Relaxed), 0, "a delivered frame was corrupt");
+    assert!(engine.busy_poll(&all).is_some(), "light traffic is busy-polled");
+    for v in 0..4 {
+        engine.set_adaptive(v, false);
+    }
+    assert_eq!(engine.busy_poll(&all), None, "a fixed throttle is not busy-polled");
+    engine.stop(&all).unwrap();
+    assert_no_faults(&*nic);
+    assert_eq!(engine.dma_bytes(), 0);
 }
 
 #[test]
@@ -60,18 +174,7 @@ fn stops_racing_live_interrupts_never_deliver_to_a_stopping_or_stopped_ring() {
     for v in 0..4 {
         nic.set_throttle(v, 0).unwrap(); // an interrupt for every batch
     }
-    let checker = Arc::new(Checker {
-        engine: OnceLock::new(),
-        nic: nic.clone(),
-        delivered: AtomicU64::new(0),
-        violations: AtomicU64::new(0),
-        corrupt: AtomicU64::new(0),
-    });
-    let engine = Arc::new(RingEngine::new(nic.clone(), Strategy::Batched).unwrap());
-    engine.set_client(Some(checker.clone()));
-    let _ = checker.engine.set(engine.clone());
-    let all = engine.all_rings();
-    engine.start(&all, 1536).unwrap();
+    let (checker, engine, all) = checked(&nic, |_| {});
 
     let done = Arc::new(AtomicBool::new(false));
     let sender = {
@@ -84,11 +187,7 @@ fn stops_racing_live_interrupts_never_deliver_to_a_stopping_or_stopped_ring() {
                     let frames: Vec<Vec<u8>> = (0..8)
                         .map(|_| {
                             seq += 1;
-                            let mut f = vec![0u8; 64];
-                            f[12..16].copy_from_slice(MAGIC);
-                            f[16] = ring as u8;
-                            f[20..28].copy_from_slice(&seq.to_le_bytes());
-                            f
+                            frame(ring, seq)
                         })
                         .collect();
                     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
