@@ -308,11 +308,12 @@ enum Verb {
         /// Temporary: do not persist the change.
         #[arg(short = 't')]
         temporary: bool,
-        /// Address type: static.
+        /// Address type: static (with -a) or dhcp (leased by netadmd's
+        /// DHCP client; waits up to 15 s for the lease).
         #[arg(short = 'T', value_name = "TYPE")]
         kind: String,
-        /// ADDRESS/PREFIX.
-        #[arg(short = 'a', value_name = "ADDR/PREFIX")]
+        /// ADDRESS/PREFIX (static only).
+        #[arg(short = 'a', value_name = "ADDR/PREFIX", default_value = "")]
         addr: String,
         /// Address object, IF/TAG.
         addrobj: String,

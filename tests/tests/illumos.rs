@@ -174,8 +174,8 @@ fn illumos_errors_and_exit_codes() {
     // Verbs illumos has and netadm not yet: typed, naming the verb.
     let e = fails(&dir, &bus, "dladm", &["create-etherstub", "stub0"]);
     assert_eq!(e.trim_end(), "dladm: create-etherstub is not supported yet");
-    let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "vnic0/dhcp"]);
-    assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp is not supported yet");
+    let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "-w", "5", "vnic0/dhcp"]);
+    assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp -w/-1/-h is not supported yet");
     let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "vnic0/v6a"]);
     assert!(e.contains("-T addrconf is not supported yet"), "{e}");
     let e = fails(&dir, &bus, "ipadm", &["set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "vnic0"]);

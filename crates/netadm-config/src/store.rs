@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::links::{
     AddrConf, AggrConf, IfConf, LinkState, LinkStateError, PhysConf, Section, VnicConf,
-    check_mac_mode, parse_addr_prefix,
+    check_mac_mode,
 };
 use crate::location::{Location, Snippet, decode};
 
@@ -172,7 +172,8 @@ impl Entry {
         match self {
             Entry::Vnic(vnic, Some(c)) => check_mac_mode(&c.mac_mode)
                 .map_err(|error| LinkStateError::MacMode { vnic: vnic.clone(), error }),
-            Entry::Address(addrobj, Some(c)) => parse_addr_prefix(&c.addr)
+            Entry::Address(addrobj, Some(c)) => c
+                .check()
                 .map(drop)
                 .map_err(|error| LinkStateError::Address { addrobj: addrobj.clone(), error }),
             _ => Ok(()),

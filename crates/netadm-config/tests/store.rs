@@ -103,9 +103,9 @@ fn full_state() -> LinkState {
     );
     s.interface.insert("net0".parse().unwrap(), IfConf {});
     s.interface.insert("vnic0".parse().unwrap(), IfConf {});
-    s.address.insert("net0/v4".parse().unwrap(), AddrConf { addr: "192.0.2.1/24".into() });
-    s.address.insert("net0/v6".parse().unwrap(), AddrConf { addr: "2001:db8::1/64".into() });
-    s.address.insert("vnic0/a".parse().unwrap(), AddrConf { addr: "198.51.100.7/32".into() });
+    s.address.insert("net0/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
+    s.address.insert("net0/v6".parse().unwrap(), AddrConf::fixed("2001:db8::1/64"));
+    s.address.insert("vnic0/a".parse().unwrap(), AddrConf::fixed("198.51.100.7/32"));
     s
 }
 
@@ -386,7 +386,7 @@ fn save_is_atomic() {
     // Many saves leave exactly one file, holding the last state.
     for i in 0..20 {
         let mut s = state.clone();
-        s.address.insert("net0/v4".parse().unwrap(), AddrConf { addr: format!("192.0.2.{i}/24") });
+        s.address.insert("net0/v4".parse().unwrap(), AddrConf::fixed(format!("192.0.2.{i}/24")));
         store.save(&s).unwrap();
         assert_eq!(store.load().unwrap(), s);
     }

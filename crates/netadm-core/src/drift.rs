@@ -109,7 +109,12 @@ pub(crate) fn evaluate(nl: &Netlink, n: &LinkName, i: &MirrorIf) -> Option<Drift
     }
     let link_local =
         |ip: &IpAddr| matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
-    for h in have.iter().filter(|h| !i.want_addrs.contains(h) && !link_local(&h.0)) {
+    // Leases the interface's DHCP clients hold are theirs, not drift.
+    let leased = i.leased.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    for h in have
+        .iter()
+        .filter(|h| !i.want_addrs.contains(h) && !link_local(&h.0) && !leased.contains(h))
+    {
         d.diffs.push(format!("address {}/{} not configured", h.0, h.1));
     }
     (!d.diffs.is_empty()).then_some(d)

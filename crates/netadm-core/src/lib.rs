@@ -22,6 +22,7 @@
 //! never wait behind a long mutation.
 
 mod delta;
+mod dhcp;
 mod drift;
 mod error;
 mod groups;

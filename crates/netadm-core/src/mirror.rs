@@ -9,15 +9,19 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use netadm_config::{LinkState, parse_addr_prefix};
+use netadm_config::{AddrType, LinkState};
 use netadm_kernel::{KernelError, Netlink, Tap};
-use netadm_model::LinkName;
+use netadm_model::{AddrObj, LinkName};
 
 use crate::drift::{Drift, Watcher};
 use crate::links::View;
 use crate::{Core, CoreError, Timing};
 
 pub(crate) struct MirrorIf {
+    /// Its DHCP clients, by address object (stopped before the TAP goes).
+    pub(crate) dhcp: BTreeMap<AddrObj, crate::dhcp::Client>,
+    /// The addresses they hold.
+    pub(crate) leased: crate::dhcp::Leased,
     tap: Arc<Tap>,
     pub(crate) index: u32,
     pub(crate) mac: [u8; 6],
@@ -78,6 +82,23 @@ impl Mirror {
     /// Lets go of interface `name`'s device (`refresh-if`).
     pub(crate) fn forget(&self, name: &LinkName) -> Option<MirrorIf> {
         self.ifs.lock().unwrap().remove(name)
+    }
+
+    /// What address object `obj`'s DHCP client holds, if it has one.
+    pub(crate) fn dhcp_status(&self, obj: &AddrObj) -> Option<crate::dhcp::Status> {
+        let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        ifs.get(obj.interface()).and_then(|i| i.dhcp.get(obj)).map(|c| c.status())
+    }
+
+    /// Waits until address object `obj`'s DHCP client holds a lease, or
+    /// `deadline`; whether it does. The interfaces' lock is held only to
+    /// find the client, not while waiting.
+    pub(crate) fn wait_lease(&self, obj: &AddrObj, deadline: std::time::Instant) -> bool {
+        let watch = {
+            let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+            ifs.get(obj.interface()).and_then(|i| i.dhcp.get(obj)).map(|c| c.watch())
+        };
+        watch.is_some_and(|w| w.wait_bound(deadline))
     }
 
     /// The kernel device of an interface, if one was made.
@@ -236,8 +257,9 @@ impl Core {
         };
         let (vf, vt) =
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
-        let addr =
-            |s: &str| parse_addr_prefix(s).map_err(|e| CoreError::invalid_argument(e.to_string()));
+        let addr = |a: &netadm_config::AddrConf| {
+            a.check().map_err(|e| CoreError::invalid_argument(e.to_string()))
+        };
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         // What the change touches: what it removes or adds, and the
         // interfaces whose link it can have changed (not every interface).
@@ -245,9 +267,15 @@ impl Core {
         // Addresses that go, then interfaces that go.
         for (obj, a, b) in from.address.diff(&to.address) {
             if let (Some(a), None) = (a, b)
-                && let Some(i) = ifs.get(obj.interface())
+                && let Some(i) = ifs.get_mut(obj.interface())
             {
-                let (ip, p) = addr(&a.addr)?;
+                let Some((ip, p)) = addr(a)? else {
+                    // A DHCP address: given back, and removed, by its client.
+                    if let Some(c) = i.dhcp.remove(obj) {
+                        c.release();
+                    }
+                    continue;
+                };
                 match m.nl.del_addr(i.index, ip, p) {
                     // Gone already (putting back a change that failed
                     // before it was added): as wanted.
@@ -308,6 +336,8 @@ impl Core {
             };
             let (want_mtu, want_addrs, drift) = (vt.mtu(&l), vec![], None);
             let i = MirrorIf {
+                dhcp: BTreeMap::new(),
+                leased: Default::default(),
                 tap,
                 index,
                 mac,
@@ -357,9 +387,20 @@ impl Core {
         }
         for (obj, a, b) in from.address.diff(&to.address) {
             if let (None, Some(a)) = (a, b)
-                && let Some(i) = ifs.get(obj.interface())
+                && let Some(i) = ifs.get_mut(obj.interface())
             {
-                let (ip, p) = addr(&a.addr)?;
+                let Some((ip, p)) = addr(a)? else {
+                    if a.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
+                        let c = crate::dhcp::Client::start(
+                            obj.interface().as_str(),
+                            i.index,
+                            i.mac,
+                            i.leased.clone(),
+                        )?;
+                        i.dhcp.insert(obj.clone(), c);
+                    }
+                    continue;
+                };
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
@@ -380,7 +421,7 @@ impl Core {
                 .address
                 .iter()
                 .filter(|(o, _)| o.interface() == n)
-                .filter_map(|(_, a)| parse_addr_prefix(&a.addr).ok())
+                .filter_map(|(_, a)| a.fixed_addr())
                 .collect();
             (i.want_mtu, i.want_addrs) = (vt.mtu(&l), want.clone());
             if i.drift.is_some() {

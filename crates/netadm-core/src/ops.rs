@@ -5,7 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 
-use netadm_config::{AddrConf, AggrConf, IfConf, LinkState, VnicConf, parse_addr_prefix};
+use netadm_config::{AddrConf, AddrType, AggrConf, IfConf, LinkState, VnicConf};
+
+/// How long `create-addr -T dhcp` waits for a lease before answering.
+const DHCP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 use netadm_dbus::OpResult;
 use netadm_model::{
     AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, PropValue, VlanId,
@@ -950,13 +953,9 @@ impl Core {
             let obj: AddrObj = addrobj
                 .parse()
                 .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
-            if kind != "static" {
-                return Err(CoreError::invalid_argument(format!(
-                    "address type {kind:?}: only static is supported (-T static)"
-                )));
-            }
-            let (ip, _prefix) =
-                parse_addr_prefix(addr).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
+            let kind: AddrType = kind.parse().map_err(CoreError::invalid_argument)?;
+            let conf = AddrConf { addr: addr.to_owned(), kind };
+            let fixed = conf.check().map_err(|e| CoreError::invalid_argument(e.to_string()))?;
             change(v, persisted, temporary, t, addrobj, |v| {
                 if !v.st.interface.contains_key(obj.interface()) {
                     return Err(CoreError::not_found(format!(
@@ -968,17 +967,50 @@ impl Core {
                 if v.st.address.contains_key(&obj) {
                     return Err(CoreError::exists(format!("address object {obj} already exists")));
                 }
-                if let Some((other, _)) =
-                    v.st.address
-                        .iter()
-                        .find(|(_, c)| parse_addr_prefix(&c.addr).is_ok_and(|(x, _)| x == ip))
+                if let Some((ip, _)) = fixed
+                    && let Some((other, _)) =
+                        v.st.address
+                            .iter()
+                            .find(|(_, c)| c.fixed_addr().is_some_and(|(x, _)| x == ip))
                 {
                     return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
                 }
+                if kind == AddrType::Dhcp
+                    && let Some((other, _)) =
+                        v.st.address.iter().find(|(o, c)| {
+                            o.interface() == obj.interface() && c.kind == AddrType::Dhcp
+                        })
+                {
+                    return Err(CoreError::exists(format!(
+                        "{} already has a DHCP address object ({other})",
+                        obj.interface()
+                    )));
+                }
                 let mut st = v.st.clone();
-                st.address.insert(obj.clone(), AddrConf { addr: addr.to_owned() });
+                st.address.insert(obj.clone(), conf.clone());
                 Ok(st)
             })
+        })
+        .map(|mut r| {
+            // As ipadm does, wait for the lease (at most DHCP_WAIT; after
+            // the change, outside the mutation lock), timed as a phase of
+            // its own; the client goes on trying after that.
+            if kind == "dhcp"
+                && let (Some(m), Ok(obj)) = (&self.mirror, addrobj.parse::<AddrObj>())
+            {
+                let start = std::time::Instant::now();
+                let bound = m.wait_lease(&obj, start + DHCP_WAIT);
+                let us = start.elapsed().as_micros() as u64;
+                r.phases.push(("lease".into(), us));
+                r.total_us += us;
+                if !bound {
+                    r.notes.push(format!(
+                        "{addrobj}: no DHCP lease within {} s; the client keeps trying",
+                        DHCP_WAIT.as_secs()
+                    ));
+                }
+            }
+            r
         })
     }
 

@@ -448,15 +448,25 @@ impl Core {
                     .entry(o.interface())
                     .or_insert_with(|| self.mirror.as_ref().and_then(|m| m.drift(o.interface())));
                 let missing = d.as_ref().is_some_and(|d| {
-                    d.missing
-                        || netadm_config::parse_addr_prefix(&a.addr)
-                            .is_ok_and(|x| d.absent.contains(&x))
+                    d.missing || a.fixed_addr().is_some_and(|x| d.absent.contains(&x))
                 });
+                let (state, addr) = if a.kind == netadm_config::AddrType::Dhcp {
+                    // Its lease, if its client holds one.
+                    match self.mirror.as_ref().and_then(|m| m.dhcp_status(o)) {
+                        Some(s) => match s.addr {
+                            Some((ip, p)) => ("ok", format!("{ip}/{p}")),
+                            None => ("searching", String::new()),
+                        },
+                        None => ("inaccessible", String::new()),
+                    }
+                } else {
+                    (if missing { "missing" } else { "ok" }, a.addr.clone())
+                };
                 AddrInfo {
                     addrobj: o.to_string(),
-                    r#type: "static".into(),
-                    state: if missing { "missing" } else { "ok" }.into(),
-                    addr: a.addr.clone(),
+                    r#type: a.kind.as_str().into(),
+                    state: state.into(),
+                    addr,
                 }
             })
             .collect()
