@@ -282,9 +282,6 @@ impl Personality {
             };
             let value = match (verb.as_str(), flag.as_str(), value) {
                 ("create-addr", "-a", Some(v)) => Some(local_address(&v)?),
-                ("create-addr", "-T", Some(t)) if t != "static" && t != "dhcp" => {
-                    return Err(not_yet(format!("create-addr -T {t}")));
-                }
                 (_, _, v) => v,
             };
             out.push(flag);
@@ -348,7 +345,7 @@ fn ipadm_option(verb: &str, flag: &str) -> Result<(), CliError> {
     let what = match (verb, flag) {
         ("create-addr", "-d") => "create-addr -d (an address created down)",
         ("create-addr", "-w" | "-1" | "-h") => "create-addr -T dhcp -w/-1/-h",
-        ("create-addr", "-i" | "-p") => "create-addr -T addrconf",
+        ("create-addr", "-i" | "-p") => "create-addr -T addrconf -i/-p",
         ("delete-addr", "-r") => "delete-addr -r (releasing a DHCP lease)",
         _ => return Ok(()),
     };
@@ -441,9 +438,13 @@ mod tests {
             t(Ipadm, &["create-addr", "-T", "dhcp", "net0/d"]).unwrap(),
             ["ipadm", "create-addr", "-T", "dhcp", "net0/d"]
         );
-        let e = t(Ipadm, &["create-addr", "-T", "addrconf", "net0/d"]).unwrap_err();
+        assert_eq!(
+            t(Ipadm, &["create-addr", "-T", "addrconf", "net0/v6"]).unwrap(),
+            ["ipadm", "create-addr", "-T", "addrconf", "net0/v6"]
+        );
+        let e = t(Ipadm, &["create-addr", "-T", "addrconf", "-i", "::1", "net0/d"]).unwrap_err();
         assert_eq!(e.kind, "NotSupported");
-        assert!(e.message.contains("-T addrconf"), "{}", e.message);
+        assert!(e.message.contains("-T addrconf -i/-p"), "{}", e.message);
         let e = t(Ipadm, &["create-addr", "-a", "local=1.2.3.4/32,remote=1.2.3.5", "x/y"]);
         assert_eq!(e.unwrap_err().kind, "NotSupported");
         assert_eq!(

@@ -308,8 +308,9 @@ enum Verb {
         /// Temporary: do not persist the change.
         #[arg(short = 't')]
         temporary: bool,
-        /// Address type: static (with -a) or dhcp (leased by netadmd's
-        /// DHCP client; waits up to 15 s for the lease).
+        /// Address type: static (with -a), dhcp (leased by netadmd's
+        /// DHCP client; waits up to 15 s for the lease) or addrconf (IPv6
+        /// link-local and SLAAC).
         #[arg(short = 'T', value_name = "TYPE")]
         kind: String,
         /// ADDRESS/PREFIX (static only).

@@ -176,8 +176,9 @@ fn illumos_errors_and_exit_codes() {
     assert_eq!(e.trim_end(), "dladm: create-etherstub is not supported yet");
     let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "-w", "5", "vnic0/dhcp"]);
     assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp -w/-1/-h is not supported yet");
-    let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "vnic0/v6a"]);
-    assert!(e.contains("-T addrconf is not supported yet"), "{e}");
+    let e =
+        fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "-i", "::9", "vnic0/v6a"]);
+    assert!(e.contains("-T addrconf -i/-p is not supported yet"), "{e}");
     let e = fails(&dir, &bus, "ipadm", &["set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "vnic0"]);
     assert!(e.contains("set-ifprop is not supported yet"), "{e}");
     let a = ["create-addr", "-T", "static", "-a", "local=192.0.2.1/24,remote=192.0.2.2", "vnic0/p"];

@@ -157,7 +157,8 @@ pub struct IfConf {}
 #[serde(deny_unknown_fields, try_from = "RawAddrConf")]
 pub struct AddrConf {
     /// Address and prefix length, e.g. `192.0.2.1/24` or `2001:db8::1/64`;
-    /// empty for a DHCP address (the lease gives it).
+    /// empty for a DHCP or addrconf address (the lease or the kernel
+    /// gives it).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub addr: String,
     /// How the address is obtained (`create-addr -T`); static if absent.
@@ -217,6 +218,9 @@ pub enum AddrType {
     Static,
     /// `-T dhcp`: leased by netadmd's DHCP client.
     Dhcp,
+    /// `-T addrconf`: IPv6 link-local and stateless autoconfiguration
+    /// (SLAAC) by the kernel, from router advertisements.
+    Addrconf,
 }
 
 impl AddrType {
@@ -230,6 +234,7 @@ impl AddrType {
         match self {
             AddrType::Static => "static",
             AddrType::Dhcp => "dhcp",
+            AddrType::Addrconf => "addrconf",
         }
     }
 }
@@ -240,7 +245,8 @@ impl std::str::FromStr for AddrType {
         match s {
             "static" => Ok(AddrType::Static),
             "dhcp" => Ok(AddrType::Dhcp),
-            _ => Err(format!("address type {s:?}: expected static or dhcp")),
+            "addrconf" => Ok(AddrType::Addrconf),
+            _ => Err(format!("address type {s:?}: expected static, dhcp or addrconf")),
         }
     }
 }

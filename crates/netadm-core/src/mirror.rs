@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_config::{AddrType, LinkState};
-use netadm_kernel::{KernelError, Netlink, Tap};
+use netadm_kernel::{KernelError, Netlink, Tap, sysctl};
 use netadm_model::{AddrObj, LinkName};
 
 use crate::drift::{Drift, Watcher};
@@ -22,6 +22,9 @@ pub(crate) struct MirrorIf {
     pub(crate) dhcp: BTreeMap<AddrObj, crate::dhcp::Client>,
     /// The addresses they hold.
     pub(crate) leased: crate::dhcp::Leased,
+    /// Whether it has an addrconf address object: the kernel's SLAAC
+    /// addresses are then its own, not drift.
+    pub(crate) addrconf: bool,
     tap: Arc<Tap>,
     pub(crate) index: u32,
     pub(crate) mac: [u8; 6],
@@ -99,6 +102,22 @@ impl Mirror {
             ifs.get(obj.interface()).and_then(|i| i.dhcp.get(obj)).map(|c| c.watch())
         };
         watch.is_some_and(|w| w.wait_bound(deadline))
+    }
+
+    /// The IPv6 addresses the kernel has on interface `name` that netadm
+    /// did not set (link-local and SLAAC ones), link-local first.
+    pub(crate) fn addrconf_addrs(&self, name: &LinkName) -> Vec<(IpAddr, u8)> {
+        let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(i) = ifs.get(name) else { return vec![] };
+        let mut v: Vec<(IpAddr, u8)> = self
+            .nl
+            .addrs(i.index)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| a.0.is_ipv6() && !i.want_addrs.contains(a))
+            .collect();
+        v.sort_by_key(|a| !link_local(&a.0));
+        v
     }
 
     /// The kernel device of an interface, if one was made.
@@ -190,6 +209,33 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
     }
 }
 
+/// Turns IPv6 stateless autoconfiguration on interface `n` on (router
+/// advertisements heeded, SLAAC addresses made) or off (and the addresses
+/// it made removed: the kernel keeps them otherwise).
+fn addrconf(nl: &Netlink, n: &LinkName, i: &mut MirrorIf, on: bool) -> Result<(), CoreError> {
+    let v = if on { "1" } else { "0" };
+    for key in ["accept_ra", "autoconf"] {
+        sysctl::set(sysctl::Family::V6, n.as_str(), key, v).map_err(kerr)?;
+    }
+    i.addrconf = on;
+    if !on {
+        for (ip, p) in nl.addrs(i.index).map_err(kerr)? {
+            if ip.is_ipv6() && !link_local(&ip) && !i.want_addrs.contains(&(ip, p)) {
+                match nl.del_addr(i.index, ip, p) {
+                    Ok(()) | Err(KernelError::NotFound { .. }) => {}
+                    Err(e) => return Err(kerr(e)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `ip` is an IPv6 link-local address (fe80::/10).
+pub(crate) fn link_local(ip: &IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
+}
+
 /// The interfaces a change from `vf` to `vt` can touch: those it adds,
 /// removes or gives addresses, those on a VNIC it changes, and, when it
 /// changes a port or an aggregation (the MTU, offloads and ports of the
@@ -274,6 +320,9 @@ impl Core {
                     if let Some(c) = i.dhcp.remove(obj) {
                         c.release();
                     }
+                    if a.kind == AddrType::Addrconf {
+                        addrconf(&m.nl, obj.interface(), i, false)?;
+                    }
                     continue;
                 };
                 match m.nl.del_addr(i.index, ip, p) {
@@ -318,6 +367,16 @@ impl Core {
             let offload = offloads(&vt, &l);
             tap.set_offload(offload.0, offload.1).map_err(kerr)?;
             let index = m.nl.index(n.as_str()).map_err(kerr)?;
+            // No router advertisements heeded, no SLAAC, until an addrconf
+            // address object asks for them (before the device comes up:
+            // it solicits routers then). Without IPv6 there is nothing to
+            // turn off.
+            for key in ["accept_ra", "autoconf"] {
+                match sysctl::set(sysctl::Family::V6, n.as_str(), key, "0") {
+                    Ok(()) | Err(KernelError::NotFound { .. }) => {}
+                    Err(e) => return Err(kerr(e)),
+                }
+            }
             #[cfg(feature = "failpoints")]
             fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
                 "failpoint core.kernel.tap"
@@ -338,6 +397,7 @@ impl Core {
             let i = MirrorIf {
                 dhcp: BTreeMap::new(),
                 leased: Default::default(),
+                addrconf: false,
                 tap,
                 index,
                 mac,
@@ -398,6 +458,9 @@ impl Core {
                             i.leased.clone(),
                         )?;
                         i.dhcp.insert(obj.clone(), c);
+                    }
+                    if a.kind == AddrType::Addrconf {
+                        addrconf(&m.nl, obj.interface(), i, true)?;
                     }
                     continue;
                 };

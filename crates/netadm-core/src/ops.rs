@@ -975,15 +975,16 @@ impl Core {
                 {
                     return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
                 }
-                if kind == AddrType::Dhcp
+                if kind != AddrType::Static
                     && let Some((other, _)) =
-                        v.st.address.iter().find(|(o, c)| {
-                            o.interface() == obj.interface() && c.kind == AddrType::Dhcp
-                        })
+                        v.st.address
+                            .iter()
+                            .find(|(o, c)| o.interface() == obj.interface() && c.kind == kind)
                 {
                     return Err(CoreError::exists(format!(
-                        "{} already has a DHCP address object ({other})",
-                        obj.interface()
+                        "{} already has a {} address object ({other})",
+                        obj.interface(),
+                        kind.as_str()
                     )));
                 }
                 let mut st = v.st.clone();

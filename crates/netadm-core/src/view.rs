@@ -440,9 +440,39 @@ impl Core {
     pub fn show_addr(&self) -> Vec<AddrInfo> {
         let st = self.running();
         let mut drift = BTreeMap::new();
-        st.address
-            .iter()
-            .map(|(o, a)| {
+        let mut out = vec![];
+        for (o, a) in st.address.iter() {
+            if a.kind == netadm_config::AddrType::Addrconf {
+                // The link-local address under the object's name, each
+                // SLAAC one as `IF/?` (as illumos's ipadm lists them).
+                let addrs = self
+                    .mirror
+                    .as_ref()
+                    .map(|m| m.addrconf_addrs(o.interface()))
+                    .unwrap_or_default();
+                let ll = addrs.first().filter(|a| crate::mirror::link_local(&a.0));
+                out.push(AddrInfo {
+                    addrobj: o.to_string(),
+                    r#type: "addrconf".into(),
+                    state: match (&self.mirror, ll) {
+                        (None, _) => "inaccessible",
+                        (Some(_), None) => "tentative",
+                        (Some(_), Some(_)) => "ok",
+                    }
+                    .into(),
+                    addr: ll.map(|(ip, p)| format!("{ip}/{p}")).unwrap_or_default(),
+                });
+                out.extend(addrs.iter().filter(|a| !crate::mirror::link_local(&a.0)).map(
+                    |(ip, p)| AddrInfo {
+                        addrobj: format!("{}/?", o.interface()),
+                        r#type: "addrconf".into(),
+                        state: "ok".into(),
+                        addr: format!("{ip}/{p}"),
+                    },
+                ));
+                continue;
+            }
+            out.push({
                 // Missing from the kernel: its device is gone, or it is.
                 let d = drift
                     .entry(o.interface())
@@ -468,7 +498,8 @@ impl Core {
                     state: state.into(),
                     addr,
                 }
-            })
-            .collect()
+            });
+        }
+        out
     }
 }

@@ -11,6 +11,7 @@
 mod dynaddr;
 mod events;
 mod netlink;
+pub mod sysctl;
 mod tap;
 
 pub use dynaddr::{Lifetimes, PacketSocket};
