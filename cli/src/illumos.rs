@@ -111,19 +111,19 @@ const IPADM: &[(&str, &str)] = &[
     ("create-addr", "create-addr"),
     ("delete-addr", "delete-addr"),
     ("show-addr", "show-addr"),
+    ("enable-if", "enable-if"),
+    ("enable-ip", "enable-if"),
+    ("disable-if", "disable-if"),
+    ("disable-ip", "disable-if"),
+    ("up-addr", "up-addr"),
+    ("down-addr", "down-addr"),
 ];
 
 /// ipadm verbs netadm does not have yet.
 const IPADM_NOT_YET: &[&str] = &[
-    "enable-if",
-    "disable-if",
-    "enable-ip",
-    "disable-ip",
     "set-ifprop",
     "reset-ifprop",
     "show-ifprop",
-    "up-addr",
-    "down-addr",
     "enable-addr",
     "disable-addr",
     "refresh-addr",

@@ -296,6 +296,24 @@ enum Verb {
         /// Interface name.
         ifname: String,
     },
+    /// Bring a disabled IP interface back, with its addresses, from its
+    /// persistent configuration (running system only).
+    EnableIf {
+        /// Temporary (ipadm's -t; the only way it acts).
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Interface name.
+        ifname: String,
+    },
+    /// Remove a persistent IP interface and its addresses from the
+    /// running system, keeping its persistent configuration.
+    DisableIf {
+        /// Temporary (ipadm's -t; the only way it acts).
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Interface name.
+        ifname: String,
+    },
     /// Show IP interfaces.
     ShowIf {
         #[command(flatten)]
@@ -321,6 +339,23 @@ enum Verb {
     },
     /// Delete an address object.
     DeleteAddr {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Mark a static address up (back in the kernel).
+    UpAddr {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Mark a static address down (kept in the configuration, removed
+    /// from the kernel).
+    DownAddr {
         /// Temporary: do not persist the change.
         #[arg(short = 't')]
         temporary: bool,
@@ -728,6 +763,18 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         }
         Verb::DeleteIf { temporary, ifname } => {
             ctx.mutate(&ifname, &ifname, || p.delete_if(&ifname, temporary)).await
+        }
+        Verb::EnableIf { temporary: _, ifname } => {
+            ctx.mutate(&ifname, &ifname, || p.enable_if(&ifname)).await
+        }
+        Verb::DisableIf { temporary: _, ifname } => {
+            ctx.mutate(&ifname, &ifname, || p.disable_if(&ifname)).await
+        }
+        Verb::UpAddr { temporary, addrobj } => {
+            ctx.mutate(&addrobj, &addrobj, || p.up_addr(&addrobj, temporary)).await
+        }
+        Verb::DownAddr { temporary, addrobj } => {
+            ctx.mutate(&addrobj, &addrobj, || p.down_addr(&addrobj, temporary)).await
         }
         Verb::RefreshIf { ifname } => ctx.mutate(&ifname, &ifname, || p.refresh_if(&ifname)).await,
         Verb::CreateAddr { temporary, kind, addr, addrobj } => {

@@ -344,6 +344,24 @@ impl Manager {
         self.mutate(&hdr, &em, "refresh-if", move |c, _| c.refresh_if(&name)).await
     }
 
+    async fn enable_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "enable-if", move |c, p| c.enable_if(&name, p)).await
+    }
+
+    async fn disable_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "disable-if", move |c, p| c.disable_if(&name, p)).await
+    }
+
     async fn show_if(&self) -> Result<Vec<IfInfo>, Error> {
         self.read(|c| c.show_if()).await
     }
@@ -372,6 +390,30 @@ impl Manager {
     ) -> Result<OpResult, Error> {
         self.mutate(&hdr, &em, "delete-addr", move |c, p| c.delete_addr(&addrobj, temporary, p))
             .await
+    }
+
+    async fn up_addr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "up-addr", move |c, p| c.set_addr_up(&addrobj, true, temporary, p))
+            .await
+    }
+
+    async fn down_addr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "down-addr", move |c, p| {
+            c.set_addr_up(&addrobj, false, temporary, p)
+        })
+        .await
     }
 
     async fn show_addr(&self) -> Result<Vec<AddrInfo>, Error> {

@@ -164,12 +164,15 @@ pub struct AddrConf {
     /// How the address is obtained (`create-addr -T`); static if absent.
     #[serde(default, rename = "type", skip_serializing_if = "AddrType::is_static")]
     pub kind: AddrType,
+    /// Marked down (`down-addr`): kept here, absent from the kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub down: bool,
 }
 
 impl AddrConf {
     /// A static address.
     pub fn fixed(addr: impl Into<String>) -> Self {
-        Self { addr: addr.into(), kind: AddrType::Static }
+        Self { addr: addr.into(), kind: AddrType::Static, down: false }
     }
 
     /// The static address and prefix, `None` for a dynamic one. Checks
@@ -181,6 +184,11 @@ impl AddrConf {
             _ if self.addr.is_empty() => Ok(None),
             kind => Err(AddrError::Dynamic { value: self.addr.clone(), kind }),
         }
+    }
+
+    /// The static address and prefix if it is up (in the kernel).
+    pub fn active_addr(&self) -> Option<(IpAddr, u8)> {
+        self.fixed_addr().filter(|_| !self.down)
     }
 
     /// The static address and prefix; `None` for a dynamic one (or one
@@ -198,12 +206,14 @@ struct RawAddrConf {
     addr: String,
     #[serde(default, rename = "type")]
     kind: AddrType,
+    #[serde(default)]
+    down: bool,
 }
 
 impl TryFrom<RawAddrConf> for AddrConf {
     type Error = AddrError;
     fn try_from(r: RawAddrConf) -> Result<Self, AddrError> {
-        let c = AddrConf { addr: r.addr, kind: r.kind };
+        let c = AddrConf { addr: r.addr, kind: r.kind, down: r.down };
         c.check()?;
         Ok(c)
     }
@@ -287,7 +297,10 @@ pub enum AddrError {
         value: String,
     },
     /// A dynamic address object given an address.
-    #[error("address {value:?}: a {} address object has no fixed address", kind.as_str())]
+    #[error(
+        "address {value:?}: a {} address object has no fixed address (only -T static takes -a)",
+        kind.as_str()
+    )]
     Dynamic {
         /// The rejected input.
         value: String,
@@ -446,7 +459,7 @@ mod tests {
             r#"address object net0/v4: address "1.2.3.4": missing /PREFIXLEN (e.g. 192.0.2.1/24)"#
         );
         // A DHCP object has no address; given one, it is refused.
-        let dhcp = AddrConf { addr: String::new(), kind: AddrType::Dhcp };
+        let dhcp = AddrConf { addr: String::new(), kind: AddrType::Dhcp, down: false };
         state.address.insert("net0/v4".parse().unwrap(), dhcp.clone());
         state.validate().unwrap();
         let text = toml::to_string(&state).unwrap();

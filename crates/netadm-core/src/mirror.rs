@@ -311,20 +311,23 @@ impl Core {
         // interfaces whose link it can have changed (not every interface).
         let mut touched = touched(&vf, &vt, &*ifs);
         // Addresses that go, then interfaces that go.
+        // (A static address marked down goes from the kernel too.)
         for (obj, a, b) in from.address.diff(&to.address) {
-            if let (Some(a), None) = (a, b)
-                && let Some(i) = ifs.get_mut(obj.interface())
+            let (Some(a), Some(i)) = (a, ifs.get_mut(obj.interface())) else { continue };
+            if b.is_none() && addr(a)?.is_none() {
+                // A DHCP address: given back, and removed, by its client.
+                if let Some(c) = i.dhcp.remove(obj) {
+                    c.release();
+                }
+                if a.kind == AddrType::Addrconf {
+                    addrconf(&m.nl, obj.interface(), i, false)?;
+                }
+                continue;
+            }
+            let (was, now) = (a.active_addr(), b.and_then(|b| b.active_addr()));
+            if let Some((ip, p)) = was
+                && was != now
             {
-                let Some((ip, p)) = addr(a)? else {
-                    // A DHCP address: given back, and removed, by its client.
-                    if let Some(c) = i.dhcp.remove(obj) {
-                        c.release();
-                    }
-                    if a.kind == AddrType::Addrconf {
-                        addrconf(&m.nl, obj.interface(), i, false)?;
-                    }
-                    continue;
-                };
                 match m.nl.del_addr(i.index, ip, p) {
                     // Gone already (putting back a change that failed
                     // before it was added): as wanted.
@@ -446,24 +449,26 @@ impl Core {
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
-            if let (None, Some(a)) = (a, b)
-                && let Some(i) = ifs.get_mut(obj.interface())
+            let (Some(b), Some(i)) = (b, ifs.get_mut(obj.interface())) else { continue };
+            if a.is_none() && addr(b)?.is_none() {
+                if b.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
+                    let c = crate::dhcp::Client::start(
+                        obj.interface().as_str(),
+                        i.index,
+                        i.mac,
+                        i.leased.clone(),
+                    )?;
+                    i.dhcp.insert(obj.clone(), c);
+                }
+                if b.kind == AddrType::Addrconf {
+                    addrconf(&m.nl, obj.interface(), i, true)?;
+                }
+                continue;
+            }
+            let (was, now) = (a.and_then(|a| a.active_addr()), b.active_addr());
+            if let Some((ip, p)) = now
+                && was != now
             {
-                let Some((ip, p)) = addr(a)? else {
-                    if a.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
-                        let c = crate::dhcp::Client::start(
-                            obj.interface().as_str(),
-                            i.index,
-                            i.mac,
-                            i.leased.clone(),
-                        )?;
-                        i.dhcp.insert(obj.clone(), c);
-                    }
-                    if a.kind == AddrType::Addrconf {
-                        addrconf(&m.nl, obj.interface(), i, true)?;
-                    }
-                    continue;
-                };
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
@@ -484,7 +489,7 @@ impl Core {
                 .address
                 .iter()
                 .filter(|(o, _)| o.interface() == n)
-                .filter_map(|(_, a)| a.fixed_addr())
+                .filter_map(|(_, a)| a.active_addr())
                 .collect();
             (i.want_mtu, i.want_addrs) = (vt.mtu(&l), want.clone());
             if i.drift.is_some() {

@@ -954,7 +954,7 @@ impl Core {
                 .parse()
                 .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
             let kind: AddrType = kind.parse().map_err(CoreError::invalid_argument)?;
-            let conf = AddrConf { addr: addr.to_owned(), kind };
+            let conf = AddrConf { addr: addr.to_owned(), kind, down: false };
             let fixed = conf.check().map_err(|e| CoreError::invalid_argument(e.to_string()))?;
             change(v, persisted, temporary, t, addrobj, |v| {
                 if !v.st.interface.contains_key(obj.interface()) {
@@ -1034,6 +1034,110 @@ impl Core {
                 }
                 let mut st = v.st.clone();
                 st.address.remove(&obj);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `enable-if`: brings interface `ifname` back into the running
+    /// system from its persistent configuration, with its addresses
+    /// (ipadm's; it changes the running system only).
+    pub fn enable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+        self.mutate("enable-if", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            let Some(conf) = persisted.interface.get(&n) else {
+                return Err(CoreError::not_found(format!(
+                    "IP interface {ifname} has no persistent configuration to enable"
+                )));
+            };
+            change(v, persisted, true, t, ifname, |v| {
+                if v.st.interface.contains_key(&n) {
+                    return Err(CoreError::exists(format!(
+                        "IP interface {ifname} is already enabled"
+                    )));
+                }
+                v.require(ifname)?;
+                if let Some(a) = v.aggr_of(&n) {
+                    return Err(CoreError::busy(format!(
+                        "{ifname} is a port of {a}; it cannot carry an IP interface"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.interface.insert(n.clone(), conf.clone());
+                for (o, a) in persisted.address.iter().filter(|(o, _)| o.interface() == &n) {
+                    if let Some(ip) = a.fixed_addr()
+                        && let Some((other, _)) =
+                            v.st.address.iter().find(|(_, c)| c.fixed_addr() == Some(ip))
+                    {
+                        return Err(CoreError::exists(format!(
+                            "{} is already assigned ({other})",
+                            ip.0
+                        )));
+                    }
+                    st.address.insert(o.clone(), a.clone());
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `disable-if`: removes interface `ifname` and its addresses from the
+    /// running system, keeping its persistent configuration (ipadm's).
+    pub fn disable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+        self.mutate("disable-if", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            if !persisted.interface.contains_key(&n) && !v.st.interface.contains_key(&n) {
+                return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
+            }
+            if !persisted.interface.contains_key(&n) {
+                return Err(CoreError::invalid_argument(format!(
+                    "IP interface {ifname} is not persistent: nothing would enable it again \
+                     (delete-if -t removes it)"
+                )));
+            }
+            change(v, persisted, true, t, ifname, |v| {
+                if !v.st.interface.contains_key(&n) {
+                    return Err(CoreError::not_found(format!(
+                        "IP interface {ifname} is not enabled"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.interface.remove(&n);
+                st.address.retain(|a, _| a.interface() != &n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `up-addr` (`up` true) / `down-addr`: a static address marked up
+    /// (in the kernel) or down (kept in the configuration, removed from
+    /// the kernel).
+    pub fn set_addr_up(
+        &self,
+        addrobj: &str,
+        up: bool,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        let op = if up { "up-addr" } else { "down-addr" };
+        self.mutate(op, addrobj, progress, |v, persisted, t| {
+            let obj: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            change(v, persisted, temporary, t, addrobj, |v| {
+                let Some(a) = v.st.address.get(&obj) else {
+                    return Err(CoreError::not_found(format!(
+                        "address object {obj} does not exist"
+                    )));
+                };
+                if a.kind != AddrType::Static {
+                    return Err(CoreError::invalid_argument(format!(
+                        "address object {obj} is {}: only static addresses are marked up or down",
+                        a.kind.as_str()
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.address.get_mut(&obj).expect("looked up").down = !up;
                 Ok(st)
             })
         })

@@ -404,7 +404,8 @@ impl Core {
         let st = self.running();
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
-        st.interface
+        let mut rows: Vec<IfInfo> = st
+            .interface
             .keys()
             .map(|n| {
                 let up = v.resolve(n.as_str()).map(|l| v.ports_under(&l)).is_some_and(|ps| {
@@ -433,7 +434,22 @@ impl Core {
                         .unwrap_or_default(),
                 }
             })
-            .collect()
+            .collect();
+        // Persistent interfaces the running system does not have:
+        // disabled (disable-if).
+        rows.extend(persisted.interface.keys().filter(|n| !st.interface.contains_key(*n)).map(
+            |n| IfInfo {
+                ifname: n.to_string(),
+                class: "ip".into(),
+                state: "disabled".into(),
+                current: "----------46".into(),
+                persistent: "-46".into(),
+                kernel_device: String::new(),
+                drift: String::new(),
+            },
+        ));
+        rows.sort_by(|a, b| a.ifname.cmp(&b.ifname));
+        rows
     }
 
     /// `show-addr`.
@@ -489,6 +505,8 @@ impl Core {
                         },
                         None => ("inaccessible", String::new()),
                     }
+                } else if a.down {
+                    ("down", a.addr.clone())
                 } else {
                     (if missing { "missing" } else { "ok" }, a.addr.clone())
                 };
@@ -499,6 +517,21 @@ impl Core {
                     addr,
                 }
             });
+        }
+        // The addresses of disabled interfaces, as their configuration has
+        // them.
+        let persisted = self.persisted_arc();
+        for (o, a) in persisted.address.iter() {
+            if !st.interface.contains_key(o.interface())
+                && persisted.interface.contains_key(o.interface())
+            {
+                out.push(AddrInfo {
+                    addrobj: o.to_string(),
+                    r#type: a.kind.as_str().into(),
+                    state: "disabled".into(),
+                    addr: a.addr.clone(),
+                });
+            }
         }
         out
     }

@@ -491,10 +491,16 @@ mod proxies {
         /// Makes an IP interface's kernel device anew as configured (MAC,
         /// MTU, up, addresses), whatever was done to it.
         fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
+        /// Brings a disabled IP interface back from its persistent
+        /// configuration, with its addresses (running system only).
+        fn enable_if(&self, name: &str) -> zbus::Result<OpResult>;
+        /// Removes a persistent IP interface and its addresses from the
+        /// running system, keeping its persistent configuration.
+        fn disable_if(&self, name: &str) -> zbus::Result<OpResult>;
         /// IP interfaces.
         fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
-        /// Creates an address object; `kind` is `static`, `addr` is
-        /// `ADDRESS/PREFIX`.
+        /// Creates an address object; `kind` is `static` (`addr` is
+        /// `ADDRESS/PREFIX`), `dhcp` or `addrconf` (`addr` empty).
         fn create_addr(
             &self,
             addrobj: &str,
@@ -504,6 +510,11 @@ mod proxies {
         ) -> zbus::Result<OpResult>;
         /// Deletes an address object.
         fn delete_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Marks a static address up: back in the kernel.
+        fn up_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Marks a static address down: kept in the configuration, removed
+        /// from the kernel.
+        fn down_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// Address objects.
         fn show_addr(&self) -> zbus::Result<Vec<AddrInfo>>;
         /// Recent mutating commands and their timings, oldest first.
