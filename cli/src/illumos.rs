@@ -116,14 +116,14 @@ const IPADM: &[(&str, &str)] = &[
     ("disable-if", "disable-if"),
     ("disable-ip", "disable-if"),
     ("up-addr", "up-addr"),
+    ("set-ifprop", "set-ifprop"),
+    ("reset-ifprop", "reset-ifprop"),
+    ("show-ifprop", "show-ifprop"),
     ("down-addr", "down-addr"),
 ];
 
 /// ipadm verbs netadm does not have yet.
 const IPADM_NOT_YET: &[&str] = &[
-    "set-ifprop",
-    "reset-ifprop",
-    "show-ifprop",
     "enable-addr",
     "disable-addr",
     "refresh-addr",
@@ -163,6 +163,7 @@ const LONG: &[(&str, &str)] = &[
     ("down", "-d"),
     ("release", "-r"),
     ("wait", "-w"),
+    ("module", "-m"),
 ];
 
 impl Personality {
@@ -331,7 +332,7 @@ impl Personality {
 
 /// The short option netadm spells illumos's `--opt` with.
 fn long_option(verb: &str, opt: &str) -> Result<&'static str, CliError> {
-    if opt == "parsable" && verb == "show-linkprop" {
+    if opt == "parsable" && (verb == "show-linkprop" || verb == "show-ifprop") {
         return Ok("-c");
     }
     LONG.iter()
@@ -452,7 +453,11 @@ mod tests {
             "InvalidArgument"
         );
         assert_eq!(
-            t(Ipadm, &["set-ifprop", "-p", "mtu=1400", "net0"]).unwrap_err().kind,
+            t(Ipadm, &["set-ifprop", "-p", "mtu=1400", "--module=ipv4", "net0"]).unwrap(),
+            ["ipadm", "set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "net0"]
+        );
+        assert_eq!(
+            t(Ipadm, &["set-addrprop", "-p", "prefixlen=8", "net0/v4"]).unwrap_err().kind,
             "NotSupported"
         );
         assert_eq!(t(Ipadm, &["show-link"]).unwrap_err().kind, "InvalidArgument");

@@ -314,6 +314,51 @@ enum Verb {
         /// Interface name.
         ifname: String,
     },
+    /// Set IP interface properties of a protocol.
+    SetIfprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VAL,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VAL,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4 or ipv6.
+        #[arg(short = 'm', value_name = "PROTO", required = true)]
+        proto: String,
+        /// The interface.
+        ifname: String,
+    },
+    /// Reset IP interface properties of a protocol to their defaults.
+    ResetIfprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4 or ipv6.
+        #[arg(short = 'm', value_name = "PROTO", required = true)]
+        proto: String,
+        /// The interface.
+        ifname: String,
+    },
+    /// Show IP interface properties.
+    ShowIfprop {
+        /// Parsable output: fields separated by `:` (requires -o).
+        #[arg(short = 'c')]
+        parsable: bool,
+        /// Fields to print, comma-separated (case-insensitive), or `all`.
+        #[arg(short = 'o', value_name = "FIELD,...")]
+        fields: Option<String>,
+        /// Only these properties, PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...")]
+        props: Vec<String>,
+        /// Only this protocol: ipv4 or ipv6.
+        #[arg(short = 'm', value_name = "PROTO")]
+        proto: Option<String>,
+        /// Only this interface.
+        ifname: Option<String>,
+    },
     /// Show IP interfaces.
     ShowIf {
         #[command(flatten)]
@@ -654,6 +699,20 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
                 .map_err(err)?;
             render::render(&show::linkprop(&v), &fmt)
         }
+        Verb::ShowIfprop { parsable, fields, props, proto, ifname } => {
+            let fmt = Format { json, parsable, parsable_flag: "-c", fields };
+            check(show::ifprop(&[]).columns, &fmt)?;
+            let names = prop_names(&props)?;
+            let v = p
+                .show_if_prop(
+                    ifname.as_deref().unwrap_or(""),
+                    proto.as_deref().unwrap_or(""),
+                    &refs(&names),
+                )
+                .await
+                .map_err(err)?;
+            render::render(&show::ifprop(&v), &fmt)
+        }
         Verb::ShowIf { show, ifname } => {
             let fmt = show.format(json);
             check(show::iface(&[]).columns, &fmt)?;
@@ -763,6 +822,16 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         }
         Verb::DeleteIf { temporary, ifname } => {
             ctx.mutate(&ifname, &ifname, || p.delete_if(&ifname, temporary)).await
+        }
+        Verb::SetIfprop { temporary, props, proto, ifname } => {
+            let props = assignments(&props)?;
+            ctx.mutate(&ifname, &ifname, || p.set_if_prop(&ifname, &proto, props, temporary)).await
+        }
+        Verb::ResetIfprop { temporary, props, proto, ifname } => {
+            let names = prop_names(&props)?;
+            let names = refs(&names);
+            ctx.mutate(&ifname, &ifname, || p.reset_if_prop(&ifname, &proto, &names, temporary))
+                .await
         }
         Verb::EnableIf { temporary: _, ifname } => {
             ctx.mutate(&ifname, &ifname, || p.enable_if(&ifname)).await

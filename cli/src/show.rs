@@ -2,7 +2,7 @@
 //! bus calls are in `main.rs`, the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, HistoryEntry, IfInfo, LinkInfo, PhysInfo, PropInfo, VnicInfo,
+    AddrInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo, VnicInfo,
 };
 
 use crate::error::CliError;
@@ -242,6 +242,36 @@ pub fn linkprop(v: &[PropInfo]) -> Table {
                     .cell("PROPERTY", Cell::text(&p.property))
                     .cell("PERM", Cell::text(&p.perm))
                     .cell("VALUE", Cell::text_or_dash(&p.value))
+                    .cell("DEFAULT", Cell::text_or_dash(&p.default))
+                    .cell("POSSIBLE", Cell::text_or_dash(&p.possible))
+            })
+            .collect(),
+    }
+}
+
+/// `show-ifprop`.
+pub fn ifprop(v: &[IfPropInfo]) -> Table {
+    Table {
+        columns: &[
+            "IFNAME",
+            "PROPERTY",
+            "PROTO",
+            "PERM",
+            "CURRENT",
+            "PERSISTENT",
+            "DEFAULT",
+            "POSSIBLE",
+        ],
+        rows: v
+            .iter()
+            .map(|p| {
+                Row::new()
+                    .cell("IFNAME", Cell::text(&p.ifname))
+                    .cell("PROPERTY", Cell::text(&p.property))
+                    .cell("PROTO", Cell::text(&p.proto))
+                    .cell("PERM", Cell::text(&p.perm))
+                    .cell("CURRENT", Cell::text_or_dash(&p.current))
+                    .cell("PERSISTENT", Cell::text_or_dash(&p.persistent))
                     .cell("DEFAULT", Cell::text_or_dash(&p.default))
                     .cell("POSSIBLE", Cell::text_or_dash(&p.possible))
             })

@@ -8,8 +8,8 @@ use netadm_core::{Core, CoreError, ErrorKind};
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
-    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, LinkStats, OpResult,
-    PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, LinkStats,
+    OpResult, PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -342,6 +342,45 @@ impl Manager {
         name: String,
     ) -> Result<OpResult, Error> {
         self.mutate(&hdr, &em, "refresh-if", move |c, _| c.refresh_if(&name)).await
+    }
+
+    async fn set_if_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        proto: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-ifprop", move |c, p| {
+            c.set_if_prop(&name, &proto, &props, temporary, p)
+        })
+        .await
+    }
+
+    async fn reset_if_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        proto: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-ifprop", move |c, p| {
+            c.reset_if_prop(&name, &proto, &names, temporary, p)
+        })
+        .await
+    }
+
+    async fn show_if_prop(
+        &self,
+        name: String,
+        proto: String,
+        names: Vec<String>,
+    ) -> Result<Vec<IfPropInfo>, Error> {
+        self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?.map_err(to_dbus)
     }
 
     async fn enable_if(

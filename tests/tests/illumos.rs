@@ -365,6 +365,32 @@ fn ansible_community_network_modules() {
     assert_eq!(addrs(), ["vnic1/v4 192.0.2.10/24", "vnic1/v6 2001:db8::10/64"]);
     assert_eq!(vnics(), "vnic1\n");
 
+    // Interface properties (ipadm_ifprop): set, then reset.
+    let ifprop = |p: &str, m: &str| {
+        let args = ["show-ifprop", "-c", "-o", "current,persistent", "-p", p, "-m", m, "vnic1"];
+        ok(&dir, &bus, "ipadm", &args).trim_end().to_owned()
+    };
+    twice(
+        "ifprop.yml",
+        &[
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv4, property: forwarding, value: 'on'}",
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv6, property: mtu, value: '1400'}",
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv6, property: forwarding, value: 'on', temporary: true}",
+        ],
+    );
+    assert_eq!(ifprop("forwarding", "ipv4"), "on:on");
+    assert_eq!(ifprop("mtu", "ipv6"), "1400:1400");
+    assert_eq!(ifprop("forwarding", "ipv6"), "on:--");
+    twice(
+        "ifprop-reset.yml",
+        &[
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv4, property: forwarding, state: reset}",
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv6, property: mtu, state: absent}",
+        ],
+    );
+    assert_eq!(ifprop("forwarding", "ipv4"), "off:--");
+    assert_eq!(ifprop("mtu", "ipv6"), "1500:--");
+
     let vlans = || ok(&dir, &bus, "dladm", &["show-vlan", "-p", "-o", "link,vid,over"]);
     twice("vlan.yml", &["dladm_vlan: {name: vlan5, link: i40e0, vlan_id: 5}"]);
     assert_eq!(vlans(), "vlan5:5:i40e0\n");

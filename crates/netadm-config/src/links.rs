@@ -147,10 +147,15 @@ pub struct VnicConf {
     pub props: BTreeMap<PropName, String>,
 }
 
-/// An IP interface (`[interface.LINK]`); no settings yet.
+/// An IP interface (`[interface.LINK]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IfConf {}
+pub struct IfConf {
+    /// Interface properties (`set-ifprop`) as `PROTO.PROP` (e.g.
+    /// `ipv4.forwarding`) to their values, as netadm normalised them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub props: BTreeMap<String, String>,
+}
 
 /// An address object (`[address."LINK/TAG"]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

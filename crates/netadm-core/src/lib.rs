@@ -28,6 +28,7 @@ mod error;
 mod groups;
 mod hitless;
 pub mod hw;
+mod ifprop;
 mod lacp;
 mod links;
 mod mirror;

@@ -231,6 +231,12 @@ fn addrconf(nl: &Netlink, n: &LinkName, i: &mut MirrorIf, on: bool) -> Result<()
     Ok(())
 }
 
+/// The MTU interface `n` on link `l` runs with: its link's, or its IPv4
+/// MTU property when that is lower.
+fn ifmtu(v: &View<'_>, n: &LinkName, l: &crate::Link) -> u32 {
+    crate::ifprop::if_mtu(v.st.interface.get(n), v.mtu(l))
+}
+
 /// Whether `ip` is an IPv6 link-local address (fe80::/10).
 pub(crate) fn link_local(ip: &IpAddr) -> bool {
     matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
@@ -277,10 +283,10 @@ impl Core {
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
-            if vt.mtu(&lt) < vf.mtu(&lf) {
+            if ifmtu(&vt, &n, &lt) < ifmtu(&vf, &n, &lf) {
                 changed = true;
-                m.nl.set_link(i.index, None, Some(vt.mtu(&lt))).map_err(kerr)?;
-                i.want_mtu = vt.mtu(&lt);
+                m.nl.set_link(i.index, None, Some(ifmtu(&vt, &n, &lt))).map_err(kerr)?;
+                i.want_mtu = ifmtu(&vt, &n, &lt);
             }
         }
         Ok(changed)
@@ -385,7 +391,7 @@ impl Core {
                 "failpoint core.kernel.tap"
             )));
             m.nl.set_mac(index, mac).map_err(kerr)?;
-            m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
+            m.nl.set_link(index, Some(true), Some(ifmtu(&vt, n, &l))).map_err(kerr)?;
             let vid = vid_of(&vt, &l);
             let stop = crate::drift::eventfd()?;
             let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
@@ -396,7 +402,7 @@ impl Core {
                     .spawn(move || reader(tap, efd, tx, vid))
                     .map_err(|e| CoreError::hardware(e.to_string()))?
             };
-            let (want_mtu, want_addrs, drift) = (vt.mtu(&l), vec![], None);
+            let (want_mtu, want_addrs, drift) = (ifmtu(&vt, n, &l), vec![], None);
             let i = MirrorIf {
                 dhcp: BTreeMap::new(),
                 leased: Default::default(),
@@ -439,13 +445,17 @@ impl Core {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
             }
-            let mtu = vt.mtu(&l);
-            if vf.resolve(n.as_str()).is_none_or(|lf| vf.mtu(&lf) != mtu) {
+            let mtu = ifmtu(&vt, n, &l);
+            if vf.resolve(n.as_str()).is_none_or(|lf| ifmtu(&vf, n, &lf) != mtu) {
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.mtu"
                 )));
                 m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
+            }
+            // Its properties (after the MTU, which resets the IPv6 one).
+            if let Some(c) = vt.st.interface.get(n) {
+                crate::ifprop::apply(n.as_str(), c, vt.mtu(&l))?;
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
@@ -491,7 +501,7 @@ impl Core {
                 .filter(|(o, _)| o.interface() == n)
                 .filter_map(|(_, a)| a.active_addr())
                 .collect();
-            (i.want_mtu, i.want_addrs) = (vt.mtu(&l), want.clone());
+            (i.want_mtu, i.want_addrs) = (ifmtu(&vt, n, &l), want.clone());
             if i.drift.is_some() {
                 // A device someone else changed is reported as drifted
                 // (show-if), not held against this change; which may have
@@ -503,12 +513,12 @@ impl Core {
             }
             let k = m.nl.link(i.index).map_err(kerr)?;
             let have = m.nl.addrs(i.index).map_err(kerr)?;
-            if !k.up || k.mtu != vt.mtu(&l) || want.iter().any(|w| !have.contains(w)) {
+            if !k.up || k.mtu != ifmtu(&vt, n, &l) || want.iter().any(|w| !have.contains(w)) {
                 return Err(CoreError::hardware(format!(
                     "{n}: the kernel reports up={} mtu={} addresses {have:?}; expected up, mtu {}, {want:?}",
                     k.up,
                     k.mtu,
-                    vt.mtu(&l)
+                    ifmtu(&vt, n, &l)
                 )));
             }
         }

@@ -1039,6 +1039,73 @@ impl Core {
         })
     }
 
+    /// `set-ifprop -m PROTO -p PROP=VALUE,... IF`.
+    pub fn set_if_prop(
+        &self,
+        ifname: &str,
+        proto: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("set-ifprop", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            let defs: Vec<(&crate::ifprop::Def, &String)> = props
+                .iter()
+                .map(|(k, val)| Ok((crate::ifprop::Def::find(proto, k)?, val)))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, ifname, |v| {
+                let link_mtu = if_link_mtu(v, &n, ifname)?;
+                let mut st = v.st.clone();
+                let conf = st.interface.get_mut(&n).expect("checked");
+                for (d, val) in &defs {
+                    let val = d.check(val, link_mtu)?;
+                    conf.props.insert(d.key(), val);
+                }
+                let v4 = crate::ifprop::if_mtu(Some(conf), link_mtu);
+                if let Some(m) = conf.props.get("ipv6.mtu").and_then(|m| m.parse::<u32>().ok())
+                    && m > v4
+                {
+                    return Err(CoreError::invalid_value(format!(
+                        "ipv6 mtu {m} is above the interface's MTU {v4} (ipv4 mtu)"
+                    )));
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `reset-ifprop -m PROTO -p PROP,... IF`.
+    pub fn reset_if_prop(
+        &self,
+        ifname: &str,
+        proto: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("reset-ifprop", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            if names.is_empty() {
+                return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+            }
+            let keys: Vec<String> = names
+                .iter()
+                .map(|k| crate::ifprop::Def::find(proto, k).map(|d| d.key()))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, ifname, |v| {
+                if_link_mtu(v, &n, ifname)?;
+                let mut st = v.st.clone();
+                let conf = st.interface.get_mut(&n).expect("checked");
+                conf.props.retain(|k, _| !keys.contains(k));
+                Ok(st)
+            })
+        })
+    }
+
     /// `enable-if`: brings interface `ifname` back into the running
     /// system from its persistent configuration, with its addresses
     /// (ipadm's; it changes the running system only).
@@ -1203,6 +1270,14 @@ impl Core {
             })
         })
     }
+}
+
+/// The MTU of the link under IP interface `n`, which must exist.
+fn if_link_mtu(v: &View<'_>, n: &LinkName, ifname: &str) -> Result<u32, CoreError> {
+    if !v.st.interface.contains_key(n) {
+        return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
+    }
+    Ok(v.mtu(&v.require(ifname)?))
 }
 
 fn unicast(m: MacAddr) -> Result<MacAddr, CoreError> {

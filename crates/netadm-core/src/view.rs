@@ -2,7 +2,8 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, LinkInfo, PhysInfo, PropInfo, VlanInfo, VnicInfo,
+    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo, VlanInfo,
+    VnicInfo,
 };
 use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
@@ -450,6 +451,78 @@ impl Core {
         ));
         rows.sort_by(|a, b| a.ifname.cmp(&b.ifname));
         rows
+    }
+
+    /// `show-ifprop`: the properties of interface `ifname` (every
+    /// interface when empty) of protocol `proto` (both when empty),
+    /// limited to `names` when given.
+    pub fn show_if_prop(
+        &self,
+        ifname: &str,
+        proto: &str,
+        names: &[String],
+    ) -> Result<Vec<IfPropInfo>, CoreError> {
+        use crate::ifprop::{DEFS, Def};
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        let v = self.view_of(&st);
+        for n in names {
+            if proto.is_empty() {
+                if !DEFS.iter().any(|d| d.name == n) {
+                    Def::find("ipv4", n)?;
+                }
+            } else {
+                Def::find(proto, n)?;
+            }
+        }
+        if !proto.is_empty() && !crate::ifprop::PROTOS.contains(&proto) {
+            Def::find(proto, "")?;
+        }
+        let ifs: Vec<LinkName> = if ifname.is_empty() {
+            st.interface.keys().cloned().collect()
+        } else {
+            let n: LinkName = ifname.parse()?;
+            if !st.interface.contains_key(&n) {
+                return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
+            }
+            vec![n]
+        };
+        let mut out = vec![];
+        for n in ifs {
+            let (Some(conf), Some(l)) = (st.interface.get(&n), v.resolve(n.as_str())) else {
+                continue;
+            };
+            let link_mtu = v.mtu(&l);
+            let dev = self.mirror.as_ref().and_then(|m| m.device(&n));
+            let dev_mtu = crate::ifprop::if_mtu(Some(conf), link_mtu);
+            for d in DEFS {
+                if (!proto.is_empty() && d.proto != proto)
+                    || (!names.is_empty() && !names.iter().any(|x| x == d.name))
+                {
+                    continue;
+                }
+                let configured = d.value(conf, link_mtu);
+                out.push(IfPropInfo {
+                    ifname: n.to_string(),
+                    property: d.name.into(),
+                    proto: d.proto.into(),
+                    perm: "rw".into(),
+                    current: dev
+                        .as_deref()
+                        .and_then(|dev| d.current(dev, dev_mtu))
+                        .unwrap_or(configured),
+                    persistent: persisted
+                        .interface
+                        .get(&n)
+                        .and_then(|c| c.props.get(&d.key()))
+                        .cloned()
+                        .unwrap_or_default(),
+                    default: d.default(link_mtu),
+                    possible: d.possible(link_mtu),
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// `show-addr`.

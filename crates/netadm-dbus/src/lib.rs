@@ -268,6 +268,28 @@ pub struct PropInfo {
     pub possible: String,
 }
 
+/// One IP interface property (`show-ifprop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct IfPropInfo {
+    /// Interface name.
+    pub ifname: String,
+    /// Property name, e.g. `mtu`.
+    pub property: String,
+    /// Protocol: `ipv4` or `ipv6`.
+    pub proto: String,
+    /// `rw`.
+    pub perm: String,
+    /// The value the kernel has (the configured one without a kernel
+    /// mirror).
+    pub current: String,
+    /// The persistent value, empty when none is set.
+    pub persistent: String,
+    /// The default value.
+    pub default: String,
+    /// Possible values, e.g. `68-9000` or `on,off`.
+    pub possible: String,
+}
+
 /// An IP interface (`show-if`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct IfInfo {
@@ -499,6 +521,31 @@ mod proxies {
         fn disable_if(&self, name: &str) -> zbus::Result<OpResult>;
         /// IP interfaces.
         fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
+        /// Sets interface properties of protocol `proto` (`ipv4`, `ipv6`).
+        fn set_if_prop(
+            &self,
+            name: &str,
+            proto: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets interface properties of `proto` to their defaults.
+        fn reset_if_prop(
+            &self,
+            name: &str,
+            proto: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Interface properties of `name` (every interface when empty) and
+        /// protocol `proto` (both when empty), limited to `names` when not
+        /// empty.
+        fn show_if_prop(
+            &self,
+            name: &str,
+            proto: &str,
+            names: &[&str],
+        ) -> zbus::Result<Vec<IfPropInfo>>;
         /// Creates an address object; `kind` is `static` (`addr` is
         /// `ADDRESS/PREFIX`), `dhcp` or `addrconf` (`addr` empty).
         fn create_addr(
