@@ -119,6 +119,9 @@ const IPADM: &[(&str, &str)] = &[
     ("set-ifprop", "set-ifprop"),
     ("reset-ifprop", "reset-ifprop"),
     ("show-ifprop", "show-ifprop"),
+    ("set-prop", "set-prop"),
+    ("reset-prop", "reset-prop"),
+    ("show-prop", "show-prop"),
     ("down-addr", "down-addr"),
 ];
 
@@ -130,9 +133,6 @@ const IPADM_NOT_YET: &[&str] = &[
     "set-addrprop",
     "reset-addrprop",
     "show-addrprop",
-    "set-prop",
-    "reset-prop",
-    "show-prop",
     "create-ipmp",
     "delete-ipmp",
     "add-ipmp",
@@ -332,7 +332,7 @@ impl Personality {
 
 /// The short option netadm spells illumos's `--opt` with.
 fn long_option(verb: &str, opt: &str) -> Result<&'static str, CliError> {
-    if opt == "parsable" && (verb == "show-linkprop" || verb == "show-ifprop") {
+    if opt == "parsable" && ["show-linkprop", "show-ifprop", "show-prop"].contains(&verb) {
         return Ok("-c");
     }
     LONG.iter()

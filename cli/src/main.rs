@@ -59,6 +59,28 @@ impl ShowOpts {
     }
 }
 
+/// `-c`, `-o` and `-p PROP` of the show verbs of properties
+/// (`show-linkprop`, `show-ifprop`, `show-prop`), as dladm and ipadm have
+/// them.
+#[derive(Debug, Args)]
+struct PropShowOpts {
+    /// Parsable output: fields separated by `:` (requires -o).
+    #[arg(short = 'c')]
+    parsable: bool,
+    /// Fields to print, comma-separated (case-insensitive), or `all`.
+    #[arg(short = 'o', value_name = "FIELD,...")]
+    fields: Option<String>,
+    /// Only these properties, PROP,... (may repeat).
+    #[arg(short = 'p', value_name = "PROP,...")]
+    props: Vec<String>,
+}
+
+impl PropShowOpts {
+    fn format(&self, json: bool) -> Format {
+        Format { json, parsable: self.parsable, parsable_flag: "-c", fields: self.fields.clone() }
+    }
+}
+
 /// Aggregation settings shared by create-aggr and modify-aggr.
 #[derive(Debug, Args)]
 struct AggrOpts {
@@ -262,15 +284,8 @@ enum Verb {
     },
     /// Show link properties.
     ShowLinkprop {
-        /// Parsable output: fields separated by `:` (requires -o).
-        #[arg(short = 'c')]
-        parsable: bool,
-        /// Fields to print, comma-separated (case-insensitive), or `all`.
-        #[arg(short = 'o', value_name = "FIELD,...")]
-        fields: Option<String>,
-        /// Only these properties, PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...")]
-        props: Vec<String>,
+        #[command(flatten)]
+        show: PropShowOpts,
         /// Only this link.
         link: Option<String>,
     },
@@ -344,20 +359,42 @@ enum Verb {
     },
     /// Show IP interface properties.
     ShowIfprop {
-        /// Parsable output: fields separated by `:` (requires -o).
-        #[arg(short = 'c')]
-        parsable: bool,
-        /// Fields to print, comma-separated (case-insensitive), or `all`.
-        #[arg(short = 'o', value_name = "FIELD,...")]
-        fields: Option<String>,
-        /// Only these properties, PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...")]
-        props: Vec<String>,
+        #[command(flatten)]
+        show: PropShowOpts,
         /// Only this protocol: ipv4 or ipv6.
         #[arg(short = 'm', value_name = "PROTO")]
         proto: Option<String>,
         /// Only this interface.
         ifname: Option<String>,
+    },
+    /// Set protocol properties (of netadmd's network namespace).
+    SetProp {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VAL,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VAL,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4, ipv6 or tcp.
+        proto: String,
+    },
+    /// Reset protocol properties to the kernel's defaults.
+    ResetProp {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4, ipv6 or tcp.
+        proto: String,
+    },
+    /// Show protocol properties.
+    ShowProp {
+        #[command(flatten)]
+        show: PropShowOpts,
+        /// Only this protocol.
+        proto: Option<String>,
     },
     /// Show IP interfaces.
     ShowIf {
@@ -689,20 +726,20 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             )?;
             render::render(&vlan::table(&v), &fmt)
         }
-        Verb::ShowLinkprop { parsable, fields, props, link } => {
-            let fmt = Format { json, parsable, parsable_flag: "-c", fields };
+        Verb::ShowLinkprop { show, link } => {
+            let fmt = show.format(json);
             check(show::linkprop(&[]).columns, &fmt)?;
-            let names = prop_names(&props)?;
+            let names = prop_names(&show.props)?;
             let v = p
                 .show_link_prop(link.as_deref().unwrap_or(""), &refs(&names))
                 .await
                 .map_err(err)?;
             render::render(&show::linkprop(&v), &fmt)
         }
-        Verb::ShowIfprop { parsable, fields, props, proto, ifname } => {
-            let fmt = Format { json, parsable, parsable_flag: "-c", fields };
+        Verb::ShowIfprop { show, proto, ifname } => {
+            let fmt = show.format(json);
             check(show::ifprop(&[]).columns, &fmt)?;
-            let names = prop_names(&props)?;
+            let names = prop_names(&show.props)?;
             let v = p
                 .show_if_prop(
                     ifname.as_deref().unwrap_or(""),
@@ -712,6 +749,14 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
                 .await
                 .map_err(err)?;
             render::render(&show::ifprop(&v), &fmt)
+        }
+        Verb::ShowProp { show, proto } => {
+            let fmt = show.format(json);
+            check(show::protoprop(&[]).columns, &fmt)?;
+            let names = prop_names(&show.props)?;
+            let v =
+                p.show_prop(proto.as_deref().unwrap_or(""), &refs(&names)).await.map_err(err)?;
+            render::render(&show::protoprop(&v), &fmt)
         }
         Verb::ShowIf { show, ifname } => {
             let fmt = show.format(json);
@@ -832,6 +877,15 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             let names = refs(&names);
             ctx.mutate(&ifname, &ifname, || p.reset_if_prop(&ifname, &proto, &names, temporary))
                 .await
+        }
+        Verb::SetProp { temporary, props, proto } => {
+            let props = assignments(&props)?;
+            ctx.mutate(&proto, &proto, || p.set_prop(&proto, props, temporary)).await
+        }
+        Verb::ResetProp { temporary, props, proto } => {
+            let names = prop_names(&props)?;
+            let names = refs(&names);
+            ctx.mutate(&proto, &proto, || p.reset_prop(&proto, &names, temporary)).await
         }
         Verb::EnableIf { temporary: _, ifname } => {
             ctx.mutate(&ifname, &ifname, || p.enable_if(&ifname)).await
@@ -1004,7 +1058,10 @@ mod tests {
             "net0",
         ])
         .unwrap();
-        assert!(matches!(c.verb, Verb::ShowLinkprop { parsable: true, .. }));
+        assert!(matches!(
+            c.verb,
+            Verb::ShowLinkprop { show: PropShowOpts { parsable: true, .. }, .. }
+        ));
     }
 
     #[test]

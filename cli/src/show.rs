@@ -2,7 +2,8 @@
 //! bus calls are in `main.rs`, the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo, VnicInfo,
+    AddrInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo,
+    ProtoPropInfo, VnicInfo,
 };
 
 use crate::error::CliError;
@@ -269,6 +270,26 @@ pub fn ifprop(v: &[IfPropInfo]) -> Table {
                     .cell("IFNAME", Cell::text(&p.ifname))
                     .cell("PROPERTY", Cell::text(&p.property))
                     .cell("PROTO", Cell::text(&p.proto))
+                    .cell("PERM", Cell::text(&p.perm))
+                    .cell("CURRENT", Cell::text_or_dash(&p.current))
+                    .cell("PERSISTENT", Cell::text_or_dash(&p.persistent))
+                    .cell("DEFAULT", Cell::text_or_dash(&p.default))
+                    .cell("POSSIBLE", Cell::text_or_dash(&p.possible))
+            })
+            .collect(),
+    }
+}
+
+/// `show-prop`.
+pub fn protoprop(v: &[ProtoPropInfo]) -> Table {
+    Table {
+        columns: &["PROTO", "PROPERTY", "PERM", "CURRENT", "PERSISTENT", "DEFAULT", "POSSIBLE"],
+        rows: v
+            .iter()
+            .map(|p| {
+                Row::new()
+                    .cell("PROTO", Cell::text(&p.proto))
+                    .cell("PROPERTY", Cell::text(&p.property))
                     .cell("PERM", Cell::text(&p.perm))
                     .cell("CURRENT", Cell::text_or_dash(&p.current))
                     .cell("PERSISTENT", Cell::text_or_dash(&p.persistent))

@@ -9,7 +9,8 @@ use netadm_core::{Core, CoreError, ErrorKind};
 use crate::auth::Authorizer;
 use netadm_dbus::{
     AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, LinkStats,
-    OpResult, PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    OpResult, PhysInfo, PropInfo, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo,
+    link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -381,6 +382,38 @@ impl Manager {
         names: Vec<String>,
     ) -> Result<Vec<IfPropInfo>, Error> {
         self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?.map_err(to_dbus)
+    }
+
+    async fn set_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        proto: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-prop", move |c, p| c.set_prop(&proto, &props, temporary, p))
+            .await
+    }
+
+    async fn reset_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        proto: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-prop", move |c, p| c.reset_prop(&proto, &names, temporary, p))
+            .await
+    }
+
+    async fn show_prop(
+        &self,
+        proto: String,
+        names: Vec<String>,
+    ) -> Result<Vec<ProtoPropInfo>, Error> {
+        self.read(move |c| c.show_prop(&proto, &names)).await?.map_err(to_dbus)
     }
 
     async fn enable_if(

@@ -391,6 +391,31 @@ fn ansible_community_network_modules() {
     assert_eq!(ifprop("forwarding", "ipv4"), "off:--");
     assert_eq!(ifprop("mtu", "ipv6"), "1500:--");
 
+    // Protocol properties (ipadm_prop): kept by this netadmd, which runs
+    // without a kernel mirror, so the host's namespace is not touched.
+    let host_ttl = std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap();
+    let prop = |p: &str, m: &str| {
+        let args = ["show-prop", "-c", "-o", "current,persistent", "-p", p, m];
+        ok(&dir, &bus, "ipadm", &args).trim_end().to_owned()
+    };
+    twice(
+        "prop.yml",
+        &[
+            "ipadm_prop: {protocol: ipv4, property: ttl, value: '100'}",
+            "ipadm_prop: {protocol: tcp, property: ecn, value: active, temporary: true}",
+        ],
+    );
+    assert_eq!((prop("ttl", "ipv4"), prop("ecn", "tcp")), ("100:100".into(), "active:--".into()));
+    twice(
+        "prop-reset.yml",
+        &[
+            "ipadm_prop: {protocol: ipv4, property: ttl, state: reset}",
+            "ipadm_prop: {protocol: tcp, property: ecn, state: absent}",
+        ],
+    );
+    assert_eq!((prop("ttl", "ipv4"), prop("ecn", "tcp")), ("64:--".into(), "passive:--".into()));
+    assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap(), host_ttl);
+
     let vlans = || ok(&dir, &bus, "dladm", &["show-vlan", "-p", "-o", "link,vid,over"]);
     twice("vlan.yml", &["dladm_vlan: {name: vlan5, link: i40e0, vlan_id: 5}"]);
     assert_eq!(vlans(), "vlan5:5:i40e0\n");

@@ -270,3 +270,71 @@ fn interface_properties_reach_the_kernel_persist_and_refuse_bad_values() {
     assert_eq!(ifprop(bus, "current,persistent", "mtu", "ipv4"), "1500:--");
     drop(daemon);
 }
+
+/// `/proc/sys/net/KEY` in namespace `ns`.
+fn net_sysctl(ns: &str, key: &str) -> String {
+    let p = format!("/proc/sys/net/{key}");
+    realnet::run(&["ip", "netns", "exec", ns, "cat", &p]).unwrap().trim().to_owned()
+}
+
+#[test]
+fn protocol_properties_are_the_namespaces_and_persist() {
+    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
+        return;
+    }
+    let host_ttl = std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap();
+    let s = Setup::new("prop");
+    let (ns, bus) = (&s.ns, &s.bus);
+    let daemon = s.netadmd();
+    let prop = |proto: &str, p: &str| {
+        let out =
+            netadm(bus, &["show-prop", "-c", "-o", "current,persistent,default", "-p", p, proto]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    };
+    assert_eq!(prop("ipv4", "ttl"), "64:--:64");
+    assert_eq!(prop("tcp", "ecn"), "passive:--:passive");
+    let table = String::from_utf8(netadm(bus, &["show-prop"]).stdout).unwrap();
+    assert_eq!(table.lines().count(), 5, "{table}");
+
+    let r = json(bus, &["set-prop", "-p", "ttl=100,forwarding=on", "ipv4"]);
+    eprintln!("set-prop: {} us in the daemon", r["timing"]["total_us"]);
+    assert_eq!(net_sysctl(ns, "ipv4/ip_default_ttl"), "100");
+    assert_eq!(net_sysctl(ns, "ipv4/ip_forward"), "1");
+    json(bus, &["set-prop", "-p", "forwarding=on", "ipv6"]);
+    assert_eq!(net_sysctl(ns, "ipv6/conf/all/forwarding"), "1");
+    json(bus, &["set-prop", "-t", "-p", "ecn=active", "tcp"]);
+    assert_eq!(net_sysctl(ns, "ipv4/tcp_ecn"), "1");
+    assert_eq!(prop("tcp", "ecn"), "active:--:passive");
+    assert_eq!(prop("ipv4", "ttl"), "100:100:64");
+
+    let before = (json(bus, &["show-prop"]), s.links());
+    for (args, kind) in [
+        (&["set-prop", "-p", "ttl=0", "ipv4"][..], "InvalidValue"),
+        (&["set-prop", "-p", "ttl=256", "ipv4"], "InvalidValue"),
+        (&["set-prop", "-p", "ecn=sometimes", "tcp"], "InvalidValue"),
+        (&["set-prop", "-p", "colour=red", "ipv4"], "InvalidArgument"),
+        (&["set-prop", "-p", "ttl=9", "sctp"], "InvalidArgument"),
+        (&["reset-prop", "-p", "colour", "ipv4"], "InvalidArgument"),
+        (&["show-prop", "-p", "colour", "ipv4"], "InvalidArgument"),
+    ] {
+        let (k, msg) = json_err(bus, args);
+        assert_eq!(k, kind, "{args:?}: {msg}");
+    }
+    assert!((json(bus, &["show-prop"]), s.links()) == before, "a refusal changed something");
+    assert_eq!(net_sysctl(ns, "ipv4/ip_default_ttl"), "100");
+
+    // A new netadmd in a fresh namespace state applies what persisted.
+    drop(daemon);
+    let ttl = "echo 64 > /proc/sys/net/ipv4/ip_default_ttl";
+    realnet::run(&["ip", "netns", "exec", ns, "sh", "-c", ttl]).unwrap();
+    let daemon = s.netadmd();
+    assert_eq!(net_sysctl(ns, "ipv4/ip_default_ttl"), "100");
+    json(bus, &["reset-prop", "-p", "ttl,forwarding", "ipv4"]);
+    assert_eq!(net_sysctl(ns, "ipv4/ip_default_ttl"), "64");
+    assert_eq!(net_sysctl(ns, "ipv4/ip_forward"), "0");
+    assert_eq!(prop("ipv4", "ttl"), "64:--:64");
+    drop(daemon);
+    // The host's namespace was never touched.
+    assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap(), host_ttl);
+}

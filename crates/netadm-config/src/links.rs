@@ -36,6 +36,9 @@ pub struct LinkState {
     /// Static IP addresses, by address object (`net0/v4`).
     #[serde(default, skip_serializing_if = "Section::is_empty")]
     pub address: Section<AddrObj, AddrConf>,
+    /// Protocol properties (`ipadm set-prop`), `PROTO.PROP` to value.
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub proto: Section<String, String>,
 }
 
 impl LinkState {
@@ -71,6 +74,7 @@ impl LinkState {
             && self.vnic.ptr_eq(&other.vnic)
             && self.interface.ptr_eq(&other.interface)
             && self.address.ptr_eq(&other.address)
+            && self.proto.ptr_eq(&other.proto)
     }
 }
 
@@ -84,6 +88,7 @@ impl Default for LinkState {
             vnic: Section::new(),
             interface: Section::new(),
             address: Section::new(),
+            proto: Section::new(),
         }
     }
 }

@@ -147,6 +147,8 @@ pub enum Entry {
     Interface(LinkName, Option<IfConf>),
     /// `[address."LINK/TAG"]`.
     Address(AddrObj, Option<AddrConf>),
+    /// `[proto] "PROTO.PROP"`.
+    Proto(String, Option<String>),
 }
 
 impl Entry {
@@ -164,6 +166,7 @@ impl Entry {
             Entry::Vnic(k, v) => put(&mut st.vnic, k, v),
             Entry::Interface(k, v) => put(&mut st.interface, k, v),
             Entry::Address(k, v) => put(&mut st.address, k, v),
+            Entry::Proto(k, v) => put(&mut st.proto, k, v),
         }
     }
 
@@ -199,6 +202,7 @@ pub fn diff(old: &LinkState, new: &LinkState) -> Vec<Entry> {
     section(&old.aggr, &new.aggr, Entry::Aggr, &mut out);
     section(&old.vnic, &new.vnic, Entry::Vnic, &mut out);
     section(&old.interface, &new.interface, Entry::Interface, &mut out);
+    section(&old.proto, &new.proto, Entry::Proto, &mut out);
     section(&old.address, &new.address, Entry::Address, &mut out);
     out
 }

@@ -33,6 +33,7 @@ mod lacp;
 mod links;
 mod mirror;
 mod ops;
+mod proto;
 mod traffic;
 mod view;
 mod vlan;

@@ -491,6 +491,12 @@ impl Core {
                 })?;
             }
         }
+        // Protocol properties: the namespace's, set or back to default.
+        for (k, _, b) in from.proto.diff(&to.proto) {
+            if let Some(d) = crate::proto::by_key(k) {
+                d.apply(&b.cloned().unwrap_or_else(|| d.default()))?;
+            }
+        }
         // Read back and verify what the change touched.
         for n in &touched {
             let Some(i) = ifs.get_mut(n) else { continue };

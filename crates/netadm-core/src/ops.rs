@@ -1106,6 +1106,60 @@ impl Core {
         })
     }
 
+    /// `set-prop -p PROP=VALUE,... PROTO`: protocol properties of the
+    /// network namespace netadmd runs in.
+    pub fn set_prop(
+        &self,
+        proto: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("set-prop", proto, progress, |v, persisted, t| {
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            let set: Vec<(String, String)> = props
+                .iter()
+                .map(|(k, val)| {
+                    let d = crate::proto::Def::find(proto, k)?;
+                    Ok((d.key(), d.check(val)?))
+                })
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, proto, |v| {
+                let mut st = v.st.clone();
+                for (k, val) in &set {
+                    st.proto.insert(k.clone(), val.clone());
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `reset-prop -p PROP,... PROTO`: back to the kernel's defaults.
+    pub fn reset_prop(
+        &self,
+        proto: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("reset-prop", proto, progress, |v, persisted, t| {
+            if names.is_empty() {
+                return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+            }
+            let keys: Vec<String> = names
+                .iter()
+                .map(|k| crate::proto::Def::find(proto, k).map(|d| d.key()))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, proto, |v| {
+                let mut st = v.st.clone();
+                st.proto.retain(|k, _| !keys.contains(k));
+                Ok(st)
+            })
+        })
+    }
+
     /// `enable-if`: brings interface `ifname` back into the running
     /// system from its persistent configuration, with its addresses
     /// (ipadm's; it changes the running system only).

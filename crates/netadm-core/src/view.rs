@@ -2,8 +2,8 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo, VlanInfo,
-    VnicInfo,
+    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo,
+    ProtoPropInfo, VlanInfo, VnicInfo,
 };
 use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
@@ -179,7 +179,7 @@ impl Core {
                     out.insert(n.to_string());
                     None
                 }
-                Entry::Interface(..) | Entry::Address(..) => None,
+                Entry::Interface(..) | Entry::Address(..) | Entry::Proto(..) => None,
             };
             if let Some(l) = under {
                 out.extend(after.vnics_over(&l).into_iter().map(ToString::to_string));
@@ -523,6 +523,48 @@ impl Core {
             }
         }
         Ok(out)
+    }
+
+    /// `show-prop`: protocol properties of `proto` (every protocol when
+    /// empty), limited to `names` when given.
+    pub fn show_prop(
+        &self,
+        proto: &str,
+        names: &[String],
+    ) -> Result<Vec<ProtoPropInfo>, CoreError> {
+        use crate::proto::{DEFS, Def};
+        if !proto.is_empty() && !DEFS.iter().any(|d| d.proto == proto) {
+            Def::find(proto, "")?;
+        }
+        for n in names {
+            if !DEFS.iter().any(|d| d.name == n && (proto.is_empty() || d.proto == proto)) {
+                return Err(CoreError::invalid_argument(format!("no protocol property {n:?}")));
+            }
+        }
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        Ok(DEFS
+            .iter()
+            .filter(|d| proto.is_empty() || d.proto == proto)
+            .filter(|d| names.is_empty() || names.iter().any(|n| n == d.name))
+            .map(|d| {
+                let configured = st.proto.get(&d.key()).cloned().unwrap_or_else(|| d.default());
+                ProtoPropInfo {
+                    proto: d.proto.into(),
+                    property: d.name.into(),
+                    perm: "rw".into(),
+                    // The kernel's, when netadm runs it; else as configured.
+                    current: if self.mirror.is_some() {
+                        d.current().unwrap_or(configured)
+                    } else {
+                        configured
+                    },
+                    persistent: persisted.proto.get(&d.key()).cloned().unwrap_or_default(),
+                    default: d.default(),
+                    possible: d.possible(),
+                }
+            })
+            .collect())
     }
 
     /// `show-addr`.

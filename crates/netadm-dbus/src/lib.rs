@@ -290,6 +290,26 @@ pub struct IfPropInfo {
     pub possible: String,
 }
 
+/// One protocol property (`show-prop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct ProtoPropInfo {
+    /// Protocol: `ipv4`, `ipv6`, `tcp`.
+    pub proto: String,
+    /// Property name, e.g. `ttl`.
+    pub property: String,
+    /// `rw`.
+    pub perm: String,
+    /// The value the kernel has in netadmd's network namespace (the
+    /// configured one without a kernel mirror).
+    pub current: String,
+    /// The persistent value, empty when none is set.
+    pub persistent: String,
+    /// The kernel's default.
+    pub default: String,
+    /// Possible values.
+    pub possible: String,
+}
+
 /// An IP interface (`show-if`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct IfInfo {
@@ -513,6 +533,24 @@ mod proxies {
         /// Makes an IP interface's kernel device anew as configured (MAC,
         /// MTU, up, addresses), whatever was done to it.
         fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
+        /// Sets protocol properties of `proto` (netadmd's network
+        /// namespace's).
+        fn set_prop(
+            &self,
+            proto: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets protocol properties of `proto` to the kernel's defaults.
+        fn reset_prop(
+            &self,
+            proto: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Protocol properties of `proto` (all when empty), limited to
+        /// `names` when not empty.
+        fn show_prop(&self, proto: &str, names: &[&str]) -> zbus::Result<Vec<ProtoPropInfo>>;
         /// Brings a disabled IP interface back from its persistent
         /// configuration, with its addresses (running system only).
         fn enable_if(&self, name: &str) -> zbus::Result<OpResult>;
