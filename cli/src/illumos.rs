@@ -119,6 +119,9 @@ const IPADM: &[(&str, &str)] = &[
     ("set-ifprop", "set-ifprop"),
     ("reset-ifprop", "reset-ifprop"),
     ("show-ifprop", "show-ifprop"),
+    ("set-addrprop", "set-addrprop"),
+    ("reset-addrprop", "reset-addrprop"),
+    ("show-addrprop", "show-addrprop"),
     ("set-prop", "set-prop"),
     ("reset-prop", "reset-prop"),
     ("show-prop", "show-prop"),
@@ -130,9 +133,6 @@ const IPADM_NOT_YET: &[&str] = &[
     "enable-addr",
     "disable-addr",
     "refresh-addr",
-    "set-addrprop",
-    "reset-addrprop",
-    "show-addrprop",
     "create-ipmp",
     "delete-ipmp",
     "add-ipmp",
@@ -332,7 +332,9 @@ impl Personality {
 
 /// The short option netadm spells illumos's `--opt` with.
 fn long_option(verb: &str, opt: &str) -> Result<&'static str, CliError> {
-    if opt == "parsable" && ["show-linkprop", "show-ifprop", "show-prop"].contains(&verb) {
+    if opt == "parsable"
+        && ["show-linkprop", "show-ifprop", "show-addrprop", "show-prop"].contains(&verb)
+    {
         return Ok("-c");
     }
     LONG.iter()
@@ -456,10 +458,7 @@ mod tests {
             t(Ipadm, &["set-ifprop", "-p", "mtu=1400", "--module=ipv4", "net0"]).unwrap(),
             ["ipadm", "set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "net0"]
         );
-        assert_eq!(
-            t(Ipadm, &["set-addrprop", "-p", "prefixlen=8", "net0/v4"]).unwrap_err().kind,
-            "NotSupported"
-        );
+        assert_eq!(t(Ipadm, &["enable-addr", "net0/v4"]).unwrap_err().kind, "NotSupported");
         assert_eq!(t(Ipadm, &["show-link"]).unwrap_err().kind, "InvalidArgument");
     }
 

@@ -367,6 +367,35 @@ enum Verb {
         /// Only this interface.
         ifname: Option<String>,
     },
+    /// Set address properties of a static address (prefixlen, deprecated).
+    SetAddrprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VAL,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VAL,...", required = true)]
+        props: Vec<String>,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Reset address properties to their defaults.
+    ResetAddrprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        props: Vec<String>,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Show address properties.
+    ShowAddrprop {
+        #[command(flatten)]
+        show: PropShowOpts,
+        /// Only this address object.
+        addrobj: Option<String>,
+    },
     /// Set protocol properties (of netadmd's network namespace).
     SetProp {
         /// Temporary: do not persist the change.
@@ -750,6 +779,16 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
                 .map_err(err)?;
             render::render(&show::ifprop(&v), &fmt)
         }
+        Verb::ShowAddrprop { show, addrobj } => {
+            let fmt = show.format(json);
+            check(show::addrprop(&[]).columns, &fmt)?;
+            let names = prop_names(&show.props)?;
+            let v = p
+                .show_addr_prop(addrobj.as_deref().unwrap_or(""), &refs(&names))
+                .await
+                .map_err(err)?;
+            render::render(&show::addrprop(&v), &fmt)
+        }
         Verb::ShowProp { show, proto } => {
             let fmt = show.format(json);
             check(show::protoprop(&[]).columns, &fmt)?;
@@ -877,6 +916,15 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             let names = refs(&names);
             ctx.mutate(&ifname, &ifname, || p.reset_if_prop(&ifname, &proto, &names, temporary))
                 .await
+        }
+        Verb::SetAddrprop { temporary, props, addrobj } => {
+            let props = assignments(&props)?;
+            ctx.mutate(&addrobj, &addrobj, || p.set_addr_prop(&addrobj, props, temporary)).await
+        }
+        Verb::ResetAddrprop { temporary, props, addrobj } => {
+            let names = prop_names(&props)?;
+            let names = refs(&names);
+            ctx.mutate(&addrobj, &addrobj, || p.reset_addr_prop(&addrobj, &names, temporary)).await
         }
         Verb::SetProp { temporary, props, proto } => {
             let props = assignments(&props)?;

@@ -2,8 +2,8 @@
 //! bus calls are in `main.rs`, the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo,
-    ProtoPropInfo, VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo,
+    PropInfo, ProtoPropInfo, VnicInfo,
 };
 
 use crate::error::CliError;
@@ -270,11 +270,47 @@ pub fn ifprop(v: &[IfPropInfo]) -> Table {
                     .cell("IFNAME", Cell::text(&p.ifname))
                     .cell("PROPERTY", Cell::text(&p.property))
                     .cell("PROTO", Cell::text(&p.proto))
-                    .cell("PERM", Cell::text(&p.perm))
-                    .cell("CURRENT", Cell::text_or_dash(&p.current))
-                    .cell("PERSISTENT", Cell::text_or_dash(&p.persistent))
-                    .cell("DEFAULT", Cell::text_or_dash(&p.default))
-                    .cell("POSSIBLE", Cell::text_or_dash(&p.possible))
+                    .cells(prop_cells([
+                        &p.perm,
+                        &p.current,
+                        &p.persistent,
+                        &p.default,
+                        &p.possible,
+                    ]))
+            })
+            .collect(),
+    }
+}
+
+/// The PERM CURRENT PERSISTENT DEFAULT POSSIBLE cells of a property row
+/// (`show-ifprop`, `show-addrprop`, `show-prop`).
+fn prop_cells(v: [&str; 5]) -> [(&'static str, Cell); 5] {
+    [
+        ("PERM", Cell::text(v[0])),
+        ("CURRENT", Cell::text_or_dash(v[1])),
+        ("PERSISTENT", Cell::text_or_dash(v[2])),
+        ("DEFAULT", Cell::text_or_dash(v[3])),
+        ("POSSIBLE", Cell::text_or_dash(v[4])),
+    ]
+}
+
+/// `show-addrprop`.
+pub fn addrprop(v: &[AddrPropInfo]) -> Table {
+    Table {
+        columns: &["ADDROBJ", "PROPERTY", "PERM", "CURRENT", "PERSISTENT", "DEFAULT", "POSSIBLE"],
+        rows: v
+            .iter()
+            .map(|p| {
+                Row::new()
+                    .cell("ADDROBJ", Cell::text(&p.addrobj))
+                    .cell("PROPERTY", Cell::text(&p.property))
+                    .cells(prop_cells([
+                        &p.perm,
+                        &p.current,
+                        &p.persistent,
+                        &p.default,
+                        &p.possible,
+                    ]))
             })
             .collect(),
     }
@@ -290,11 +326,13 @@ pub fn protoprop(v: &[ProtoPropInfo]) -> Table {
                 Row::new()
                     .cell("PROTO", Cell::text(&p.proto))
                     .cell("PROPERTY", Cell::text(&p.property))
-                    .cell("PERM", Cell::text(&p.perm))
-                    .cell("CURRENT", Cell::text_or_dash(&p.current))
-                    .cell("PERSISTENT", Cell::text_or_dash(&p.persistent))
-                    .cell("DEFAULT", Cell::text_or_dash(&p.default))
-                    .cell("POSSIBLE", Cell::text_or_dash(&p.possible))
+                    .cells(prop_cells([
+                        &p.perm,
+                        &p.current,
+                        &p.persistent,
+                        &p.default,
+                        &p.possible,
+                    ]))
             })
             .collect(),
     }

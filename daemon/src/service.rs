@@ -8,9 +8,9 @@ use netadm_core::{Core, CoreError, ErrorKind};
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
-    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, LinkStats,
-    OpResult, PhysInfo, PropInfo, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo,
-    link_path,
+    AddrInfo, AddrPropInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, IfPropInfo, LinkInfo,
+    LinkStats, OpResult, PhysInfo, PropInfo, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo,
+    VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -382,6 +382,42 @@ impl Manager {
         names: Vec<String>,
     ) -> Result<Vec<IfPropInfo>, Error> {
         self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?.map_err(to_dbus)
+    }
+
+    async fn set_addr_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-addrprop", move |c, p| {
+            c.set_addr_prop(&addrobj, &props, temporary, p)
+        })
+        .await
+    }
+
+    async fn reset_addr_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-addrprop", move |c, p| {
+            c.reset_addr_prop(&addrobj, &names, temporary, p)
+        })
+        .await
+    }
+
+    async fn show_addr_prop(
+        &self,
+        addrobj: String,
+        names: Vec<String>,
+    ) -> Result<Vec<AddrPropInfo>, Error> {
+        self.read(move |c| c.show_addr_prop(&addrobj, &names)).await?.map_err(to_dbus)
     }
 
     async fn set_prop(

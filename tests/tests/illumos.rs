@@ -179,8 +179,8 @@ fn illumos_errors_and_exit_codes() {
     let e =
         fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "-i", "::9", "vnic0/v6a"]);
     assert!(e.contains("-T addrconf -i/-p is not supported yet"), "{e}");
-    let e = fails(&dir, &bus, "ipadm", &["set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "vnic0"]);
-    assert!(e.contains("set-ifprop is not supported yet"), "{e}");
+    let e = fails(&dir, &bus, "ipadm", &["enable-addr", "vnic0/v4"]);
+    assert!(e.contains("enable-addr is not supported yet"), "{e}");
     let a = ["create-addr", "-T", "static", "-a", "local=192.0.2.1/24,remote=192.0.2.2", "vnic0/p"];
     assert!(fails(&dir, &bus, "ipadm", &a).contains("remote="));
     // Under --json: the kind, for scripts.
@@ -364,6 +364,29 @@ fn ansible_community_network_modules() {
     assert_eq!((mtu("i40e1").as_str(), mtu("atl1c0").as_str()), ("1500", "1500"));
     assert_eq!(addrs(), ["vnic1/v4 192.0.2.10/24", "vnic1/v6 2001:db8::10/64"]);
     assert_eq!(vnics(), "vnic1\n");
+
+    // Address properties (ipadm_addrprop): set, then reset.
+    let addrprop = |p: &str| {
+        let args = ["show-addrprop", "-c", "-o", "current,persistent", "-p", p, "vnic1/v4"];
+        ok(&dir, &bus, "ipadm", &args).trim_end().to_owned()
+    };
+    twice(
+        "addrprop.yml",
+        &[
+            "ipadm_addrprop: {addrobj: vnic1/v4, property: prefixlen, value: '16'}",
+            "ipadm_addrprop: {addrobj: vnic1/v6, property: deprecated, value: 'on'}",
+        ],
+    );
+    assert_eq!(addrprop("prefixlen"), "16:16");
+    twice(
+        "addrprop-reset.yml",
+        &[
+            "ipadm_addrprop: {addrobj: vnic1/v4, property: prefixlen, state: reset}",
+            "ipadm_addrprop: {addrobj: vnic1/v6, property: deprecated, state: absent}",
+        ],
+    );
+    assert_eq!(addrprop("prefixlen"), "24:--");
+    assert_eq!(addrs(), ["vnic1/v4 192.0.2.10/24", "vnic1/v6 2001:db8::10/64"]);
 
     // Interface properties (ipadm_ifprop): set, then reset.
     let ifprop = |p: &str, m: &str| {

@@ -338,3 +338,77 @@ fn protocol_properties_are_the_namespaces_and_persist() {
     // The host's namespace was never touched.
     assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap(), host_ttl);
 }
+
+/// The kernel's record of `ip` on `dev` in `ns`: (prefix, deprecated).
+fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, bool)> {
+    let out = realnet::run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["addr_info"]
+        .as_array()?
+        .iter()
+        .find(|a| a["local"] == ip)
+        .map(|a| (a["prefixlen"].as_u64().unwrap(), a["deprecated"] == true))
+}
+
+#[test]
+fn address_properties_change_the_kernels_address_and_persist() {
+    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
+        return;
+    }
+    let s = Setup::new("adp");
+    let (ns, bus) = (&s.ns, &s.bus);
+    let daemon = s.netadmd();
+    json(bus, &["create-if", "i40e0"]);
+    json(bus, &["create-addr", "-T", "static", "-a", "192.0.2.5/24", "i40e0/v4"]);
+    json(bus, &["create-addr", "-T", "static", "-a", "2001:db8::5/64", "i40e0/v6"]);
+    let prop = |obj: &str, p: &str| {
+        let args = ["show-addrprop", "-c", "-o", "current,persistent,default", "-p", p, obj];
+        let out = netadm(bus, &args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    };
+    assert_eq!(prop("i40e0/v4", "prefixlen"), "24:--:24");
+    assert_eq!(prop("i40e0/v4", "broadcast"), "192.0.2.255:--:--");
+    assert_eq!(prop("i40e0/v6", "deprecated"), "off:--:off");
+
+    let r = json(bus, &["set-addrprop", "-p", "prefixlen=16", "i40e0/v4"]);
+    eprintln!("set-addrprop prefixlen: {} us in the daemon", r["timing"]["total_us"]);
+    assert_eq!(kernel_addr(ns, "i40e0", "192.0.2.5"), Some((16, false)));
+    assert_eq!(prop("i40e0/v4", "prefixlen"), "16:16:24");
+    let r = json(bus, &["set-addrprop", "-p", "deprecated=on", "i40e0/v6"]);
+    eprintln!("set-addrprop deprecated: {} us in the daemon", r["timing"]["total_us"]);
+    assert_eq!(kernel_addr(ns, "i40e0", "2001:db8::5"), Some((64, true)));
+    json(bus, &["set-addrprop", "-t", "-p", "deprecated=on", "i40e0/v4"]);
+    assert_eq!(kernel_addr(ns, "i40e0", "192.0.2.5"), Some((16, true)));
+    assert_eq!(prop("i40e0/v4", "deprecated"), "on:--:off");
+    let ifs = json(bus, &["show-if"]);
+    assert_eq!(rows(&ifs, "ifname", "i40e0")[0]["state"], "ok", "not drift: {ifs}");
+
+    let before = (json(bus, &["show-addrprop"]), s.links());
+    for (args, kind) in [
+        (&["set-addrprop", "-p", "prefixlen=33", "i40e0/v4"][..], "InvalidValue"),
+        (&["set-addrprop", "-p", "prefixlen=0", "i40e0/v6"], "InvalidValue"),
+        (&["set-addrprop", "-p", "deprecated=maybe", "i40e0/v4"], "InvalidValue"),
+        (&["set-addrprop", "-p", "broadcast=192.0.2.1", "i40e0/v4"], "NotSupported"),
+        (&["set-addrprop", "-p", "colour=red", "i40e0/v4"], "InvalidArgument"),
+        (&["set-addrprop", "-p", "prefixlen=8", "i40e0/nosuch"], "NotFound"),
+        (&["reset-addrprop", "-p", "colour", "i40e0/v4"], "InvalidArgument"),
+        (&["show-addrprop", "-p", "colour", "i40e0/v4"], "InvalidArgument"),
+        (&["show-addrprop", "i40e0/nosuch"], "NotFound"),
+    ] {
+        let (k, msg) = json_err(bus, args);
+        assert_eq!(k, kind, "{args:?}: {msg}");
+    }
+    assert!((json(bus, &["show-addrprop"]), s.links()) == before, "a refusal changed something");
+
+    // Persisted: a new netadmd makes the addresses so again.
+    drop(daemon);
+    let daemon = s.netadmd();
+    assert_eq!(kernel_addr(ns, "i40e0", "192.0.2.5"), Some((16, false)));
+    assert_eq!(kernel_addr(ns, "i40e0", "2001:db8::5"), Some((64, true)));
+    json(bus, &["reset-addrprop", "-p", "prefixlen", "i40e0/v4"]);
+    json(bus, &["reset-addrprop", "-p", "deprecated", "i40e0/v6"]);
+    assert_eq!(kernel_addr(ns, "i40e0", "192.0.2.5"), Some((24, false)));
+    assert_eq!(kernel_addr(ns, "i40e0", "2001:db8::5"), Some((64, false)));
+    drop(daemon);
+}

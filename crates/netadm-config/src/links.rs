@@ -177,12 +177,16 @@ pub struct AddrConf {
     /// Marked down (`down-addr`): kept here, absent from the kernel.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub down: bool,
+    /// Deprecated (`set-addrprop -p deprecated=on`): not chosen as a
+    /// source address (preferred lifetime 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deprecated: bool,
 }
 
 impl AddrConf {
     /// A static address.
     pub fn fixed(addr: impl Into<String>) -> Self {
-        Self { addr: addr.into(), kind: AddrType::Static, down: false }
+        Self { addr: addr.into(), kind: AddrType::Static, down: false, deprecated: false }
     }
 
     /// The static address and prefix, `None` for a dynamic one. Checks
@@ -218,12 +222,14 @@ struct RawAddrConf {
     kind: AddrType,
     #[serde(default)]
     down: bool,
+    #[serde(default)]
+    deprecated: bool,
 }
 
 impl TryFrom<RawAddrConf> for AddrConf {
     type Error = AddrError;
     fn try_from(r: RawAddrConf) -> Result<Self, AddrError> {
-        let c = AddrConf { addr: r.addr, kind: r.kind, down: r.down };
+        let c = AddrConf { addr: r.addr, kind: r.kind, down: r.down, deprecated: r.deprecated };
         c.check()?;
         Ok(c)
     }
@@ -469,7 +475,7 @@ mod tests {
             r#"address object net0/v4: address "1.2.3.4": missing /PREFIXLEN (e.g. 192.0.2.1/24)"#
         );
         // A DHCP object has no address; given one, it is refused.
-        let dhcp = AddrConf { addr: String::new(), kind: AddrType::Dhcp, down: false };
+        let dhcp = AddrConf { kind: AddrType::Dhcp, ..AddrConf::fixed("") };
         state.address.insert("net0/v4".parse().unwrap(), dhcp.clone());
         state.validate().unwrap();
         let text = toml::to_string(&state).unwrap();

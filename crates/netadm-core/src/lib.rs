@@ -21,6 +21,7 @@
 //! Reads take the running configuration's lock only to clone it, so they
 //! never wait behind a long mutation.
 
+mod addrprop;
 mod delta;
 mod dhcp;
 mod drift;

@@ -55,6 +55,8 @@ pub(crate) struct Mirror {
     /// Stopped first: it holds the other two.
     _watch: Watcher,
     nl: Arc<Netlink>,
+    /// Address lifetimes: a deprecated static address's preferred one, 0.
+    lifetimes: netadm_kernel::Lifetimes,
     ifs: Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>,
 }
 
@@ -74,7 +76,8 @@ impl Mirror {
         let nl = Arc::new(Netlink::open().map_err(kerr)?);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let watch = Watcher::start(nl.clone(), ifs.clone())?;
-        Ok(Self { _watch: watch, nl, ifs })
+        let lifetimes = netadm_kernel::Lifetimes::open().map_err(kerr)?;
+        Ok(Self { _watch: watch, nl, lifetimes, ifs })
     }
 
     /// How interface `name`'s device differs from what was set, if it does.
@@ -476,9 +479,8 @@ impl Core {
                 continue;
             }
             let (was, now) = (a.and_then(|a| a.active_addr()), b.active_addr());
-            if let Some((ip, p)) = now
-                && was != now
-            {
+            let Some((ip, p)) = now else { continue };
+            if was != now {
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
@@ -489,6 +491,13 @@ impl Core {
                     }
                     e => kerr(e),
                 })?;
+            }
+            // Deprecated: preferred for 0 s, valid for ever (a fresh
+            // address is not deprecated).
+            let deprecated_before = was == now && a.is_some_and(|a| a.deprecated);
+            if b.deprecated != deprecated_before {
+                let preferred = if b.deprecated { 0 } else { u32::MAX };
+                m.lifetimes.set(i.index, ip, p, u32::MAX, preferred).map_err(kerr)?;
             }
         }
         // Protocol properties: the namespace's, set or back to default.

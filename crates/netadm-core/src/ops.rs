@@ -954,7 +954,7 @@ impl Core {
                 .parse()
                 .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
             let kind: AddrType = kind.parse().map_err(CoreError::invalid_argument)?;
-            let conf = AddrConf { addr: addr.to_owned(), kind, down: false };
+            let conf = AddrConf { kind, ..AddrConf::fixed(addr) };
             let fixed = conf.check().map_err(|e| CoreError::invalid_argument(e.to_string()))?;
             change(v, persisted, temporary, t, addrobj, |v| {
                 if !v.st.interface.contains_key(obj.interface()) {
@@ -1155,6 +1155,65 @@ impl Core {
             change(v, persisted, temporary, t, proto, |v| {
                 let mut st = v.st.clone();
                 st.proto.retain(|k, _| !keys.contains(k));
+                Ok(st)
+            })
+        })
+    }
+
+    /// `set-addrprop -p PROP=VALUE,... IF/TAG` (prefixlen, deprecated).
+    pub fn set_addr_prop(
+        &self,
+        addrobj: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.addr_prop("set-addrprop", addrobj, temporary, progress, |a| {
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            props.iter().try_for_each(|(k, val)| crate::addrprop::set(a, k, val))
+        })
+    }
+
+    /// `reset-addrprop -p PROP,... IF/TAG`.
+    pub fn reset_addr_prop(
+        &self,
+        addrobj: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.addr_prop("reset-addrprop", addrobj, temporary, progress, |a| {
+            if names.is_empty() {
+                return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+            }
+            names.iter().try_for_each(|k| crate::addrprop::reset(a, k))
+        })
+    }
+
+    /// A change `f` to address object `addrobj`'s entry; a new prefix
+    /// must not make its address clash with another's.
+    fn addr_prop(
+        &self,
+        op: &str,
+        addrobj: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+        f: impl Fn(&mut AddrConf) -> Result<(), CoreError>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate(op, addrobj, progress, |v, persisted, t| {
+            let obj: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            change(v, persisted, temporary, t, addrobj, |v| {
+                let mut st = v.st.clone();
+                let Some(a) = st.address.get_mut(&obj) else {
+                    return Err(CoreError::not_found(format!(
+                        "address object {obj} does not exist"
+                    )));
+                };
+                f(a)?;
                 Ok(st)
             })
         })

@@ -2,10 +2,10 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, IfPropInfo, LinkInfo, PhysInfo, PropInfo,
-    ProtoPropInfo, VlanInfo, VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, IfInfo, IfPropInfo, LinkInfo, PhysInfo,
+    PropInfo, ProtoPropInfo, VlanInfo, VnicInfo,
 };
-use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
+use netadm_model::{AddrObj, LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -565,6 +565,64 @@ impl Core {
                 }
             })
             .collect())
+    }
+
+    /// `show-addrprop`: the properties of static address object
+    /// `addrobj` (every one when empty), limited to `names` when given.
+    pub fn show_addr_prop(
+        &self,
+        addrobj: &str,
+        names: &[String],
+    ) -> Result<Vec<AddrPropInfo>, CoreError> {
+        for n in names {
+            crate::addrprop::check_name(n)?;
+        }
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        let objs: Vec<AddrObj> = if addrobj.is_empty() {
+            st.address
+                .iter()
+                .filter(|(_, a)| a.fixed_addr().is_some())
+                .map(|(o, _)| o.clone())
+                .collect()
+        } else {
+            let o: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            if !st.address.contains_key(&o) {
+                return Err(CoreError::not_found(format!("address object {o} does not exist")));
+            }
+            vec![o]
+        };
+        let mut out = vec![];
+        for o in objs {
+            let a = &st.address[&o];
+            for n in crate::addrprop::NAMES {
+                if !names.is_empty() && !names.iter().any(|x| x == n) {
+                    continue;
+                }
+                let (perm, current, default, possible) = crate::addrprop::row(a, n);
+                // Persistent: what differs from the default in the
+                // persistent configuration.
+                let persistent = persisted
+                    .address
+                    .get(&o)
+                    .map(|p| crate::addrprop::row(p, n))
+                    .filter(|(perm, v, d, _)| perm == "rw" && v != d)
+                    .map(|(_, v, _, _)| v)
+                    .unwrap_or_default();
+                out.push(AddrPropInfo {
+                    addrobj: o.to_string(),
+                    property: (*n).into(),
+                    perm,
+                    current,
+                    persistent,
+                    default,
+                    possible,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// `show-addr`.

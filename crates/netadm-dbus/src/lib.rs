@@ -290,6 +290,25 @@ pub struct IfPropInfo {
     pub possible: String,
 }
 
+/// One address property (`show-addrprop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct AddrPropInfo {
+    /// Address object, `IF/TAG`.
+    pub addrobj: String,
+    /// Property name, e.g. `prefixlen`.
+    pub property: String,
+    /// `rw` or `r-`.
+    pub perm: String,
+    /// Its value.
+    pub current: String,
+    /// The persistent value when it differs from the default, else empty.
+    pub persistent: String,
+    /// The default value.
+    pub default: String,
+    /// Possible values.
+    pub possible: String,
+}
+
 /// One protocol property (`show-prop`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct ProtoPropInfo {
@@ -533,6 +552,23 @@ mod proxies {
         /// Makes an IP interface's kernel device anew as configured (MAC,
         /// MTU, up, addresses), whatever was done to it.
         fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
+        /// Sets address properties of a static address object.
+        fn set_addr_prop(
+            &self,
+            addrobj: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets address properties to their defaults.
+        fn reset_addr_prop(
+            &self,
+            addrobj: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Address properties of `addrobj` (every static one when empty),
+        /// limited to `names` when not empty.
+        fn show_addr_prop(&self, addrobj: &str, names: &[&str]) -> zbus::Result<Vec<AddrPropInfo>>;
         /// Sets protocol properties of `proto` (netadmd's network
         /// namespace's).
         fn set_prop(
