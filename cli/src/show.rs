@@ -361,7 +361,7 @@ pub fn iface(v: &[IfInfo]) -> Table {
 /// `show-addr`.
 pub fn addr(v: &[AddrInfo]) -> Table {
     Table {
-        columns: &["ADDROBJ", "TYPE", "STATE", "ADDR"],
+        columns: &["ADDROBJ", "TYPE", "STATE", "CURRENT", "PERSISTENT", "ADDR"],
         rows: v
             .iter()
             .map(|a| {
@@ -369,6 +369,8 @@ pub fn addr(v: &[AddrInfo]) -> Table {
                     .cell("ADDROBJ", Cell::text(&a.addrobj))
                     .cell("TYPE", Cell::text(&a.r#type))
                     .cell("STATE", Cell::text(&a.state))
+                    .cell("CURRENT", Cell::text(&a.current))
+                    .cell("PERSISTENT", Cell::text_or_dash(&a.persistent))
                     .cell("ADDR", Cell::text(&a.addr))
             })
             .collect(),

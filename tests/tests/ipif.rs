@@ -109,6 +109,18 @@ fn disable_enable_if_and_down_up_addr_act_on_the_kernel_and_keep_the_configurati
     assert_eq!(addr_state(bus, "i40e0/v4"), "ok");
     assert!(has("192.0.2.5/24"));
     assert!(!links().contains("down"), "{}", links());
+    // ipadm's CURRENT/PERSISTENT flags, as a script reads them.
+    let flags = |obj: &str| {
+        let out = netadm(bus, &["show-addr", "-p", "-o", "state,current,persistent", obj]);
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    };
+    assert_eq!(flags("i40e0/v4"), "ok:U----:U--");
+    json(bus, &["down-addr", "i40e0/v4"]);
+    assert_eq!(flags("i40e0/v4"), "down:-----:---");
+    json(bus, &["up-addr", "i40e0/v4"]);
+    json(bus, &["create-addr", "-t", "-T", "static", "-a", "192.0.2.7/24", "i40e0/tmp"]);
+    assert_eq!(flags("i40e0/tmp"), "ok:U--t-:--");
+    json(bus, &["delete-addr", "-t", "i40e0/tmp"]);
     // -t: the running system only.
     json(bus, &["down-addr", "-t", "i40e0/v6"]);
     assert!(!has("2001:db8::5/64") && !links().contains("down"));

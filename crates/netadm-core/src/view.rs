@@ -650,6 +650,7 @@ impl Core {
                     }
                     .into(),
                     addr: ll.map(|(ip, p)| format!("{ip}/{p}")).unwrap_or_default(),
+                    ..AddrInfo::default()
                 });
                 out.extend(addrs.iter().filter(|a| !crate::mirror::link_local(&a.0)).map(
                     |(ip, p)| AddrInfo {
@@ -657,6 +658,7 @@ impl Core {
                         r#type: "addrconf".into(),
                         state: "ok".into(),
                         addr: format!("{ip}/{p}"),
+                        ..AddrInfo::default()
                     },
                 ));
                 continue;
@@ -688,6 +690,7 @@ impl Core {
                     r#type: a.kind.as_str().into(),
                     state: state.into(),
                     addr,
+                    ..AddrInfo::default()
                 }
             });
         }
@@ -703,8 +706,27 @@ impl Core {
                     r#type: a.kind.as_str().into(),
                     state: "disabled".into(),
                     addr: a.addr.clone(),
+                    ..AddrInfo::default()
                 });
             }
+        }
+        // ipadm's CURRENT and PERSISTENT flags.
+        let flag = |on: bool, c: char| if on { c } else { '-' };
+        for r in &mut out {
+            let obj = r.addrobj.parse::<AddrObj>().ok();
+            let run = obj.as_ref().and_then(|o| st.address.get(o));
+            let per = obj.as_ref().and_then(|o| persisted.address.get(o));
+            let temporary = run.is_some() && per.is_none();
+            let deprecated = run.is_some_and(|a| a.deprecated);
+            r.current = format!(
+                "{}--{}{}",
+                flag(r.state == "ok", 'U'),
+                flag(temporary, 't'),
+                flag(deprecated, 'd')
+            );
+            r.persistent = per
+                .map(|a| format!("{}-{}", flag(!a.down, 'U'), flag(a.deprecated, 'd')))
+                .unwrap_or_default();
         }
         out
     }

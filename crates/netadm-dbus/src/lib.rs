@@ -351,7 +351,7 @@ pub struct IfInfo {
 }
 
 /// An address object (`show-addr`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct AddrInfo {
     /// `if/tag`.
     pub addrobj: String,
@@ -361,6 +361,12 @@ pub struct AddrInfo {
     pub state: String,
     /// `192.0.2.1/24`.
     pub addr: String,
+    /// ipadm's CURRENT flags: `U` up, `u` unnumbered, `p` private, `t`
+    /// temporary, `d` deprecated (`-` where not), e.g. `U----`.
+    pub current: String,
+    /// ipadm's PERSISTENT flags: `U` up, `p` private, `d` deprecated;
+    /// empty when the object is not persistent.
+    pub persistent: String,
 }
 
 /// A traffic stream on a link (`show-traffic`).
