@@ -457,6 +457,13 @@ impl Run {
                     self.stopping.store(true, Ordering::Release);
                     return Some(l);
                 }
+                Err(e) => {
+                    // The device is gone (deleted behind netadm's back):
+                    // nothing to renew on; refresh-if starts a new client.
+                    tracing::warn!(interface = %self.name, "DHCP: {e}");
+                    self.stopping.store(true, Ordering::Release);
+                    return Some(l);
+                }
                 _ => {}
             }
         }
