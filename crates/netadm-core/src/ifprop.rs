@@ -128,26 +128,37 @@ pub(crate) fn if_mtu(conf: Option<&IfConf>, link_mtu: u32) -> u32 {
         .map_or(link_mtu, |m| m.min(link_mtu))
 }
 
-/// Writes the sysctl properties of `conf` to device `dev` (the IPv4 MTU
-/// is the device's, set with it). The IPv6 MTU is written after the
-/// device's MTU, which resets it.
-pub(crate) fn apply(dev: &str, conf: &IfConf, link_mtu: u32) -> Result<(), CoreError> {
-    let dev_mtu = if_mtu(Some(conf), link_mtu);
+/// Writes to device `dev` the sysctl properties that differ between
+/// `from` (what the device has: `None` for one just made, at the kernel's
+/// defaults) and `to`: those set, and those reset (written back to their
+/// defaults). Properties never set are not written (a kernel without
+/// `/proc/sys/net` runs interfaces that set none). The IPv4 MTU is the
+/// device's, set with it; the IPv6 one is written again when the device's
+/// MTU changed (`mtu_changed`), which resets it.
+pub(crate) fn apply(
+    dev: &str,
+    from: Option<&IfConf>,
+    to: &IfConf,
+    link_mtu: u32,
+    mtu_changed: bool,
+) -> Result<(), CoreError> {
+    let dev_mtu = if_mtu(Some(to), link_mtu);
     for d in DEFS {
-        let v = d.value(conf, link_mtu);
+        let (old, new) = (from.and_then(|c| c.props.get(&d.key())), to.props.get(&d.key()));
+        let v6_mtu = matches!(d.kind, Kind::Mtu(_)) && d.family() == Family::V6;
+        if old == new && !(v6_mtu && mtu_changed && new.is_some()) {
+            continue;
+        }
+        let v = d.value(to, link_mtu);
         let (key, v) = match d.kind {
             Kind::OnOff(key) => (key, if v == "on" { "1" } else { "0" }.to_owned()),
-            Kind::Mtu(_) if d.family() == Family::V6 => {
+            Kind::Mtu(_) if v6_mtu => {
                 ("mtu", v.parse::<u32>().map_or(dev_mtu, |m| m.min(dev_mtu)).to_string())
             }
             Kind::Mtu(_) => continue,
         };
-        match sysctl::set(d.family(), dev, key, &v) {
-            Ok(()) => {}
-            // No IPv6 in this namespace: nothing to set.
-            Err(netadm_kernel::KernelError::NotFound { .. }) if d.family() == Family::V6 => {}
-            Err(e) => return Err(CoreError::hardware(format!("{dev}: {e}"))),
-        }
+        sysctl::set(d.family(), dev, key, &v)
+            .map_err(|e| CoreError::hardware(format!("{dev}: {} {}: {e}", d.proto, d.name)))?;
     }
     Ok(())
 }

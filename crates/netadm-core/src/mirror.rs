@@ -370,6 +370,7 @@ impl Core {
                 }
             }
         }
+        let made: Vec<LinkName> = come.iter().map(|n| (*n).clone()).collect();
         for n in come {
             let l = vt.require(n.as_str())?;
             let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
@@ -386,7 +387,10 @@ impl Core {
             for key in ["accept_ra", "autoconf"] {
                 match sysctl::set(sysctl::Family::V6, n.as_str(), key, "0") {
                     Ok(()) | Err(KernelError::NotFound { .. }) => {}
-                    Err(e) => return Err(kerr(e)),
+                    // A read-only /proc/sys (some containers): the
+                    // interface works, router advertisements may add
+                    // addresses (drift will say so).
+                    Err(e) => tracing::warn!(interface = %n, "cannot turn off SLAAC: {e}"),
                 }
             }
             #[cfg(feature = "failpoints")]
@@ -449,16 +453,19 @@ impl Core {
                 }
             }
             let mtu = ifmtu(&vt, n, &l);
-            if vf.resolve(n.as_str()).is_none_or(|lf| ifmtu(&vf, n, &lf) != mtu) {
+            let mtu_changed = vf.resolve(n.as_str()).is_none_or(|lf| ifmtu(&vf, n, &lf) != mtu);
+            if mtu_changed {
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.mtu"
                 )));
                 m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
-            // Its properties (after the MTU, which resets the IPv6 one).
+            // Its properties (after the MTU, which resets the IPv6 one): a
+            // device just made has the kernel's defaults.
             if let Some(c) = vt.st.interface.get(n) {
-                crate::ifprop::apply(n.as_str(), c, vt.mtu(&l))?;
+                let before = if made.contains(n) { None } else { vf.st.interface.get(n) };
+                crate::ifprop::apply(n.as_str(), before, c, vt.mtu(&l), mtu_changed)?;
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
