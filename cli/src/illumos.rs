@@ -111,28 +111,28 @@ const IPADM: &[(&str, &str)] = &[
     ("create-addr", "create-addr"),
     ("delete-addr", "delete-addr"),
     ("show-addr", "show-addr"),
+    ("enable-if", "enable-if"),
+    ("enable-ip", "enable-if"),
+    ("disable-if", "disable-if"),
+    ("disable-ip", "disable-if"),
+    ("up-addr", "up-addr"),
+    ("set-ifprop", "set-ifprop"),
+    ("reset-ifprop", "reset-ifprop"),
+    ("show-ifprop", "show-ifprop"),
+    ("set-addrprop", "set-addrprop"),
+    ("reset-addrprop", "reset-addrprop"),
+    ("show-addrprop", "show-addrprop"),
+    ("set-prop", "set-prop"),
+    ("reset-prop", "reset-prop"),
+    ("show-prop", "show-prop"),
+    ("down-addr", "down-addr"),
 ];
 
 /// ipadm verbs netadm does not have yet.
 const IPADM_NOT_YET: &[&str] = &[
-    "enable-if",
-    "disable-if",
-    "enable-ip",
-    "disable-ip",
-    "set-ifprop",
-    "reset-ifprop",
-    "show-ifprop",
-    "up-addr",
-    "down-addr",
     "enable-addr",
     "disable-addr",
     "refresh-addr",
-    "set-addrprop",
-    "reset-addrprop",
-    "show-addrprop",
-    "set-prop",
-    "reset-prop",
-    "show-prop",
     "create-ipmp",
     "delete-ipmp",
     "add-ipmp",
@@ -163,6 +163,7 @@ const LONG: &[(&str, &str)] = &[
     ("down", "-d"),
     ("release", "-r"),
     ("wait", "-w"),
+    ("module", "-m"),
 ];
 
 impl Personality {
@@ -282,9 +283,6 @@ impl Personality {
             };
             let value = match (verb.as_str(), flag.as_str(), value) {
                 ("create-addr", "-a", Some(v)) => Some(local_address(&v)?),
-                ("create-addr", "-T", Some(t)) if t != "static" => {
-                    return Err(not_yet(format!("create-addr -T {t}")));
-                }
                 (_, _, v) => v,
             };
             out.push(flag);
@@ -334,7 +332,9 @@ impl Personality {
 
 /// The short option netadm spells illumos's `--opt` with.
 fn long_option(verb: &str, opt: &str) -> Result<&'static str, CliError> {
-    if opt == "parsable" && verb == "show-linkprop" {
+    if opt == "parsable"
+        && ["show-linkprop", "show-ifprop", "show-addrprop", "show-prop"].contains(&verb)
+    {
         return Ok("-c");
     }
     LONG.iter()
@@ -347,8 +347,8 @@ fn long_option(verb: &str, opt: &str) -> Result<&'static str, CliError> {
 fn ipadm_option(verb: &str, flag: &str) -> Result<(), CliError> {
     let what = match (verb, flag) {
         ("create-addr", "-d") => "create-addr -d (an address created down)",
-        ("create-addr", "-w" | "-1" | "-h") => "create-addr -T dhcp",
-        ("create-addr", "-i" | "-p") => "create-addr -T addrconf",
+        ("create-addr", "-w" | "-1" | "-h") => "create-addr -T dhcp -w/-1/-h",
+        ("create-addr", "-i" | "-p") => "create-addr -T addrconf -i/-p",
         ("delete-addr", "-r") => "delete-addr -r (releasing a DHCP lease)",
         _ => return Ok(()),
     };
@@ -437,9 +437,17 @@ mod tests {
             .unwrap(),
             ["ipadm", "--json", "create-addr", "-t", "-T", "static", "-a", "::1/128", "lo/v6"]
         );
-        let e = t(Ipadm, &["create-addr", "-T", "dhcp", "net0/d"]).unwrap_err();
+        assert_eq!(
+            t(Ipadm, &["create-addr", "-T", "dhcp", "net0/d"]).unwrap(),
+            ["ipadm", "create-addr", "-T", "dhcp", "net0/d"]
+        );
+        assert_eq!(
+            t(Ipadm, &["create-addr", "-T", "addrconf", "net0/v6"]).unwrap(),
+            ["ipadm", "create-addr", "-T", "addrconf", "net0/v6"]
+        );
+        let e = t(Ipadm, &["create-addr", "-T", "addrconf", "-i", "::1", "net0/d"]).unwrap_err();
         assert_eq!(e.kind, "NotSupported");
-        assert!(e.message.contains("-T dhcp"), "{}", e.message);
+        assert!(e.message.contains("-T addrconf -i/-p"), "{}", e.message);
         let e = t(Ipadm, &["create-addr", "-a", "local=1.2.3.4/32,remote=1.2.3.5", "x/y"]);
         assert_eq!(e.unwrap_err().kind, "NotSupported");
         assert_eq!(
@@ -447,9 +455,10 @@ mod tests {
             "InvalidArgument"
         );
         assert_eq!(
-            t(Ipadm, &["set-ifprop", "-p", "mtu=1400", "net0"]).unwrap_err().kind,
-            "NotSupported"
+            t(Ipadm, &["set-ifprop", "-p", "mtu=1400", "--module=ipv4", "net0"]).unwrap(),
+            ["ipadm", "set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "net0"]
         );
+        assert_eq!(t(Ipadm, &["enable-addr", "net0/v4"]).unwrap_err().kind, "NotSupported");
         assert_eq!(t(Ipadm, &["show-link"]).unwrap_err().kind, "InvalidArgument");
     }
 

@@ -61,6 +61,28 @@ impl ShowOpts {
     }
 }
 
+/// `-c`, `-o` and `-p PROP` of the show verbs of properties
+/// (`show-linkprop`, `show-ifprop`, `show-prop`), as dladm and ipadm have
+/// them.
+#[derive(Debug, Args)]
+struct PropShowOpts {
+    /// Parsable output: fields separated by `:` (requires -o).
+    #[arg(short = 'c')]
+    parsable: bool,
+    /// Fields to print, comma-separated (case-insensitive), or `all`.
+    #[arg(short = 'o', value_name = "FIELD,...")]
+    fields: Option<String>,
+    /// Only these properties, PROP,... (may repeat).
+    #[arg(short = 'p', value_name = "PROP,...")]
+    props: Vec<String>,
+}
+
+impl PropShowOpts {
+    fn format(&self, json: bool) -> Format {
+        Format { json, parsable: self.parsable, parsable_flag: "-c", fields: self.fields.clone() }
+    }
+}
+
 /// Aggregation settings shared by create-aggr and modify-aggr.
 #[derive(Debug, Args)]
 struct AggrOpts {
@@ -288,15 +310,8 @@ enum Verb {
     },
     /// Show link properties.
     ShowLinkprop {
-        /// Parsable output: fields separated by `:` (requires -o).
-        #[arg(short = 'c')]
-        parsable: bool,
-        /// Fields to print, comma-separated (case-insensitive), or `all`.
-        #[arg(short = 'o', value_name = "FIELD,...")]
-        fields: Option<String>,
-        /// Only these properties, PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...")]
-        props: Vec<String>,
+        #[command(flatten)]
+        show: PropShowOpts,
         /// Only this link.
         link: Option<String>,
     },
@@ -322,6 +337,120 @@ enum Verb {
         /// Interface name.
         ifname: String,
     },
+    /// Bring a disabled IP interface back, with its addresses, from its
+    /// persistent configuration (running system only).
+    EnableIf {
+        /// Temporary (ipadm's -t; the only way it acts).
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Interface name.
+        ifname: String,
+    },
+    /// Remove a persistent IP interface and its addresses from the
+    /// running system, keeping its persistent configuration.
+    DisableIf {
+        /// Temporary (ipadm's -t; the only way it acts).
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Interface name.
+        ifname: String,
+    },
+    /// Set IP interface properties of a protocol.
+    SetIfprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VAL,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VAL,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4 or ipv6.
+        #[arg(short = 'm', value_name = "PROTO", required = true)]
+        proto: String,
+        /// The interface.
+        ifname: String,
+    },
+    /// Reset IP interface properties of a protocol to their defaults.
+    ResetIfprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4 or ipv6.
+        #[arg(short = 'm', value_name = "PROTO", required = true)]
+        proto: String,
+        /// The interface.
+        ifname: String,
+    },
+    /// Show IP interface properties.
+    ShowIfprop {
+        #[command(flatten)]
+        show: PropShowOpts,
+        /// Only this protocol: ipv4 or ipv6.
+        #[arg(short = 'm', value_name = "PROTO")]
+        proto: Option<String>,
+        /// Only this interface.
+        ifname: Option<String>,
+    },
+    /// Set address properties of a static address (prefixlen, deprecated).
+    SetAddrprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VAL,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VAL,...", required = true)]
+        props: Vec<String>,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Reset address properties to their defaults.
+    ResetAddrprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        props: Vec<String>,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Show address properties.
+    ShowAddrprop {
+        #[command(flatten)]
+        show: PropShowOpts,
+        /// Only this address object.
+        addrobj: Option<String>,
+    },
+    /// Set protocol properties (of netadmd's network namespace).
+    SetProp {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VAL,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VAL,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4, ipv6 or tcp.
+        proto: String,
+    },
+    /// Reset protocol properties to the kernel's defaults.
+    ResetProp {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        props: Vec<String>,
+        /// Protocol: ipv4, ipv6 or tcp.
+        proto: String,
+    },
+    /// Show protocol properties.
+    ShowProp {
+        #[command(flatten)]
+        show: PropShowOpts,
+        /// Only this protocol.
+        proto: Option<String>,
+    },
     /// Show IP interfaces.
     ShowIf {
         #[command(flatten)]
@@ -334,17 +463,36 @@ enum Verb {
         /// Temporary: do not persist the change.
         #[arg(short = 't')]
         temporary: bool,
-        /// Address type: static.
+        /// Address type: static (with -a), dhcp (leased by netadmd's
+        /// DHCP client; waits up to 15 s for the lease) or addrconf (IPv6
+        /// link-local and SLAAC).
         #[arg(short = 'T', value_name = "TYPE")]
         kind: String,
-        /// ADDRESS/PREFIX.
-        #[arg(short = 'a', value_name = "ADDR/PREFIX")]
+        /// ADDRESS/PREFIX (static only).
+        #[arg(short = 'a', value_name = "ADDR/PREFIX", default_value = "")]
         addr: String,
         /// Address object, IF/TAG.
         addrobj: String,
     },
     /// Delete an address object.
     DeleteAddr {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Mark a static address up (back in the kernel).
+    UpAddr {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Address object, IF/TAG.
+        addrobj: String,
+    },
+    /// Mark a static address down (kept in the configuration, removed
+    /// from the kernel).
+    DownAddr {
         /// Temporary: do not persist the change.
         #[arg(short = 't')]
         temporary: bool,
@@ -669,15 +817,47 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             )?;
             render::render(&etherstub::table(&v), &fmt)
         }
-        Verb::ShowLinkprop { parsable, fields, props, link } => {
-            let fmt = Format { json, parsable, parsable_flag: "-c", fields };
+        Verb::ShowLinkprop { show, link } => {
+            let fmt = show.format(json);
             check(show::linkprop(&[]).columns, &fmt)?;
-            let names = prop_names(&props)?;
+            let names = prop_names(&show.props)?;
             let v = p
                 .show_link_prop(link.as_deref().unwrap_or(""), &refs(&names))
                 .await
                 .map_err(err)?;
             render::render(&show::linkprop(&v), &fmt)
+        }
+        Verb::ShowIfprop { show, proto, ifname } => {
+            let fmt = show.format(json);
+            check(show::ifprop(&[]).columns, &fmt)?;
+            let names = prop_names(&show.props)?;
+            let v = p
+                .show_if_prop(
+                    ifname.as_deref().unwrap_or(""),
+                    proto.as_deref().unwrap_or(""),
+                    &refs(&names),
+                )
+                .await
+                .map_err(err)?;
+            render::render(&show::ifprop(&v), &fmt)
+        }
+        Verb::ShowAddrprop { show, addrobj } => {
+            let fmt = show.format(json);
+            check(show::addrprop(&[]).columns, &fmt)?;
+            let names = prop_names(&show.props)?;
+            let v = p
+                .show_addr_prop(addrobj.as_deref().unwrap_or(""), &refs(&names))
+                .await
+                .map_err(err)?;
+            render::render(&show::addrprop(&v), &fmt)
+        }
+        Verb::ShowProp { show, proto } => {
+            let fmt = show.format(json);
+            check(show::protoprop(&[]).columns, &fmt)?;
+            let names = prop_names(&show.props)?;
+            let v =
+                p.show_prop(proto.as_deref().unwrap_or(""), &refs(&names)).await.map_err(err)?;
+            render::render(&show::protoprop(&v), &fmt)
         }
         Verb::ShowIf { show, ifname } => {
             let fmt = show.format(json);
@@ -794,6 +974,46 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         }
         Verb::DeleteIf { temporary, ifname } => {
             ctx.mutate(&ifname, &ifname, || p.delete_if(&ifname, temporary)).await
+        }
+        Verb::SetIfprop { temporary, props, proto, ifname } => {
+            let props = assignments(&props)?;
+            ctx.mutate(&ifname, &ifname, || p.set_if_prop(&ifname, &proto, props, temporary)).await
+        }
+        Verb::ResetIfprop { temporary, props, proto, ifname } => {
+            let names = prop_names(&props)?;
+            let names = refs(&names);
+            ctx.mutate(&ifname, &ifname, || p.reset_if_prop(&ifname, &proto, &names, temporary))
+                .await
+        }
+        Verb::SetAddrprop { temporary, props, addrobj } => {
+            let props = assignments(&props)?;
+            ctx.mutate(&addrobj, &addrobj, || p.set_addr_prop(&addrobj, props, temporary)).await
+        }
+        Verb::ResetAddrprop { temporary, props, addrobj } => {
+            let names = prop_names(&props)?;
+            let names = refs(&names);
+            ctx.mutate(&addrobj, &addrobj, || p.reset_addr_prop(&addrobj, &names, temporary)).await
+        }
+        Verb::SetProp { temporary, props, proto } => {
+            let props = assignments(&props)?;
+            ctx.mutate(&proto, &proto, || p.set_prop(&proto, props, temporary)).await
+        }
+        Verb::ResetProp { temporary, props, proto } => {
+            let names = prop_names(&props)?;
+            let names = refs(&names);
+            ctx.mutate(&proto, &proto, || p.reset_prop(&proto, &names, temporary)).await
+        }
+        Verb::EnableIf { temporary: _, ifname } => {
+            ctx.mutate(&ifname, &ifname, || p.enable_if(&ifname)).await
+        }
+        Verb::DisableIf { temporary: _, ifname } => {
+            ctx.mutate(&ifname, &ifname, || p.disable_if(&ifname)).await
+        }
+        Verb::UpAddr { temporary, addrobj } => {
+            ctx.mutate(&addrobj, &addrobj, || p.up_addr(&addrobj, temporary)).await
+        }
+        Verb::DownAddr { temporary, addrobj } => {
+            ctx.mutate(&addrobj, &addrobj, || p.down_addr(&addrobj, temporary)).await
         }
         Verb::RefreshIf { ifname } => ctx.mutate(&ifname, &ifname, || p.refresh_if(&ifname)).await,
         Verb::CreateAddr { temporary, kind, addr, addrobj } => {
@@ -975,7 +1195,10 @@ mod tests {
             "net0",
         ])
         .unwrap();
-        assert!(matches!(c.verb, Verb::ShowLinkprop { parsable: true, .. }));
+        assert!(matches!(
+            c.verb,
+            Verb::ShowLinkprop { show: PropShowOpts { parsable: true, .. }, .. }
+        ));
     }
 
     #[test]

@@ -95,6 +95,12 @@ impl Row {
         self
     }
 
+    /// Adds several cells, in order.
+    pub fn cells<const N: usize>(mut self, cells: [(&'static str, Cell); N]) -> Self {
+        self.cells.extend(cells);
+        self
+    }
+
     /// Adds a JSON-only key, shown when no `-o` narrows the output.
     pub fn extra(mut self, key: &'static str, v: impl Into<Value>) -> Self {
         self.extra.push((key, v.into()));

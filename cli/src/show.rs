@@ -2,7 +2,8 @@
 //! bus calls are in `main.rs`, the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, HistoryEntry, IfInfo, LinkInfo, PhysInfo, PropInfo, VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo,
+    PropInfo, ProtoPropInfo, VnicInfo,
 };
 
 use crate::error::CliError;
@@ -249,6 +250,94 @@ pub fn linkprop(v: &[PropInfo]) -> Table {
     }
 }
 
+/// `show-ifprop`.
+pub fn ifprop(v: &[IfPropInfo]) -> Table {
+    Table {
+        columns: &[
+            "IFNAME",
+            "PROPERTY",
+            "PROTO",
+            "PERM",
+            "CURRENT",
+            "PERSISTENT",
+            "DEFAULT",
+            "POSSIBLE",
+        ],
+        rows: v
+            .iter()
+            .map(|p| {
+                Row::new()
+                    .cell("IFNAME", Cell::text(&p.ifname))
+                    .cell("PROPERTY", Cell::text(&p.property))
+                    .cell("PROTO", Cell::text(&p.proto))
+                    .cells(prop_cells([
+                        &p.perm,
+                        &p.current,
+                        &p.persistent,
+                        &p.default,
+                        &p.possible,
+                    ]))
+            })
+            .collect(),
+    }
+}
+
+/// The PERM CURRENT PERSISTENT DEFAULT POSSIBLE cells of a property row
+/// (`show-ifprop`, `show-addrprop`, `show-prop`).
+fn prop_cells(v: [&str; 5]) -> [(&'static str, Cell); 5] {
+    [
+        ("PERM", Cell::text(v[0])),
+        ("CURRENT", Cell::text_or_dash(v[1])),
+        ("PERSISTENT", Cell::text_or_dash(v[2])),
+        ("DEFAULT", Cell::text_or_dash(v[3])),
+        ("POSSIBLE", Cell::text_or_dash(v[4])),
+    ]
+}
+
+/// `show-addrprop`.
+pub fn addrprop(v: &[AddrPropInfo]) -> Table {
+    Table {
+        columns: &["ADDROBJ", "PROPERTY", "PERM", "CURRENT", "PERSISTENT", "DEFAULT", "POSSIBLE"],
+        rows: v
+            .iter()
+            .map(|p| {
+                Row::new()
+                    .cell("ADDROBJ", Cell::text(&p.addrobj))
+                    .cell("PROPERTY", Cell::text(&p.property))
+                    .cells(prop_cells([
+                        &p.perm,
+                        &p.current,
+                        &p.persistent,
+                        &p.default,
+                        &p.possible,
+                    ]))
+            })
+            .collect(),
+    }
+}
+
+/// `show-prop`.
+pub fn protoprop(v: &[ProtoPropInfo]) -> Table {
+    Table {
+        columns: &["PROTO", "PROPERTY", "PERM", "CURRENT", "PERSISTENT", "DEFAULT", "POSSIBLE"],
+        rows: v
+            .iter()
+            .map(|p| {
+                Row::new()
+                    .cell("PROTO", Cell::text(&p.proto))
+                    .cell("PROPERTY", Cell::text(&p.property))
+                    .cells(prop_cells([
+                        &p.perm,
+                        &p.current,
+                        &p.persistent,
+                        &p.default,
+                        &p.possible,
+                    ]))
+            })
+            .collect(),
+    }
+}
+
 /// `show-if`.
 pub fn iface(v: &[IfInfo]) -> Table {
     Table {
@@ -272,7 +361,7 @@ pub fn iface(v: &[IfInfo]) -> Table {
 /// `show-addr`.
 pub fn addr(v: &[AddrInfo]) -> Table {
     Table {
-        columns: &["ADDROBJ", "TYPE", "STATE", "ADDR"],
+        columns: &["ADDROBJ", "TYPE", "STATE", "CURRENT", "PERSISTENT", "ADDR"],
         rows: v
             .iter()
             .map(|a| {
@@ -280,6 +369,8 @@ pub fn addr(v: &[AddrInfo]) -> Table {
                     .cell("ADDROBJ", Cell::text(&a.addrobj))
                     .cell("TYPE", Cell::text(&a.r#type))
                     .cell("STATE", Cell::text(&a.state))
+                    .cell("CURRENT", Cell::text(&a.current))
+                    .cell("PERSISTENT", Cell::text_or_dash(&a.persistent))
                     .cell("ADDR", Cell::text(&a.addr))
             })
             .collect(),

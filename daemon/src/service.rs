@@ -8,9 +8,9 @@ use netadm_core::{Core, CoreError, ErrorKind};
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
-    AddrInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherstubInfo, HistoryEntry, IfInfo,
-    LinkInfo, LinkStats, OpResult, PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo,
-    link_path,
+    AddrInfo, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherstubInfo, HistoryEntry,
+    IfInfo, IfPropInfo, LinkInfo, LinkStats, OpResult, PhysInfo, PropInfo, ProtoPropInfo,
+    ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -377,6 +377,131 @@ impl Manager {
         self.mutate(&hdr, &em, "refresh-if", move |c, _| c.refresh_if(&name)).await
     }
 
+    async fn set_if_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        proto: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-ifprop", move |c, p| {
+            c.set_if_prop(&name, &proto, &props, temporary, p)
+        })
+        .await
+    }
+
+    async fn reset_if_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        proto: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-ifprop", move |c, p| {
+            c.reset_if_prop(&name, &proto, &names, temporary, p)
+        })
+        .await
+    }
+
+    async fn show_if_prop(
+        &self,
+        name: String,
+        proto: String,
+        names: Vec<String>,
+    ) -> Result<Vec<IfPropInfo>, Error> {
+        self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?.map_err(to_dbus)
+    }
+
+    async fn set_addr_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-addrprop", move |c, p| {
+            c.set_addr_prop(&addrobj, &props, temporary, p)
+        })
+        .await
+    }
+
+    async fn reset_addr_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-addrprop", move |c, p| {
+            c.reset_addr_prop(&addrobj, &names, temporary, p)
+        })
+        .await
+    }
+
+    async fn show_addr_prop(
+        &self,
+        addrobj: String,
+        names: Vec<String>,
+    ) -> Result<Vec<AddrPropInfo>, Error> {
+        self.read(move |c| c.show_addr_prop(&addrobj, &names)).await?.map_err(to_dbus)
+    }
+
+    async fn set_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        proto: String,
+        props: BTreeMap<String, String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "set-prop", move |c, p| c.set_prop(&proto, &props, temporary, p))
+            .await
+    }
+
+    async fn reset_prop(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        proto: String,
+        names: Vec<String>,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "reset-prop", move |c, p| c.reset_prop(&proto, &names, temporary, p))
+            .await
+    }
+
+    async fn show_prop(
+        &self,
+        proto: String,
+        names: Vec<String>,
+    ) -> Result<Vec<ProtoPropInfo>, Error> {
+        self.read(move |c| c.show_prop(&proto, &names)).await?.map_err(to_dbus)
+    }
+
+    async fn enable_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "enable-if", move |c, p| c.enable_if(&name, p)).await
+    }
+
+    async fn disable_if(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "disable-if", move |c, p| c.disable_if(&name, p)).await
+    }
+
     async fn show_if(&self) -> Result<Vec<IfInfo>, Error> {
         self.read(|c| c.show_if()).await
     }
@@ -405,6 +530,30 @@ impl Manager {
     ) -> Result<OpResult, Error> {
         self.mutate(&hdr, &em, "delete-addr", move |c, p| c.delete_addr(&addrobj, temporary, p))
             .await
+    }
+
+    async fn up_addr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "up-addr", move |c, p| c.set_addr_up(&addrobj, true, temporary, p))
+            .await
+    }
+
+    async fn down_addr(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        addrobj: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "down-addr", move |c, p| {
+            c.set_addr_up(&addrobj, false, temporary, p)
+        })
+        .await
     }
 
     async fn show_addr(&self) -> Result<Vec<AddrInfo>, Error> {

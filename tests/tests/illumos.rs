@@ -174,12 +174,13 @@ fn illumos_errors_and_exit_codes() {
     // Verbs illumos has and netadm not yet: typed, naming the verb.
     let e = fails(&dir, &bus, "dladm", &["create-bridge", "br0"]);
     assert_eq!(e.trim_end(), "dladm: create-bridge is not supported yet");
-    let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "vnic0/dhcp"]);
-    assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp is not supported yet");
-    let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "vnic0/v6a"]);
-    assert!(e.contains("-T addrconf is not supported yet"), "{e}");
-    let e = fails(&dir, &bus, "ipadm", &["set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "vnic0"]);
-    assert!(e.contains("set-ifprop is not supported yet"), "{e}");
+    let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "-w", "5", "vnic0/dhcp"]);
+    assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp -w/-1/-h is not supported yet");
+    let e =
+        fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "-i", "::9", "vnic0/v6a"]);
+    assert!(e.contains("-T addrconf -i/-p is not supported yet"), "{e}");
+    let e = fails(&dir, &bus, "ipadm", &["enable-addr", "vnic0/v4"]);
+    assert!(e.contains("enable-addr is not supported yet"), "{e}");
     let a = ["create-addr", "-T", "static", "-a", "local=192.0.2.1/24,remote=192.0.2.2", "vnic0/p"];
     assert!(fails(&dir, &bus, "ipadm", &a).contains("remote="));
     // Under --json: the kind, for scripts.
@@ -363,6 +364,80 @@ fn ansible_community_network_modules() {
     assert_eq!((mtu("i40e1").as_str(), mtu("atl1c0").as_str()), ("1500", "1500"));
     assert_eq!(addrs(), ["vnic1/v4 192.0.2.10/24", "vnic1/v6 2001:db8::10/64"]);
     assert_eq!(vnics(), "vnic1\n");
+
+    // Address properties (ipadm_addrprop): set, then reset.
+    let addrprop = |p: &str| {
+        let args = ["show-addrprop", "-c", "-o", "current,persistent", "-p", p, "vnic1/v4"];
+        ok(&dir, &bus, "ipadm", &args).trim_end().to_owned()
+    };
+    twice(
+        "addrprop.yml",
+        &[
+            "ipadm_addrprop: {addrobj: vnic1/v4, property: prefixlen, value: '16'}",
+            "ipadm_addrprop: {addrobj: vnic1/v6, property: deprecated, value: 'on'}",
+        ],
+    );
+    assert_eq!(addrprop("prefixlen"), "16:16");
+    twice(
+        "addrprop-reset.yml",
+        &[
+            "ipadm_addrprop: {addrobj: vnic1/v4, property: prefixlen, state: reset}",
+            "ipadm_addrprop: {addrobj: vnic1/v6, property: deprecated, state: absent}",
+        ],
+    );
+    assert_eq!(addrprop("prefixlen"), "24:--");
+    assert_eq!(addrs(), ["vnic1/v4 192.0.2.10/24", "vnic1/v6 2001:db8::10/64"]);
+
+    // Interface properties (ipadm_ifprop): set, then reset.
+    let ifprop = |p: &str, m: &str| {
+        let args = ["show-ifprop", "-c", "-o", "current,persistent", "-p", p, "-m", m, "vnic1"];
+        ok(&dir, &bus, "ipadm", &args).trim_end().to_owned()
+    };
+    twice(
+        "ifprop.yml",
+        &[
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv4, property: forwarding, value: 'on'}",
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv6, property: mtu, value: '1400'}",
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv6, property: forwarding, value: 'on', temporary: true}",
+        ],
+    );
+    assert_eq!(ifprop("forwarding", "ipv4"), "on:on");
+    assert_eq!(ifprop("mtu", "ipv6"), "1400:1400");
+    assert_eq!(ifprop("forwarding", "ipv6"), "on:--");
+    twice(
+        "ifprop-reset.yml",
+        &[
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv4, property: forwarding, state: reset}",
+            "ipadm_ifprop: {interface: vnic1, protocol: ipv6, property: mtu, state: absent}",
+        ],
+    );
+    assert_eq!(ifprop("forwarding", "ipv4"), "off:--");
+    assert_eq!(ifprop("mtu", "ipv6"), "1500:--");
+
+    // Protocol properties (ipadm_prop): kept by this netadmd, which runs
+    // without a kernel mirror, so the host's namespace is not touched.
+    let host_ttl = std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap();
+    let prop = |p: &str, m: &str| {
+        let args = ["show-prop", "-c", "-o", "current,persistent", "-p", p, m];
+        ok(&dir, &bus, "ipadm", &args).trim_end().to_owned()
+    };
+    twice(
+        "prop.yml",
+        &[
+            "ipadm_prop: {protocol: ipv4, property: ttl, value: '100'}",
+            "ipadm_prop: {protocol: tcp, property: ecn, value: active, temporary: true}",
+        ],
+    );
+    assert_eq!((prop("ttl", "ipv4"), prop("ecn", "tcp")), ("100:100".into(), "active:--".into()));
+    twice(
+        "prop-reset.yml",
+        &[
+            "ipadm_prop: {protocol: ipv4, property: ttl, state: reset}",
+            "ipadm_prop: {protocol: tcp, property: ecn, state: absent}",
+        ],
+    );
+    assert_eq!((prop("ttl", "ipv4"), prop("ecn", "tcp")), ("64:--".into(), "passive:--".into()));
+    assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap(), host_ttl);
 
     let vlans = || ok(&dir, &bus, "dladm", &["show-vlan", "-p", "-o", "link,vid,over"]);
     twice("vlan.yml", &["dladm_vlan: {name: vlan5, link: i40e0, vlan_id: 5}"]);

@@ -39,6 +39,9 @@ pub struct LinkState {
     /// Static IP addresses, by address object (`net0/v4`).
     #[serde(default, skip_serializing_if = "Section::is_empty")]
     pub address: Section<AddrObj, AddrConf>,
+    /// Protocol properties (`ipadm set-prop`), `PROTO.PROP` to value.
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub proto: Section<String, String>,
 }
 
 impl LinkState {
@@ -57,7 +60,7 @@ impl LinkState {
                 .map_err(|error| LinkStateError::MacMode { vnic: vnic.clone(), error })?;
         }
         for (addrobj, conf) in &self.address {
-            parse_addr_prefix(&conf.addr)
+            conf.check()
                 .map_err(|error| LinkStateError::Address { addrobj: addrobj.clone(), error })?;
         }
         Ok(())
@@ -75,6 +78,7 @@ impl LinkState {
             && self.etherstub.ptr_eq(&other.etherstub)
             && self.interface.ptr_eq(&other.interface)
             && self.address.ptr_eq(&other.address)
+            && self.proto.ptr_eq(&other.proto)
     }
 }
 
@@ -89,6 +93,7 @@ impl Default for LinkState {
             etherstub: Section::new(),
             interface: Section::new(),
             address: Section::new(),
+            proto: Section::new(),
         }
     }
 }
@@ -161,18 +166,129 @@ pub struct EtherstubConf {
     pub props: BTreeMap<PropName, String>,
 }
 
-/// An IP interface (`[interface.LINK]`); no settings yet.
+/// An IP interface (`[interface.LINK]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IfConf {}
+pub struct IfConf {
+    /// Interface properties (`set-ifprop`) as `PROTO.PROP` (e.g.
+    /// `ipv4.forwarding`) to their values, as netadm normalised them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub props: BTreeMap<String, String>,
+}
 
-/// A static address (`[address."LINK/TAG"]`).
+/// An address object (`[address."LINK/TAG"]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "RawAddrConf")]
 pub struct AddrConf {
-    /// Address and prefix length, e.g. `192.0.2.1/24` or `2001:db8::1/64`.
-    #[serde(deserialize_with = "de_addr")]
+    /// Address and prefix length, e.g. `192.0.2.1/24` or `2001:db8::1/64`;
+    /// empty for a DHCP or addrconf address (the lease or the kernel
+    /// gives it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub addr: String,
+    /// How the address is obtained (`create-addr -T`); static if absent.
+    #[serde(default, rename = "type", skip_serializing_if = "AddrType::is_static")]
+    pub kind: AddrType,
+    /// Marked down (`down-addr`): kept here, absent from the kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub down: bool,
+    /// Deprecated (`set-addrprop -p deprecated=on`): not chosen as a
+    /// source address (preferred lifetime 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deprecated: bool,
+}
+
+impl AddrConf {
+    /// A static address.
+    pub fn fixed(addr: impl Into<String>) -> Self {
+        Self { addr: addr.into(), kind: AddrType::Static, down: false, deprecated: false }
+    }
+
+    /// The static address and prefix, `None` for a dynamic one. Checks
+    /// that a static address has a valid `ADDRESS/PREFIXLEN` and that a
+    /// dynamic one has none.
+    pub fn check(&self) -> Result<Option<(IpAddr, u8)>, AddrError> {
+        match self.kind {
+            AddrType::Static => parse_addr_prefix(&self.addr).map(Some),
+            _ if self.addr.is_empty() => Ok(None),
+            kind => Err(AddrError::Dynamic { value: self.addr.clone(), kind }),
+        }
+    }
+
+    /// The static address and prefix if it is up (in the kernel).
+    pub fn active_addr(&self) -> Option<(IpAddr, u8)> {
+        self.fixed_addr().filter(|_| !self.down)
+    }
+
+    /// The static address and prefix; `None` for a dynamic one (or one
+    /// that does not parse, which loading already refused).
+    pub fn fixed_addr(&self) -> Option<(IpAddr, u8)> {
+        self.check().ok().flatten()
+    }
+}
+
+/// [`AddrConf`] as read, before [`AddrConf::check`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAddrConf {
+    #[serde(default, deserialize_with = "de_addr")]
+    addr: String,
+    #[serde(default, rename = "type")]
+    kind: AddrType,
+    #[serde(default)]
+    down: bool,
+    #[serde(default)]
+    deprecated: bool,
+}
+
+impl TryFrom<RawAddrConf> for AddrConf {
+    type Error = AddrError;
+    fn try_from(r: RawAddrConf) -> Result<Self, AddrError> {
+        let c = AddrConf { addr: r.addr, kind: r.kind, down: r.down, deprecated: r.deprecated };
+        c.check()?;
+        Ok(c)
+    }
+}
+
+/// How an address object gets its address (`ipadm create-addr -T`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AddrType {
+    /// `-T static -a ADDR/PREFIX`.
+    #[default]
+    Static,
+    /// `-T dhcp`: leased by netadmd's DHCP client.
+    Dhcp,
+    /// `-T addrconf`: IPv6 link-local and stateless autoconfiguration
+    /// (SLAAC) by the kernel, from router advertisements.
+    Addrconf,
+}
+
+impl AddrType {
+    /// Whether it is [`AddrType::Static`].
+    pub fn is_static(&self) -> bool {
+        *self == AddrType::Static
+    }
+
+    /// ipadm's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddrType::Static => "static",
+            AddrType::Dhcp => "dhcp",
+            AddrType::Addrconf => "addrconf",
+        }
+    }
+}
+
+impl std::str::FromStr for AddrType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "static" => Ok(AddrType::Static),
+            "dhcp" => Ok(AddrType::Dhcp),
+            "addrconf" => Ok(AddrType::Addrconf),
+            _ => Err(format!("address type {s:?}: expected static, dhcp or addrconf")),
+        }
+    }
 }
 
 /// A VNIC MAC mode that is not one of [`MAC_MODES`].
@@ -209,6 +325,17 @@ pub enum AddrError {
     BadPrefix {
         /// The rejected input.
         value: String,
+    },
+    /// A dynamic address object given an address.
+    #[error(
+        "address {value:?}: a {} address object has no fixed address (only -T static takes -a)",
+        kind.as_str()
+    )]
+    Dynamic {
+        /// The rejected input.
+        value: String,
+        /// Its type.
+        kind: AddrType,
     },
     /// The prefix length is too long for the address family.
     #[error("address {value:?}: prefix length {prefix} out of range 0..={max}")]
@@ -291,9 +418,13 @@ fn de_mac_mode<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(mode)
 }
 
+/// An address, checked where it is written (so an error names its line
+/// and column); empty is left to [`AddrConf::check`].
 fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let addr = String::deserialize(d)?;
-    parse_addr_prefix(&addr).map_err(serde::de::Error::custom)?;
+    if !addr.is_empty() {
+        parse_addr_prefix(&addr).map_err(serde::de::Error::custom)?;
+    }
     Ok(addr)
 }
 
@@ -351,11 +482,25 @@ mod tests {
         state.version = 2;
         assert_eq!(state.validate(), Err(LinkStateError::UnsupportedVersion { found: 2 }));
         state.version = 1;
-        state.address.insert("net0/v4".parse().unwrap(), AddrConf { addr: "1.2.3.4".into() });
+        state.address.insert("net0/v4".parse().unwrap(), AddrConf::fixed("1.2.3.4"));
         let e = state.validate().unwrap_err().to_string();
         assert_eq!(
             e,
             r#"address object net0/v4: address "1.2.3.4": missing /PREFIXLEN (e.g. 192.0.2.1/24)"#
         );
+        // A DHCP object has no address; given one, it is refused.
+        let dhcp = AddrConf { kind: AddrType::Dhcp, ..AddrConf::fixed("") };
+        state.address.insert("net0/v4".parse().unwrap(), dhcp.clone());
+        state.validate().unwrap();
+        let text = toml::to_string(&state).unwrap();
+        assert!(text.contains("type = \"dhcp\"") && !text.contains("addr ="), "{text}");
+        assert_eq!(toml::from_str::<LinkState>(&text).unwrap(), state);
+        let bad = text.replace("type = \"dhcp\"", "type = \"dhcp\"\naddr = \"192.0.2.1/24\"");
+        let e = toml::from_str::<LinkState>(&bad).unwrap_err().to_string();
+        assert!(e.contains("a dhcp address object has no fixed address"), "{e}");
+        state
+            .address
+            .insert("net0/v4".parse().unwrap(), AddrConf { addr: "192.0.2.1/24".into(), ..dhcp });
+        assert!(state.validate().is_err());
     }
 }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::links::{
     AddrConf, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError, PhysConf, Section,
-    VnicConf, check_mac_mode, parse_addr_prefix,
+    VnicConf, check_mac_mode,
 };
 use crate::location::{Location, Snippet, decode};
 
@@ -174,6 +174,8 @@ pub enum Entry {
     Interface(LinkName, Option<IfConf>),
     /// `[address."LINK/TAG"]`.
     Address(AddrObj, Option<AddrConf>),
+    /// `[proto] "PROTO.PROP"`.
+    Proto(String, Option<String>),
 }
 
 impl Entry {
@@ -192,6 +194,7 @@ impl Entry {
             Entry::Etherstub(k, v) => put(&mut st.etherstub, k, v),
             Entry::Interface(k, v) => put(&mut st.interface, k, v),
             Entry::Address(k, v) => put(&mut st.address, k, v),
+            Entry::Proto(k, v) => put(&mut st.proto, k, v),
         }
     }
 
@@ -200,7 +203,8 @@ impl Entry {
         match self {
             Entry::Vnic(vnic, Some(c)) => check_mac_mode(&c.mac_mode)
                 .map_err(|error| LinkStateError::MacMode { vnic: vnic.clone(), error }),
-            Entry::Address(addrobj, Some(c)) => parse_addr_prefix(&c.addr)
+            Entry::Address(addrobj, Some(c)) => c
+                .check()
                 .map(drop)
                 .map_err(|error| LinkStateError::Address { addrobj: addrobj.clone(), error }),
             _ => Ok(()),
@@ -227,6 +231,7 @@ pub fn diff(old: &LinkState, new: &LinkState) -> Vec<Entry> {
     section(&old.vnic, &new.vnic, Entry::Vnic, &mut out);
     section(&old.etherstub, &new.etherstub, Entry::Etherstub, &mut out);
     section(&old.interface, &new.interface, Entry::Interface, &mut out);
+    section(&old.proto, &new.proto, Entry::Proto, &mut out);
     section(&old.address, &new.address, Entry::Address, &mut out);
     out
 }

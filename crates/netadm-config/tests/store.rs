@@ -101,11 +101,11 @@ fn full_state() -> LinkState {
             props: BTreeMap::new(),
         },
     );
-    s.interface.insert("net0".parse().unwrap(), IfConf {});
-    s.interface.insert("vnic0".parse().unwrap(), IfConf {});
-    s.address.insert("net0/v4".parse().unwrap(), AddrConf { addr: "192.0.2.1/24".into() });
-    s.address.insert("net0/v6".parse().unwrap(), AddrConf { addr: "2001:db8::1/64".into() });
-    s.address.insert("vnic0/a".parse().unwrap(), AddrConf { addr: "198.51.100.7/32".into() });
+    s.interface.insert("net0".parse().unwrap(), IfConf::default());
+    s.interface.insert("vnic0".parse().unwrap(), IfConf::default());
+    s.address.insert("net0/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
+    s.address.insert("net0/v6".parse().unwrap(), AddrConf::fixed("2001:db8::1/64"));
+    s.address.insert("vnic0/a".parse().unwrap(), AddrConf::fixed("198.51.100.7/32"));
     s
 }
 
@@ -370,7 +370,7 @@ fn save_is_atomic() {
     assert_eq!(store.load().unwrap(), LinkState::default());
 
     let mut state = LinkState::default();
-    state.interface.insert("net0".parse().unwrap(), IfConf {});
+    state.interface.insert("net0".parse().unwrap(), IfConf::default());
     store.save(&state).unwrap();
     assert_eq!(entries(&tmp.0), [LINKS_FILE, "other.toml"], "temp file left behind");
     let text = fs::read_to_string(store.path()).unwrap();
@@ -386,7 +386,7 @@ fn save_is_atomic() {
     // Many saves leave exactly one file, holding the last state.
     for i in 0..20 {
         let mut s = state.clone();
-        s.address.insert("net0/v4".parse().unwrap(), AddrConf { addr: format!("192.0.2.{i}/24") });
+        s.address.insert("net0/v4".parse().unwrap(), AddrConf::fixed(format!("192.0.2.{i}/24")));
         store.save(&s).unwrap();
         assert_eq!(store.load().unwrap(), s);
     }
@@ -417,7 +417,7 @@ fn appended_changes_replay_and_a_torn_last_record_is_dropped() {
     store.save(&base).unwrap();
     let mut next = base.clone();
     next.vnic.remove("vnic1");
-    next.interface.insert("vnic2".parse().unwrap(), IfConf {});
+    next.interface.insert("vnic2".parse().unwrap(), IfConf::default());
     let mut v = next.vnic["vnic0"].clone();
     v.props.clear();
     next.vnic.insert("vnic2".parse().unwrap(), v);
@@ -467,7 +467,7 @@ fn a_journal_naming_another_links_toml_is_ignored() {
     fs::write(store.journal_path(), &journal).unwrap();
     let mut later = next.clone();
     later.vnic.insert("vnic1".parse().unwrap(), base.vnic["vnic1"].clone());
-    later.interface.insert("vnic1".parse().unwrap(), IfConf {});
+    later.interface.insert("vnic1".parse().unwrap(), IfConf::default());
     store.save(&later).unwrap();
     fs::write(store.journal_path(), &journal).unwrap();
     assert_eq!(

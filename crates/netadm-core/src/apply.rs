@@ -287,6 +287,7 @@ impl Core {
         section("etherstub", &cur.etherstub, &next.etherstub, &mut gone, &mut come);
         section("aggr", &cur.aggr, &next.aggr, &mut gone, &mut come);
         section("phys", &cur.phys, &next.phys, &mut gone, &mut come);
+        section("protocol property", &cur.proto, &next.proto, &mut gone, &mut come);
         come.reverse();
         steps.extend(gone);
         steps.extend(come);
@@ -340,9 +341,14 @@ impl Core {
                 kernel_changes: 1,
                 ..step("kernel", object, action)
             };
+            // A DHCP or addrconf object has no address of its own.
+            let addr = |a: &netadm_config::AddrConf| match a.kind {
+                netadm_config::AddrType::Static => a.addr.clone(),
+                kind => format!("the {} address", kind.as_str()),
+            };
             for (o, was, now) in cur.address.diff(&next.address) {
                 if let (Some(a), None) = (was, now) {
-                    steps.push(k(format!("address {o}"), format!("remove {}", a.addr)));
+                    steps.push(k(format!("address {o}"), format!("remove {}", addr(a))));
                 }
             }
             for (i, was, now) in cur.interface.diff(&next.interface) {
@@ -375,7 +381,7 @@ impl Core {
             }
             for (o, was, now) in cur.address.diff(&next.address) {
                 if let (None, Some(a)) = (was, now) {
-                    steps.push(k(format!("address {o}"), format!("add {}", a.addr)));
+                    steps.push(k(format!("address {o}"), format!("add {}", addr(a))));
                 }
             }
         }

@@ -316,8 +316,8 @@ mod tests {
         base.aggr.insert(n("aggr0"), aggr(&["i40e0", "i40e1"]));
         base.vnic.insert(n("vnic0"), vnic("aggr0", 0));
         base.vnic.insert(n("vnic1"), vnic("atl1c0", 1));
-        base.interface.insert(n("vnic1"), IfConf {});
-        base.address.insert("vnic1/v4".parse().unwrap(), AddrConf { addr: "192.0.2.1/24".into() });
+        base.interface.insert(n("vnic1"), IfConf::default());
+        base.address.insert("vnic1/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
         let full = |st: &LinkState| crate::ops::check_state(&View { hw: &hw, st });
         full(&base).unwrap();
         type Edit = fn(&mut LinkState);
@@ -372,14 +372,13 @@ mod tests {
                 s.interface.remove("vnic1");
             }),
             ("an address on no interface", |s| {
-                s.address
-                    .insert("vnic0/v4".parse().unwrap(), AddrConf { addr: "192.0.2.2/24".into() });
+                s.address.insert("vnic0/v4".parse().unwrap(), AddrConf::fixed("192.0.2.2/24"));
             }),
             ("an interface on an aggregation's port", |s| {
-                s.interface.insert(n("i40e1"), IfConf {});
+                s.interface.insert(n("i40e1"), IfConf::default());
             }),
             ("an interface on nothing", |s| {
-                s.interface.insert(n("nosuch0"), IfConf {});
+                s.interface.insert(n("nosuch0"), IfConf::default());
             }),
             ("a port renamed as a VNIC", |s| {
                 s.phys.insert(

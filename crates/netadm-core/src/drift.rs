@@ -107,9 +107,15 @@ pub(crate) fn evaluate(nl: &Netlink, n: &LinkName, i: &MirrorIf) -> Option<Drift
         d.diffs.push(format!("address {}/{} missing", w.0, w.1));
         d.absent.push(*w);
     }
-    let link_local =
-        |ip: &IpAddr| matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
-    for h in have.iter().filter(|h| !i.want_addrs.contains(h) && !link_local(&h.0)) {
+    let link_local = crate::mirror::link_local;
+    // Leases the interface's DHCP clients hold are theirs, not drift.
+    let leased = i.leased.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    for h in have
+        .iter()
+        .filter(|h| !i.want_addrs.contains(h) && !link_local(&h.0) && !leased.contains(h))
+        // SLAAC's addresses, on an interface with addrconf.
+        .filter(|h| !(i.addrconf && h.0.is_ipv6()))
+    {
         d.diffs.push(format!("address {}/{} not configured", h.0, h.1));
     }
     (!d.diffs.is_empty()).then_some(d)

@@ -21,17 +21,21 @@
 //! Reads take the running configuration's lock only to clone it, so they
 //! never wait behind a long mutation.
 
+mod addrprop;
 mod apply;
 mod delta;
+mod dhcp;
 mod drift;
 mod error;
 mod groups;
 mod hitless;
 pub mod hw;
+mod ifprop;
 mod lacp;
 mod links;
 mod mirror;
 mod ops;
+mod proto;
 mod qos;
 mod traffic;
 mod view;

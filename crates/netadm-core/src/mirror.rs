@@ -12,16 +12,23 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use netadm_config::{LinkState, parse_addr_prefix};
+use netadm_config::{AddrType, LinkState};
 use netadm_datapath::{Forward, VSwitch};
-use netadm_kernel::{KernelError, Netlink, Tap};
-use netadm_model::LinkName;
+use netadm_kernel::{KernelError, Netlink, Tap, sysctl};
+use netadm_model::{AddrObj, LinkName};
 
 use crate::drift::{Drift, Watcher};
 use crate::links::View;
 use crate::{Core, CoreError, Timing};
 
 pub(crate) struct MirrorIf {
+    /// Its DHCP clients, by address object (stopped before the TAP goes).
+    pub(crate) dhcp: BTreeMap<AddrObj, crate::dhcp::Client>,
+    /// The addresses they hold.
+    pub(crate) leased: crate::dhcp::Leased,
+    /// Whether it has an addrconf address object: the kernel's SLAAC
+    /// addresses are then its own, not drift.
+    pub(crate) addrconf: bool,
     tap: Arc<Tap>,
     pub(crate) index: u32,
     pub(crate) mac: [u8; 6],
@@ -55,6 +62,8 @@ pub(crate) struct Mirror {
     /// Stopped first: it holds the other two.
     _watch: Watcher,
     nl: Arc<Netlink>,
+    /// Address lifetimes: a deprecated static address's preferred one, 0.
+    lifetimes: netadm_kernel::Lifetimes,
     ifs: Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>,
     /// The virtual switch of each link interfaces are on (a port, an
     /// aggregation or an etherstub), made with its first interface.
@@ -77,7 +86,8 @@ impl Mirror {
         let nl = Arc::new(Netlink::open().map_err(kerr)?);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let watch = Watcher::start(nl.clone(), ifs.clone())?;
-        Ok(Self { _watch: watch, nl, ifs, switches: Mutex::default() })
+        let lifetimes = netadm_kernel::Lifetimes::open().map_err(kerr)?;
+        Ok(Self { _watch: watch, nl, lifetimes, ifs, switches: Mutex::default() })
     }
 
     /// How interface `name`'s device differs from what was set, if it does.
@@ -96,6 +106,39 @@ impl Mirror {
         let mut m = self.switches.lock().unwrap_or_else(PoisonError::into_inner);
         m.retain(|k, s| *k == l || !s.is_empty() || Arc::strong_count(s) > 1);
         m.entry(l).or_default().clone()
+    }
+
+    /// What address object `obj`'s DHCP client holds, if it has one.
+    pub(crate) fn dhcp_status(&self, obj: &AddrObj) -> Option<crate::dhcp::Status> {
+        let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        ifs.get(obj.interface()).and_then(|i| i.dhcp.get(obj)).map(|c| c.status())
+    }
+
+    /// Waits until address object `obj`'s DHCP client holds a lease, or
+    /// `deadline`; whether it does. The interfaces' lock is held only to
+    /// find the client, not while waiting.
+    pub(crate) fn wait_lease(&self, obj: &AddrObj, deadline: std::time::Instant) -> bool {
+        let watch = {
+            let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+            ifs.get(obj.interface()).and_then(|i| i.dhcp.get(obj)).map(|c| c.watch())
+        };
+        watch.is_some_and(|w| w.wait_bound(deadline))
+    }
+
+    /// The IPv6 addresses the kernel has on interface `name` that netadm
+    /// did not set (link-local and SLAAC ones), link-local first.
+    pub(crate) fn addrconf_addrs(&self, name: &LinkName) -> Vec<(IpAddr, u8)> {
+        let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(i) = ifs.get(name) else { return vec![] };
+        let mut v: Vec<(IpAddr, u8)> = self
+            .nl
+            .addrs(i.index)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| a.0.is_ipv6() && !i.want_addrs.contains(a))
+            .collect();
+        v.sort_by_key(|a| !link_local(&a.0));
+        v
     }
 
     /// The kernel device of an interface, if one was made.
@@ -292,6 +335,39 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
     }
 }
 
+/// Turns IPv6 stateless autoconfiguration on interface `n` on (router
+/// advertisements heeded, SLAAC addresses made) or off (and the addresses
+/// it made removed: the kernel keeps them otherwise).
+fn addrconf(nl: &Netlink, n: &LinkName, i: &mut MirrorIf, on: bool) -> Result<(), CoreError> {
+    let v = if on { "1" } else { "0" };
+    for key in ["accept_ra", "autoconf"] {
+        sysctl::set(sysctl::Family::V6, n.as_str(), key, v).map_err(kerr)?;
+    }
+    i.addrconf = on;
+    if !on {
+        for (ip, p) in nl.addrs(i.index).map_err(kerr)? {
+            if ip.is_ipv6() && !link_local(&ip) && !i.want_addrs.contains(&(ip, p)) {
+                match nl.del_addr(i.index, ip, p) {
+                    Ok(()) | Err(KernelError::NotFound { .. }) => {}
+                    Err(e) => return Err(kerr(e)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The MTU interface `n` on link `l` runs with: its link's, or its IPv4
+/// MTU property when that is lower.
+fn ifmtu(v: &View<'_>, n: &LinkName, l: &crate::Link) -> u32 {
+    crate::ifprop::if_mtu(v.st.interface.get(n), v.mtu(l))
+}
+
+/// Whether `ip` is an IPv6 link-local address (fe80::/10).
+pub(crate) fn link_local(ip: &IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
+}
+
 /// The interfaces a change from `vf` to `vt` can touch: those it adds,
 /// removes or gives addresses, those on a VNIC it changes, and, when it
 /// changes a port or an aggregation (the MTU, offloads and ports of the
@@ -334,10 +410,10 @@ impl Core {
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
-            if vt.mtu(&lt) < vf.mtu(&lf) {
+            if ifmtu(&vt, &n, &lt) < ifmtu(&vf, &n, &lf) {
                 changed = true;
-                m.nl.set_link(i.index, None, Some(vt.mtu(&lt))).map_err(kerr)?;
-                i.want_mtu = vt.mtu(&lt);
+                m.nl.set_link(i.index, None, Some(ifmtu(&vt, &n, &lt))).map_err(kerr)?;
+                i.want_mtu = ifmtu(&vt, &n, &lt);
             }
         }
         Ok(changed)
@@ -360,18 +436,31 @@ impl Core {
         };
         let (vf, vt) =
             (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
-        let addr =
-            |s: &str| parse_addr_prefix(s).map_err(|e| CoreError::invalid_argument(e.to_string()));
+        let addr = |a: &netadm_config::AddrConf| {
+            a.check().map_err(|e| CoreError::invalid_argument(e.to_string()))
+        };
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         // What the change touches: what it removes or adds, and the
         // interfaces whose link it can have changed (not every interface).
         let mut touched = touched(&vf, &vt, &*ifs);
         // Addresses that go, then interfaces that go.
+        // (A static address marked down goes from the kernel too.)
         for (obj, a, b) in from.address.diff(&to.address) {
-            if let (Some(a), None) = (a, b)
-                && let Some(i) = ifs.get(obj.interface())
+            let (Some(a), Some(i)) = (a, ifs.get_mut(obj.interface())) else { continue };
+            if b.is_none() && addr(a)?.is_none() {
+                // A DHCP address: given back, and removed, by its client.
+                if let Some(c) = i.dhcp.remove(obj) {
+                    c.release();
+                }
+                if a.kind == AddrType::Addrconf {
+                    addrconf(&m.nl, obj.interface(), i, false)?;
+                }
+                continue;
+            }
+            let (was, now) = (a.active_addr(), b.and_then(|b| b.active_addr()));
+            if let Some((ip, p)) = was
+                && was != now
             {
-                let (ip, p) = addr(&a.addr)?;
                 match m.nl.del_addr(i.index, ip, p) {
                     // Gone already (putting back a change that failed
                     // before it was added): as wanted.
@@ -405,6 +494,7 @@ impl Core {
                 }
             }
         }
+        let made: Vec<LinkName> = come.iter().map(|n| (*n).clone()).collect();
         for n in come {
             let l = vt.require(n.as_str())?;
             let sw =
@@ -424,12 +514,25 @@ impl Core {
             let offload = offloads(&vt, &l);
             tap.set_offload(offload.0, offload.1).map_err(kerr)?;
             let index = m.nl.index(n.as_str()).map_err(kerr)?;
+            // No router advertisements heeded, no SLAAC, until an addrconf
+            // address object asks for them (before the device comes up:
+            // it solicits routers then). Without IPv6 there is nothing to
+            // turn off.
+            for key in ["accept_ra", "autoconf"] {
+                match sysctl::set(sysctl::Family::V6, n.as_str(), key, "0") {
+                    Ok(()) | Err(KernelError::NotFound { .. }) => {}
+                    // A read-only /proc/sys (some containers): the
+                    // interface works, router advertisements may add
+                    // addresses (drift will say so).
+                    Err(e) => tracing::warn!(interface = %n, "cannot turn off SLAAC: {e}"),
+                }
+            }
             #[cfg(feature = "failpoints")]
             fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
                 "failpoint core.kernel.tap"
             )));
             m.nl.set_mac(index, mac).map_err(kerr)?;
-            m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
+            m.nl.set_link(index, Some(true), Some(ifmtu(&vt, n, &l))).map_err(kerr)?;
             let vid = vid_of(&vt, &l);
             let stop = crate::drift::eventfd()?;
             let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
@@ -440,10 +543,13 @@ impl Core {
                     .spawn(move || reader(tap, efd, Out { switch, tx, mac, vid }))
                     .map_err(|e| CoreError::hardware(e.to_string()))?
             };
-            let (want_mtu, want_addrs, drift) = (vt.mtu(&l), vec![], None);
+            let (want_mtu, want_addrs, drift) = (ifmtu(&vt, n, &l), vec![], None);
             let switch = m.switch(vt.switch_of(&l).expect("resolved above"));
             let i = MirrorIf {
                 switch,
+                dhcp: BTreeMap::new(),
+                leased: Default::default(),
+                addrconf: false,
                 tap,
                 index,
                 mac,
@@ -476,20 +582,42 @@ impl Core {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
             }
-            let mtu = vt.mtu(&l);
-            if vf.resolve(n.as_str()).is_none_or(|lf| vf.mtu(&lf) != mtu) {
+            let mtu = ifmtu(&vt, n, &l);
+            let mtu_changed = vf.resolve(n.as_str()).is_none_or(|lf| ifmtu(&vf, n, &lf) != mtu);
+            if mtu_changed {
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.mtu"
                 )));
                 m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
+            // Its properties (after the MTU, which resets the IPv6 one): a
+            // device just made has the kernel's defaults.
+            if let Some(c) = vt.st.interface.get(n) {
+                let before = if made.contains(n) { None } else { vf.st.interface.get(n) };
+                crate::ifprop::apply(n.as_str(), before, c, vt.mtu(&l), mtu_changed)?;
+            }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
-            if let (None, Some(a)) = (a, b)
-                && let Some(i) = ifs.get(obj.interface())
-            {
-                let (ip, p) = addr(&a.addr)?;
+            let (Some(b), Some(i)) = (b, ifs.get_mut(obj.interface())) else { continue };
+            if a.is_none() && addr(b)?.is_none() {
+                if b.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
+                    let c = crate::dhcp::Client::start(
+                        obj.interface().as_str(),
+                        i.index,
+                        i.mac,
+                        i.leased.clone(),
+                    )?;
+                    i.dhcp.insert(obj.clone(), c);
+                }
+                if b.kind == AddrType::Addrconf {
+                    addrconf(&m.nl, obj.interface(), i, true)?;
+                }
+                continue;
+            }
+            let (was, now) = (a.and_then(|a| a.active_addr()), b.active_addr());
+            let Some((ip, p)) = now else { continue };
+            if was != now {
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
@@ -501,6 +629,19 @@ impl Core {
                     e => kerr(e),
                 })?;
             }
+            // Deprecated: preferred for 0 s, valid for ever (a fresh
+            // address is not deprecated).
+            let deprecated_before = was == now && a.is_some_and(|a| a.deprecated);
+            if b.deprecated != deprecated_before {
+                let preferred = if b.deprecated { 0 } else { u32::MAX };
+                m.lifetimes.set(i.index, ip, p, u32::MAX, preferred).map_err(kerr)?;
+            }
+        }
+        // Protocol properties: the namespace's, set or back to default.
+        for (k, _, b) in from.proto.diff(&to.proto) {
+            if let Some(d) = crate::proto::by_key(k) {
+                d.apply(&b.cloned().unwrap_or_else(|| d.default()))?;
+            }
         }
         // Read back and verify what the change touched.
         for n in &touched {
@@ -510,9 +651,9 @@ impl Core {
                 .address
                 .iter()
                 .filter(|(o, _)| o.interface() == n)
-                .filter_map(|(_, a)| parse_addr_prefix(&a.addr).ok())
+                .filter_map(|(_, a)| a.active_addr())
                 .collect();
-            (i.want_mtu, i.want_addrs) = (vt.mtu(&l), want.clone());
+            (i.want_mtu, i.want_addrs) = (ifmtu(&vt, n, &l), want.clone());
             if i.drift.is_some() {
                 // A device someone else changed is reported as drifted
                 // (show-if), not held against this change; which may have
@@ -524,12 +665,12 @@ impl Core {
             }
             let k = m.nl.link(i.index).map_err(kerr)?;
             let have = m.nl.addrs(i.index).map_err(kerr)?;
-            if !k.up || k.mtu != vt.mtu(&l) || want.iter().any(|w| !have.contains(w)) {
+            if !k.up || k.mtu != ifmtu(&vt, n, &l) || want.iter().any(|w| !have.contains(w)) {
                 return Err(CoreError::hardware(format!(
                     "{n}: the kernel reports up={} mtu={} addresses {have:?}; expected up, mtu {}, {want:?}",
                     k.up,
                     k.mtu,
-                    vt.mtu(&l)
+                    ifmtu(&vt, n, &l)
                 )));
             }
         }

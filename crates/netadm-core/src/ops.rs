@@ -5,9 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 
-use netadm_config::{
-    AddrConf, AggrConf, EtherstubConf, IfConf, LinkState, VnicConf, parse_addr_prefix,
-};
+use netadm_config::{AddrConf, AddrType, AggrConf, EtherstubConf, IfConf, LinkState, VnicConf};
+
+/// How long `create-addr -T dhcp` waits for a lease before answering.
+const DHCP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 use netadm_dbus::OpResult;
 use netadm_model::{
     AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, PropValue, VlanId,
@@ -1023,13 +1024,9 @@ impl Core {
             let obj: AddrObj = addrobj
                 .parse()
                 .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
-            if kind != "static" {
-                return Err(CoreError::invalid_argument(format!(
-                    "address type {kind:?}: only static is supported (-T static)"
-                )));
-            }
-            let (ip, _prefix) =
-                parse_addr_prefix(addr).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
+            let kind: AddrType = kind.parse().map_err(CoreError::invalid_argument)?;
+            let conf = AddrConf { kind, ..AddrConf::fixed(addr) };
+            let fixed = conf.check().map_err(|e| CoreError::invalid_argument(e.to_string()))?;
             change(v, persisted, temporary, t, addrobj, |v| {
                 if !v.st.interface.contains_key(obj.interface()) {
                     return Err(CoreError::not_found(format!(
@@ -1041,17 +1038,51 @@ impl Core {
                 if v.st.address.contains_key(&obj) {
                     return Err(CoreError::exists(format!("address object {obj} already exists")));
                 }
-                if let Some((other, _)) =
-                    v.st.address
-                        .iter()
-                        .find(|(_, c)| parse_addr_prefix(&c.addr).is_ok_and(|(x, _)| x == ip))
+                if let Some((ip, _)) = fixed
+                    && let Some((other, _)) =
+                        v.st.address
+                            .iter()
+                            .find(|(_, c)| c.fixed_addr().is_some_and(|(x, _)| x == ip))
                 {
                     return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
                 }
+                if kind != AddrType::Static
+                    && let Some((other, _)) =
+                        v.st.address
+                            .iter()
+                            .find(|(o, c)| o.interface() == obj.interface() && c.kind == kind)
+                {
+                    return Err(CoreError::exists(format!(
+                        "{} already has a {} address object ({other})",
+                        obj.interface(),
+                        kind.as_str()
+                    )));
+                }
                 let mut st = v.st.clone();
-                st.address.insert(obj.clone(), AddrConf { addr: addr.to_owned() });
+                st.address.insert(obj.clone(), conf.clone());
                 Ok(st)
             })
+        })
+        .map(|mut r| {
+            // As ipadm does, wait for the lease (at most DHCP_WAIT; after
+            // the change, outside the mutation lock), timed as a phase of
+            // its own; the client goes on trying after that.
+            if kind == "dhcp"
+                && let (Some(m), Ok(obj)) = (&self.mirror, addrobj.parse::<AddrObj>())
+            {
+                let start = std::time::Instant::now();
+                let bound = m.wait_lease(&obj, start + DHCP_WAIT);
+                let us = start.elapsed().as_micros() as u64;
+                r.phases.push(("lease".into(), us));
+                r.total_us += us;
+                if !bound {
+                    r.notes.push(format!(
+                        "{addrobj}: no DHCP lease within {} s; the client keeps trying",
+                        DHCP_WAIT.as_secs()
+                    ));
+                }
+            }
+            r
         })
     }
 
@@ -1074,6 +1105,290 @@ impl Core {
                 }
                 let mut st = v.st.clone();
                 st.address.remove(&obj);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `set-ifprop -m PROTO -p PROP=VALUE,... IF`.
+    pub fn set_if_prop(
+        &self,
+        ifname: &str,
+        proto: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("set-ifprop", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            let defs: Vec<(&crate::ifprop::Def, &String)> = props
+                .iter()
+                .map(|(k, val)| Ok((crate::ifprop::Def::find(proto, k)?, val)))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, ifname, |v| {
+                let link_mtu = if_link_mtu(v, &n, ifname)?;
+                let mut st = v.st.clone();
+                let conf = st.interface.get_mut(&n).expect("checked");
+                for (d, val) in &defs {
+                    let val = d.check(val, link_mtu)?;
+                    conf.props.insert(d.key(), val);
+                }
+                let v4 = crate::ifprop::if_mtu(Some(conf), link_mtu);
+                if let Some(m) = conf.props.get("ipv6.mtu").and_then(|m| m.parse::<u32>().ok())
+                    && m > v4
+                {
+                    return Err(CoreError::invalid_value(format!(
+                        "ipv6 mtu {m} is above the interface's MTU {v4} (ipv4 mtu)"
+                    )));
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `reset-ifprop -m PROTO -p PROP,... IF`.
+    pub fn reset_if_prop(
+        &self,
+        ifname: &str,
+        proto: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("reset-ifprop", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            if names.is_empty() {
+                return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+            }
+            let keys: Vec<String> = names
+                .iter()
+                .map(|k| crate::ifprop::Def::find(proto, k).map(|d| d.key()))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, ifname, |v| {
+                if_link_mtu(v, &n, ifname)?;
+                let mut st = v.st.clone();
+                let conf = st.interface.get_mut(&n).expect("checked");
+                conf.props.retain(|k, _| !keys.contains(k));
+                Ok(st)
+            })
+        })
+    }
+
+    /// `set-prop -p PROP=VALUE,... PROTO`: protocol properties of the
+    /// network namespace netadmd runs in.
+    pub fn set_prop(
+        &self,
+        proto: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("set-prop", proto, progress, |v, persisted, t| {
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            let set: Vec<(String, String)> = props
+                .iter()
+                .map(|(k, val)| {
+                    let d = crate::proto::Def::find(proto, k)?;
+                    Ok((d.key(), d.check(val)?))
+                })
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, proto, |v| {
+                let mut st = v.st.clone();
+                for (k, val) in &set {
+                    st.proto.insert(k.clone(), val.clone());
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `reset-prop -p PROP,... PROTO`: back to the kernel's defaults.
+    pub fn reset_prop(
+        &self,
+        proto: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("reset-prop", proto, progress, |v, persisted, t| {
+            if names.is_empty() {
+                return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+            }
+            let keys: Vec<String> = names
+                .iter()
+                .map(|k| crate::proto::Def::find(proto, k).map(|d| d.key()))
+                .collect::<Result<_, CoreError>>()?;
+            change(v, persisted, temporary, t, proto, |v| {
+                let mut st = v.st.clone();
+                st.proto.retain(|k, _| !keys.contains(k));
+                Ok(st)
+            })
+        })
+    }
+
+    /// `set-addrprop -p PROP=VALUE,... IF/TAG` (prefixlen, deprecated).
+    pub fn set_addr_prop(
+        &self,
+        addrobj: &str,
+        props: &BTreeMap<String, String>,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.addr_prop("set-addrprop", addrobj, temporary, progress, |a| {
+            if props.is_empty() {
+                return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+            }
+            props.iter().try_for_each(|(k, val)| crate::addrprop::set(a, k, val))
+        })
+    }
+
+    /// `reset-addrprop -p PROP,... IF/TAG`.
+    pub fn reset_addr_prop(
+        &self,
+        addrobj: &str,
+        names: &[String],
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.addr_prop("reset-addrprop", addrobj, temporary, progress, |a| {
+            if names.is_empty() {
+                return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+            }
+            names.iter().try_for_each(|k| crate::addrprop::reset(a, k))
+        })
+    }
+
+    /// A change `f` to address object `addrobj`'s entry; a new prefix
+    /// must not make its address clash with another's.
+    fn addr_prop(
+        &self,
+        op: &str,
+        addrobj: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+        f: impl Fn(&mut AddrConf) -> Result<(), CoreError>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate(op, addrobj, progress, |v, persisted, t| {
+            let obj: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            change(v, persisted, temporary, t, addrobj, |v| {
+                let mut st = v.st.clone();
+                let Some(a) = st.address.get_mut(&obj) else {
+                    return Err(CoreError::not_found(format!(
+                        "address object {obj} does not exist"
+                    )));
+                };
+                f(a)?;
+                Ok(st)
+            })
+        })
+    }
+
+    /// `enable-if`: brings interface `ifname` back into the running
+    /// system from its persistent configuration, with its addresses
+    /// (ipadm's; it changes the running system only).
+    pub fn enable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+        self.mutate("enable-if", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            let Some(conf) = persisted.interface.get(&n) else {
+                return Err(CoreError::not_found(format!(
+                    "IP interface {ifname} has no persistent configuration to enable"
+                )));
+            };
+            change(v, persisted, true, t, ifname, |v| {
+                if v.st.interface.contains_key(&n) {
+                    return Err(CoreError::exists(format!(
+                        "IP interface {ifname} is already enabled"
+                    )));
+                }
+                v.require(ifname)?;
+                if let Some(a) = v.aggr_of(&n) {
+                    return Err(CoreError::busy(format!(
+                        "{ifname} is a port of {a}; it cannot carry an IP interface"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.interface.insert(n.clone(), conf.clone());
+                for (o, a) in persisted.address.iter().filter(|(o, _)| o.interface() == &n) {
+                    if let Some(ip) = a.fixed_addr()
+                        && let Some((other, _)) =
+                            v.st.address.iter().find(|(_, c)| c.fixed_addr() == Some(ip))
+                    {
+                        return Err(CoreError::exists(format!(
+                            "{} is already assigned ({other})",
+                            ip.0
+                        )));
+                    }
+                    st.address.insert(o.clone(), a.clone());
+                }
+                Ok(st)
+            })
+        })
+    }
+
+    /// `disable-if`: removes interface `ifname` and its addresses from the
+    /// running system, keeping its persistent configuration (ipadm's).
+    pub fn disable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+        self.mutate("disable-if", ifname, progress, |v, persisted, t| {
+            let n = name(ifname)?;
+            if !persisted.interface.contains_key(&n) && !v.st.interface.contains_key(&n) {
+                return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
+            }
+            if !persisted.interface.contains_key(&n) {
+                return Err(CoreError::invalid_argument(format!(
+                    "IP interface {ifname} is not persistent: nothing would enable it again \
+                     (delete-if -t removes it)"
+                )));
+            }
+            change(v, persisted, true, t, ifname, |v| {
+                if !v.st.interface.contains_key(&n) {
+                    return Err(CoreError::not_found(format!(
+                        "IP interface {ifname} is not enabled"
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.interface.remove(&n);
+                st.address.retain(|a, _| a.interface() != &n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `up-addr` (`up` true) / `down-addr`: a static address marked up
+    /// (in the kernel) or down (kept in the configuration, removed from
+    /// the kernel).
+    pub fn set_addr_up(
+        &self,
+        addrobj: &str,
+        up: bool,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        let op = if up { "up-addr" } else { "down-addr" };
+        self.mutate(op, addrobj, progress, |v, persisted, t| {
+            let obj: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            change(v, persisted, temporary, t, addrobj, |v| {
+                let Some(a) = v.st.address.get(&obj) else {
+                    return Err(CoreError::not_found(format!(
+                        "address object {obj} does not exist"
+                    )));
+                };
+                if a.kind != AddrType::Static {
+                    return Err(CoreError::invalid_argument(format!(
+                        "address object {obj} is {}: only static addresses are marked up or down",
+                        a.kind.as_str()
+                    )));
+                }
+                let mut st = v.st.clone();
+                st.address.get_mut(&obj).expect("looked up").down = !up;
                 Ok(st)
             })
         })
@@ -1143,6 +1458,14 @@ impl Core {
             })
         })
     }
+}
+
+/// The MTU of the link under IP interface `n`, which must exist.
+fn if_link_mtu(v: &View<'_>, n: &LinkName, ifname: &str) -> Result<u32, CoreError> {
+    if !v.st.interface.contains_key(n) {
+        return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
+    }
+    Ok(v.mtu(&v.require(ifname)?))
 }
 
 fn unicast(m: MacAddr) -> Result<MacAddr, CoreError> {

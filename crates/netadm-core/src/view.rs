@@ -2,10 +2,12 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, EtherstubInfo, IfInfo, LinkInfo, PhysInfo, PropInfo,
-    VlanInfo, VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherstubInfo, IfInfo, IfPropInfo, LinkInfo,
+    PhysInfo, PropInfo, ProtoPropInfo, VlanInfo, VnicInfo,
 };
-use netadm_model::{DEFAULT_PRIORITY, LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
+use netadm_model::{
+    AddrObj, DEFAULT_PRIORITY, LinkClass, LinkName, Perm, PropName, PropSpec, PropValue,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -183,7 +185,7 @@ impl Core {
                     out.insert(n.to_string());
                     Some(n.clone())
                 }
-                Entry::Interface(..) | Entry::Address(..) => None,
+                Entry::Interface(..) | Entry::Address(..) | Entry::Proto(..) => None,
             };
             if let Some(l) = under {
                 out.extend(after.vnics_over(&l).into_iter().map(ToString::to_string));
@@ -426,7 +428,8 @@ impl Core {
         let st = self.running();
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
-        st.interface
+        let mut rows: Vec<IfInfo> = st
+            .interface
             .keys()
             .map(|n| {
                 let up = v.resolve(n.as_str()).map(|l| v.ports_under(&l)).is_some_and(|ps| {
@@ -455,32 +458,299 @@ impl Core {
                         .unwrap_or_default(),
                 }
             })
-            .collect()
+            .collect();
+        // Persistent interfaces the running system does not have:
+        // disabled (disable-if).
+        rows.extend(persisted.interface.keys().filter(|n| !st.interface.contains_key(*n)).map(
+            |n| IfInfo {
+                ifname: n.to_string(),
+                class: "ip".into(),
+                state: "disabled".into(),
+                current: "----------46".into(),
+                persistent: "-46".into(),
+                kernel_device: String::new(),
+                drift: String::new(),
+            },
+        ));
+        rows.sort_by(|a, b| a.ifname.cmp(&b.ifname));
+        rows
+    }
+
+    /// `show-ifprop`: the properties of interface `ifname` (every
+    /// interface when empty) of protocol `proto` (both when empty),
+    /// limited to `names` when given.
+    pub fn show_if_prop(
+        &self,
+        ifname: &str,
+        proto: &str,
+        names: &[String],
+    ) -> Result<Vec<IfPropInfo>, CoreError> {
+        use crate::ifprop::{DEFS, Def};
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        let v = self.view_of(&st);
+        for n in names {
+            if proto.is_empty() {
+                if !DEFS.iter().any(|d| d.name == n) {
+                    Def::find("ipv4", n)?;
+                }
+            } else {
+                Def::find(proto, n)?;
+            }
+        }
+        if !proto.is_empty() && !crate::ifprop::PROTOS.contains(&proto) {
+            Def::find(proto, "")?;
+        }
+        let ifs: Vec<LinkName> = if ifname.is_empty() {
+            st.interface.keys().cloned().collect()
+        } else {
+            let n: LinkName = ifname.parse()?;
+            if !st.interface.contains_key(&n) {
+                return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
+            }
+            vec![n]
+        };
+        let mut out = vec![];
+        for n in ifs {
+            let (Some(conf), Some(l)) = (st.interface.get(&n), v.resolve(n.as_str())) else {
+                continue;
+            };
+            let link_mtu = v.mtu(&l);
+            let dev = self.mirror.as_ref().and_then(|m| m.device(&n));
+            let dev_mtu = crate::ifprop::if_mtu(Some(conf), link_mtu);
+            for d in DEFS {
+                if (!proto.is_empty() && d.proto != proto)
+                    || (!names.is_empty() && !names.iter().any(|x| x == d.name))
+                {
+                    continue;
+                }
+                let configured = d.value(conf, link_mtu);
+                out.push(IfPropInfo {
+                    ifname: n.to_string(),
+                    property: d.name.into(),
+                    proto: d.proto.into(),
+                    perm: "rw".into(),
+                    current: dev
+                        .as_deref()
+                        .and_then(|dev| d.current(dev, dev_mtu))
+                        .unwrap_or(configured),
+                    persistent: persisted
+                        .interface
+                        .get(&n)
+                        .and_then(|c| c.props.get(&d.key()))
+                        .cloned()
+                        .unwrap_or_default(),
+                    default: d.default(link_mtu),
+                    possible: d.possible(link_mtu),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// `show-prop`: protocol properties of `proto` (every protocol when
+    /// empty), limited to `names` when given.
+    pub fn show_prop(
+        &self,
+        proto: &str,
+        names: &[String],
+    ) -> Result<Vec<ProtoPropInfo>, CoreError> {
+        use crate::proto::{DEFS, Def};
+        if !proto.is_empty() && !DEFS.iter().any(|d| d.proto == proto) {
+            Def::find(proto, "")?;
+        }
+        for n in names {
+            if !DEFS.iter().any(|d| d.name == n && (proto.is_empty() || d.proto == proto)) {
+                return Err(CoreError::invalid_argument(format!("no protocol property {n:?}")));
+            }
+        }
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        Ok(DEFS
+            .iter()
+            .filter(|d| proto.is_empty() || d.proto == proto)
+            .filter(|d| names.is_empty() || names.iter().any(|n| n == d.name))
+            .map(|d| {
+                let configured = st.proto.get(&d.key()).cloned().unwrap_or_else(|| d.default());
+                ProtoPropInfo {
+                    proto: d.proto.into(),
+                    property: d.name.into(),
+                    perm: "rw".into(),
+                    // The kernel's, when netadm runs it; else as configured.
+                    current: if self.mirror.is_some() {
+                        d.current().unwrap_or(configured)
+                    } else {
+                        configured
+                    },
+                    persistent: persisted.proto.get(&d.key()).cloned().unwrap_or_default(),
+                    default: d.default(),
+                    possible: d.possible(),
+                }
+            })
+            .collect())
+    }
+
+    /// `show-addrprop`: the properties of static address object
+    /// `addrobj` (every one when empty), limited to `names` when given.
+    pub fn show_addr_prop(
+        &self,
+        addrobj: &str,
+        names: &[String],
+    ) -> Result<Vec<AddrPropInfo>, CoreError> {
+        for n in names {
+            crate::addrprop::check_name(n)?;
+        }
+        let st = self.running();
+        let persisted = self.persisted_arc();
+        let objs: Vec<AddrObj> = if addrobj.is_empty() {
+            st.address
+                .iter()
+                .filter(|(_, a)| a.fixed_addr().is_some())
+                .map(|(o, _)| o.clone())
+                .collect()
+        } else {
+            let o: AddrObj = addrobj
+                .parse()
+                .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+            if !st.address.contains_key(&o) {
+                return Err(CoreError::not_found(format!("address object {o} does not exist")));
+            }
+            vec![o]
+        };
+        let mut out = vec![];
+        for o in objs {
+            let a = &st.address[&o];
+            for n in crate::addrprop::NAMES {
+                if !names.is_empty() && !names.iter().any(|x| x == n) {
+                    continue;
+                }
+                let (perm, current, default, possible) = crate::addrprop::row(a, n);
+                // Persistent: what differs from the default in the
+                // persistent configuration.
+                let persistent = persisted
+                    .address
+                    .get(&o)
+                    .map(|p| crate::addrprop::row(p, n))
+                    .filter(|(perm, v, d, _)| perm == "rw" && v != d)
+                    .map(|(_, v, _, _)| v)
+                    .unwrap_or_default();
+                out.push(AddrPropInfo {
+                    addrobj: o.to_string(),
+                    property: (*n).into(),
+                    perm,
+                    current,
+                    persistent,
+                    default,
+                    possible,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// `show-addr`.
     pub fn show_addr(&self) -> Vec<AddrInfo> {
         let st = self.running();
         let mut drift = BTreeMap::new();
-        st.address
-            .iter()
-            .map(|(o, a)| {
+        let mut out = vec![];
+        for (o, a) in st.address.iter() {
+            if a.kind == netadm_config::AddrType::Addrconf {
+                // The link-local address under the object's name, each
+                // SLAAC one as `IF/?` (as illumos's ipadm lists them).
+                let addrs = self
+                    .mirror
+                    .as_ref()
+                    .map(|m| m.addrconf_addrs(o.interface()))
+                    .unwrap_or_default();
+                let ll = addrs.first().filter(|a| crate::mirror::link_local(&a.0));
+                out.push(AddrInfo {
+                    addrobj: o.to_string(),
+                    r#type: "addrconf".into(),
+                    state: match (&self.mirror, ll) {
+                        (None, _) => "inaccessible",
+                        (Some(_), None) => "tentative",
+                        (Some(_), Some(_)) => "ok",
+                    }
+                    .into(),
+                    addr: ll.map(|(ip, p)| format!("{ip}/{p}")).unwrap_or_default(),
+                    ..AddrInfo::default()
+                });
+                out.extend(addrs.iter().filter(|a| !crate::mirror::link_local(&a.0)).map(
+                    |(ip, p)| AddrInfo {
+                        addrobj: format!("{}/?", o.interface()),
+                        r#type: "addrconf".into(),
+                        state: "ok".into(),
+                        addr: format!("{ip}/{p}"),
+                        ..AddrInfo::default()
+                    },
+                ));
+                continue;
+            }
+            out.push({
                 // Missing from the kernel: its device is gone, or it is.
                 let d = drift
                     .entry(o.interface())
                     .or_insert_with(|| self.mirror.as_ref().and_then(|m| m.drift(o.interface())));
                 let missing = d.as_ref().is_some_and(|d| {
-                    d.missing
-                        || netadm_config::parse_addr_prefix(&a.addr)
-                            .is_ok_and(|x| d.absent.contains(&x))
+                    d.missing || a.fixed_addr().is_some_and(|x| d.absent.contains(&x))
                 });
+                let (state, addr) = if a.kind == netadm_config::AddrType::Dhcp {
+                    // Its lease, if its client holds one.
+                    match self.mirror.as_ref().and_then(|m| m.dhcp_status(o)) {
+                        Some(s) => match s.addr {
+                            Some((ip, p)) => ("ok", format!("{ip}/{p}")),
+                            None => ("searching", String::new()),
+                        },
+                        None => ("inaccessible", String::new()),
+                    }
+                } else if a.down {
+                    ("down", a.addr.clone())
+                } else {
+                    (if missing { "missing" } else { "ok" }, a.addr.clone())
+                };
                 AddrInfo {
                     addrobj: o.to_string(),
-                    r#type: "static".into(),
-                    state: if missing { "missing" } else { "ok" }.into(),
-                    addr: a.addr.clone(),
+                    r#type: a.kind.as_str().into(),
+                    state: state.into(),
+                    addr,
+                    ..AddrInfo::default()
                 }
-            })
-            .collect()
+            });
+        }
+        // The addresses of disabled interfaces, as their configuration has
+        // them.
+        let persisted = self.persisted_arc();
+        for (o, a) in persisted.address.iter() {
+            if !st.interface.contains_key(o.interface())
+                && persisted.interface.contains_key(o.interface())
+            {
+                out.push(AddrInfo {
+                    addrobj: o.to_string(),
+                    r#type: a.kind.as_str().into(),
+                    state: "disabled".into(),
+                    addr: a.addr.clone(),
+                    ..AddrInfo::default()
+                });
+            }
+        }
+        // ipadm's CURRENT and PERSISTENT flags.
+        let flag = |on: bool, c: char| if on { c } else { '-' };
+        for r in &mut out {
+            let obj = r.addrobj.parse::<AddrObj>().ok();
+            let run = obj.as_ref().and_then(|o| st.address.get(o));
+            let per = obj.as_ref().and_then(|o| persisted.address.get(o));
+            let temporary = run.is_some() && per.is_none();
+            let deprecated = run.is_some_and(|a| a.deprecated);
+            r.current = format!(
+                "{}--{}{}",
+                flag(r.state == "ok", 'U'),
+                flag(temporary, 't'),
+                flag(deprecated, 'd')
+            );
+            r.persistent = per
+                .map(|a| format!("{}-{}", flag(!a.down, 'U'), flag(a.deprecated, 'd')))
+                .unwrap_or_default();
+        }
+        out
     }
 }

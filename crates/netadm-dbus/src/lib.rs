@@ -275,6 +275,67 @@ pub struct PropInfo {
     pub possible: String,
 }
 
+/// One IP interface property (`show-ifprop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct IfPropInfo {
+    /// Interface name.
+    pub ifname: String,
+    /// Property name, e.g. `mtu`.
+    pub property: String,
+    /// Protocol: `ipv4` or `ipv6`.
+    pub proto: String,
+    /// `rw`.
+    pub perm: String,
+    /// The value the kernel has (the configured one without a kernel
+    /// mirror).
+    pub current: String,
+    /// The persistent value, empty when none is set.
+    pub persistent: String,
+    /// The default value.
+    pub default: String,
+    /// Possible values, e.g. `68-9000` or `on,off`.
+    pub possible: String,
+}
+
+/// One address property (`show-addrprop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct AddrPropInfo {
+    /// Address object, `IF/TAG`.
+    pub addrobj: String,
+    /// Property name, e.g. `prefixlen`.
+    pub property: String,
+    /// `rw` or `r-`.
+    pub perm: String,
+    /// Its value.
+    pub current: String,
+    /// The persistent value when it differs from the default, else empty.
+    pub persistent: String,
+    /// The default value.
+    pub default: String,
+    /// Possible values.
+    pub possible: String,
+}
+
+/// One protocol property (`show-prop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct ProtoPropInfo {
+    /// Protocol: `ipv4`, `ipv6`, `tcp`.
+    pub proto: String,
+    /// Property name, e.g. `ttl`.
+    pub property: String,
+    /// `rw`.
+    pub perm: String,
+    /// The value the kernel has in netadmd's network namespace (the
+    /// configured one without a kernel mirror).
+    pub current: String,
+    /// The persistent value, empty when none is set.
+    pub persistent: String,
+    /// The kernel's default.
+    pub default: String,
+    /// Possible values.
+    pub possible: String,
+}
+
 /// An IP interface (`show-if`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct IfInfo {
@@ -297,7 +358,7 @@ pub struct IfInfo {
 }
 
 /// An address object (`show-addr`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct AddrInfo {
     /// `if/tag`.
     pub addrobj: String,
@@ -307,6 +368,12 @@ pub struct AddrInfo {
     pub state: String,
     /// `192.0.2.1/24`.
     pub addr: String,
+    /// ipadm's CURRENT flags: `U` up, `u` unnumbered, `p` private, `t`
+    /// temporary, `d` deprecated (`-` where not), e.g. `U----`.
+    pub current: String,
+    /// ipadm's PERSISTENT flags: `U` up, `p` private, `d` deprecated;
+    /// empty when the object is not persistent.
+    pub persistent: String,
 }
 
 /// A traffic stream on a link (`show-traffic`).
@@ -542,10 +609,76 @@ mod proxies {
         /// Makes an IP interface's kernel device anew as configured (MAC,
         /// MTU, up, addresses), whatever was done to it.
         fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
+        /// Sets address properties of a static address object.
+        fn set_addr_prop(
+            &self,
+            addrobj: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets address properties to their defaults.
+        fn reset_addr_prop(
+            &self,
+            addrobj: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Address properties of `addrobj` (every static one when empty),
+        /// limited to `names` when not empty.
+        fn show_addr_prop(&self, addrobj: &str, names: &[&str]) -> zbus::Result<Vec<AddrPropInfo>>;
+        /// Sets protocol properties of `proto` (netadmd's network
+        /// namespace's).
+        fn set_prop(
+            &self,
+            proto: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets protocol properties of `proto` to the kernel's defaults.
+        fn reset_prop(
+            &self,
+            proto: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Protocol properties of `proto` (all when empty), limited to
+        /// `names` when not empty.
+        fn show_prop(&self, proto: &str, names: &[&str]) -> zbus::Result<Vec<ProtoPropInfo>>;
+        /// Brings a disabled IP interface back from its persistent
+        /// configuration, with its addresses (running system only).
+        fn enable_if(&self, name: &str) -> zbus::Result<OpResult>;
+        /// Removes a persistent IP interface and its addresses from the
+        /// running system, keeping its persistent configuration.
+        fn disable_if(&self, name: &str) -> zbus::Result<OpResult>;
         /// IP interfaces.
         fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
-        /// Creates an address object; `kind` is `static`, `addr` is
-        /// `ADDRESS/PREFIX`.
+        /// Sets interface properties of protocol `proto` (`ipv4`, `ipv6`).
+        fn set_if_prop(
+            &self,
+            name: &str,
+            proto: &str,
+            props: BTreeMap<String, String>,
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Resets interface properties of `proto` to their defaults.
+        fn reset_if_prop(
+            &self,
+            name: &str,
+            proto: &str,
+            names: &[&str],
+            temporary: bool,
+        ) -> zbus::Result<OpResult>;
+        /// Interface properties of `name` (every interface when empty) and
+        /// protocol `proto` (both when empty), limited to `names` when not
+        /// empty.
+        fn show_if_prop(
+            &self,
+            name: &str,
+            proto: &str,
+            names: &[&str],
+        ) -> zbus::Result<Vec<IfPropInfo>>;
+        /// Creates an address object; `kind` is `static` (`addr` is
+        /// `ADDRESS/PREFIX`), `dhcp` or `addrconf` (`addr` empty).
         fn create_addr(
             &self,
             addrobj: &str,
@@ -555,6 +688,11 @@ mod proxies {
         ) -> zbus::Result<OpResult>;
         /// Deletes an address object.
         fn delete_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Marks a static address up: back in the kernel.
+        fn up_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Marks a static address down: kept in the configuration, removed
+        /// from the kernel.
+        fn down_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// Address objects.
         fn show_addr(&self) -> zbus::Result<Vec<AddrInfo>>;
         /// Recent mutating commands and their timings, oldest first.

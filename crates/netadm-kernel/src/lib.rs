@@ -8,10 +8,13 @@
 //! `RTM_GETADDR` dump. Every request asks for an acknowledgement, so a
 //! refusal comes back as the kernel's own errno, typed.
 
+mod dynaddr;
 mod events;
 mod netlink;
+pub mod sysctl;
 mod tap;
 
+pub use dynaddr::{Lifetimes, PacketSocket};
 pub use events::{Events, Touched};
 pub use netlink::{KernelLink, Netlink};
 pub use tap::Tap;

@@ -1,0 +1,348 @@
+//! `create-addr -T dhcp` against a real DHCP server (and `-T addrconf`
+//! against dnsmasq as an IPv6 router, at the end): Debian's dnsmasq in a
+//! network namespace this test makes, on the far side of a veth whose
+//! near end is an i40e-class port's afpacket wire; netadmd runs in the
+//! near namespace with the kernel mirror on. The lease is checked in
+//! show-addr, in the kernel (with its lifetime) and in dnsmasq's lease
+//! file; renewal at T1 (dnsmasq is told T1 = 4 s: its shortest lease is 2
+//! minutes, but it passes the T1 it is given) is seen as the lease file's
+//! expiry moving on; delete-addr's DHCPRELEASE as the lease leaving the
+//! file. Prerequisites (root, ip, ping, dnsmasq) missing: "skipped",
+//! except under `CI=true`, where the test fails naming them.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use netadm_e2e::*;
+
+#[path = "../../crates/netadm-bench/src/realnet.rs"]
+#[allow(dead_code)]
+mod realnet;
+
+use realnet::Reaped;
+
+/// dnsmasq's lease for `ip`: (expiry as seconds since the epoch, MAC).
+fn lease(file: &std::path::Path, ip: &str) -> Option<(u64, String)> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.len() >= 3 && w[2] == ip).then(|| (w[0].parse().unwrap(), w[1].to_owned()))
+    })
+}
+
+/// The kernel's view of `ip` on `dev` in `ns`: its prefix length and
+/// valid lifetime (seconds; `None` for forever).
+fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, Option<u64>)> {
+    let out = realnet::run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["addr_info"].as_array()?.iter().find(|a| a["local"] == ip).map(|a| {
+        (
+            a["prefixlen"].as_u64().unwrap(),
+            a["valid_life_time"].as_u64().filter(|&t| t < u64::from(u32::MAX)),
+        )
+    })
+}
+
+fn dhcp_row(bus: &Bus) -> serde_json::Value {
+    rows(&json(bus, &["show-addr"]), "addrobj", "i40e0/dh")[0].clone()
+}
+
+/// The far side: namespaces `a` (netadmd's, an i40e-class port on an
+/// afpacket wire to va0) and `b` (vb0, with `far_addr`, where dnsmasq
+/// runs with `server_args`), a bus, and dnsmasq's log lines.
+struct Far {
+    a: String,
+    bus: Bus,
+    dir: std::path::PathBuf,
+    hw: std::path::PathBuf,
+    log: std::sync::mpsc::Receiver<String>,
+    // Dropped in this order: dnsmasq, then the namespaces.
+    _server: Reaped,
+    _ns: realnet::Netns,
+}
+
+impl Far {
+    fn new(tag: &str, far_addr: &str, server_args: &[&str]) -> Self {
+        let id = std::process::id();
+        let (a, b) = (format!("{tag}a{id}"), format!("{tag}b{id}"));
+        let ns = realnet::Netns::new(&[a.clone(), b.clone()]).unwrap_or_else(|e| panic!("{e}"));
+        for args in [
+            &[
+                "ip", "link", "add", "va0", "netns", &a, "type", "veth", "peer", "name", "vb0",
+                "netns", &b,
+            ][..],
+            &["ip", "-n", &a, "link", "set", "va0", "up"],
+            &["ip", "-n", &b, "link", "set", "vb0", "up"],
+            &["ip", "-n", &b, "addr", "add", far_addr, "dev", "vb0", "nodad"],
+        ] {
+            realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let bus = Bus::start();
+        let dir = bus.subdir("far");
+        let mut server = realnet::dies_with_us(Some(&b), "dnsmasq")
+            .args([
+                "--no-daemon",
+                "--conf-file=/dev/null",
+                "--port=0",
+                "--no-resolv",
+                "--no-hosts",
+                "--user=root",
+                "--interface=vb0",
+                "--bind-interfaces",
+                "--log-dhcp",
+                "--log-facility=-",
+            ])
+            .args(server_args)
+            .arg(format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(server.stderr.take().unwrap());
+        let (tx, log) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let server = Reaped(server);
+        let started = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let l = log.recv_timeout(started.saturating_duration_since(std::time::Instant::now()));
+            if l.expect("dnsmasq did not start").contains("]: started") {
+                break;
+            }
+        }
+        let hw = dir.join("hw.toml");
+        std::fs::write(
+            &hw,
+            "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n",
+        )
+        .unwrap();
+        Far { a, bus, dir, hw, log, _server: server, _ns: ns }
+    }
+
+    fn netadmd(&self) -> Reaped {
+        Reaped(netadmd_in_netns(&self.a, &self.bus, &self.hw, &self.dir.join("state")))
+    }
+}
+
+fn have_prerequisites() -> bool {
+    prerequisites(
+        Some("for network namespaces"),
+        &[("ip", "iproute2"), ("ping", "iputils-ping"), ("dnsmasq", "dnsmasq-base")],
+    )
+}
+
+#[test]
+fn a_dhcp_address_is_leased_renewed_at_t1_persisted_and_released_on_delete() {
+    if !have_prerequisites() {
+        return;
+    }
+    // dnsmasq: DHCP only (no DNS), its shortest lease (2 minutes) with
+    // T1 = 4 s and T2 = 8 s.
+    let far = Far::new(
+        "dh",
+        "192.0.2.1/24",
+        &[
+            "--dhcp-authoritative",
+            "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
+            "--dhcp-option=option:T1,4",
+            "--dhcp-option=option:T2,8",
+        ],
+    );
+    let (a, bus, dir, rx) = (&far.a, &far.bus, &far.dir, &far.log);
+    let leases = dir.join("dnsmasq.leases");
+    let daemon = far.netadmd();
+    let state = dir.join("state");
+
+    json(bus, &["create-if", "i40e0"]);
+    let r = json(bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
+    eprintln!("create-addr -T dhcp: {} us in the daemon; {r}", r["timing"]["total_us"]);
+    assert_eq!(r["notes"].as_array().map(Vec::len), Some(0), "a lease within the wait: {r}");
+    let phases: Vec<&str> = r["timing"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases.last(), Some(&"lease"), "the wait for the lease is timed: {r}");
+    let row = dhcp_row(bus);
+    assert_eq!((&row["type"], &row["state"]), (&"dhcp".into(), &"ok".into()), "{row}");
+    let (ip, prefix) = row["addr"].as_str().unwrap().split_once('/').unwrap();
+    let last: u8 = ip.strip_prefix("192.0.2.").unwrap().parse().unwrap();
+    assert!((100..=150).contains(&last) && prefix == "24", "from the server's range: {row}");
+    // In the kernel with the lease's lifetime, and usable.
+    let (p, valid) = kernel_addr(a, "i40e0", ip).expect("in the kernel");
+    assert!(p == 24 && valid.is_some_and(|v| v <= 120), "lifetime of a 2-minute lease: {valid:?}");
+    realnet::run(&[
+        "ip",
+        "netns",
+        "exec",
+        a,
+        "ping",
+        "-c",
+        "1",
+        "-W",
+        "5",
+        "-I",
+        "i40e0",
+        "192.0.2.1",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    // dnsmasq holds it for this interface's MAC.
+    let mac = realnet::run(&["ip", "-n", a, "-j", "link", "show", "dev", "i40e0"]).unwrap();
+    let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
+    let (expiry, holder) = lease(&leases, ip).expect("dnsmasq's lease file holds it");
+    assert_eq!(holder, mac[0]["address"].as_str().unwrap());
+    // Not drift: the lease is netadm's own.
+    let ifs = json(bus, &["show-if"]);
+    assert_eq!(rows(&ifs, "ifname", "i40e0")[0]["state"], "ok", "{ifs}");
+
+    // Renewed at T1: dnsmasq extends the lease (its expiry moves on).
+    wait_for("a renewal at T1", || lease(&leases, ip).is_some_and(|(e, _)| e > expiry));
+    assert_eq!(dhcp_row(bus)["addr"], row["addr"], "the same address after renewal");
+
+    // Typed errors, nothing changed.
+    let before = (json(bus, &["show-addr"]), std::fs::read(state.join("links.toml")).unwrap());
+    for (args, kind) in [
+        (&["create-addr", "-T", "dhcp", "i40e0/dh2"][..], "Exists"),
+        (&["create-addr", "-T", "dhcp", "i40e0/dh"], "Exists"),
+        (&["create-addr", "-T", "dhcp", "-a", "192.0.2.9/24", "i40e0/x"], "InvalidArgument"),
+        (&["create-addr", "-T", "bootp", "i40e0/x"], "InvalidArgument"),
+        (&["create-addr", "-T", "dhcp", "i40e1/x"], "NotFound"),
+        (&["create-addr", "-T", "static", "i40e0/x"], "InvalidArgument"),
+    ] {
+        let (k, msg) = json_err(bus, args);
+        assert_eq!(k, kind, "{args:?}: {msg}");
+    }
+    let after = (json(bus, &["show-addr"]), std::fs::read(state.join("links.toml")).unwrap());
+    assert!(before == after, "a refused change changed something");
+
+    // Persisted: a new netadmd asks for the lease again at start.
+    drop(daemon);
+    let daemon = far.netadmd();
+    wait_for("the lease after a restart", || dhcp_row(bus)["state"] == "ok");
+    let ip = dhcp_row(bus)["addr"].as_str().unwrap().split_once('/').unwrap().0.to_owned();
+    assert!(kernel_addr(a, "i40e0", &ip).is_some());
+
+    // Released on delete: gone from the kernel and from dnsmasq's leases.
+    json(bus, &["delete-addr", "i40e0/dh"]);
+    assert!(kernel_addr(a, "i40e0", &ip).is_none(), "removed from the kernel");
+    wait_for("dnsmasq to drop the released lease", || lease(&leases, &ip).is_none());
+    let seen: Vec<String> = rx.try_iter().collect();
+    assert!(seen.iter().any(|l| l.contains("DHCPRELEASE")), "{seen:#?}");
+    drop(daemon);
+}
+
+/// `/proc/sys/net/ipv6/conf/DEV/KEY` as namespace `ns` has it.
+fn sysctl6(ns: &str, dev: &str, key: &str) -> String {
+    let p = format!("/proc/sys/net/ipv6/conf/{dev}/{key}");
+    realnet::run(&["ip", "netns", "exec", ns, "cat", &p]).unwrap().trim().to_owned()
+}
+
+/// The IPv6 addresses the kernel has on `dev` in `ns`, as ADDR/PREFIX.
+fn kernel_v6(ns: &str, dev: &str) -> Vec<String> {
+    let out = realnet::run(&["ip", "-n", ns, "-j", "-6", "addr", "show", "dev", dev]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["addr_info"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| format!("{}/{}", x["local"].as_str().unwrap(), x["prefixlen"]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// show-addr's addrconf rows: (addrobj, state, addr).
+fn addrconf_rows(bus: &Bus) -> Vec<(String, String, String)> {
+    let v = json(bus, &["show-addr"]);
+    rows(&v, "type", "addrconf")
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap().to_owned();
+            (s("addrobj"), s("state"), s("addr"))
+        })
+        .collect()
+}
+
+#[test]
+fn addrconf_gives_a_link_local_and_a_slaac_address_from_router_advertisements() {
+    if !have_prerequisites() {
+        return;
+    }
+    // dnsmasq as an IPv6 router: advertisements for 2001:db8:1::/64
+    // (SLAAC only) every 4 s.
+    let far = Far::new(
+        "ac",
+        "2001:db8:1::1/64",
+        &["--enable-ra", "--dhcp-range=::,constructor:vb0,ra-only", "--ra-param=vb0,4"],
+    );
+    let (a, bus) = (&far.a, &far.bus);
+    let daemon = far.netadmd();
+    json(bus, &["create-if", "i40e0"]);
+    // Without an addrconf object: advertisements are not heeded.
+    assert_eq!(sysctl6(a, "i40e0", "accept_ra"), "0");
+    assert_eq!(sysctl6(a, "i40e0", "autoconf"), "0");
+
+    let r = json(bus, &["create-addr", "-T", "addrconf", "i40e0/v6"]);
+    eprintln!("create-addr -T addrconf: {} us in the daemon", r["timing"]["total_us"]);
+    assert_eq!(sysctl6(a, "i40e0", "accept_ra"), "1");
+    assert_eq!(sysctl6(a, "i40e0", "autoconf"), "1");
+    let slaac = |rows: &[(String, String, String)]| {
+        rows.iter().find(|r| r.0 == "i40e0/?" && r.2.starts_with("2001:db8:1:")).cloned()
+    };
+    wait_for("a SLAAC address from the advertisements", || slaac(&addrconf_rows(bus)).is_some());
+    let rows = addrconf_rows(bus);
+    let (_, state, addr) = slaac(&rows).unwrap();
+    assert!(state == "ok" && addr.ends_with("/64"), "{rows:?}");
+    let ll = rows.iter().find(|r| r.0 == "i40e0/v6").expect("the object's own row");
+    assert!(ll.1 == "ok" && ll.2.starts_with("fe80::"), "link-local under i40e0/v6: {rows:?}");
+    assert!(kernel_v6(a, "i40e0").contains(&addr), "in the kernel: {:?}", kernel_v6(a, "i40e0"));
+    // The kernel's own addresses are not drift.
+    let ifs = json(bus, &["show-if"]);
+    assert_eq!(rows_of(&ifs, "i40e0")["state"], "ok", "{ifs}");
+    // It works: the router answers from the SLAAC address.
+    wait_for("ping6 over the SLAAC address", || {
+        realnet::run(&[
+            "ip",
+            "netns",
+            "exec",
+            a,
+            "ping",
+            "-6",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "-I",
+            "i40e0",
+            "2001:db8:1::1",
+        ])
+        .is_ok()
+    });
+
+    // Typed errors, nothing changed.
+    let (k, msg) = json_err(bus, &["create-addr", "-T", "addrconf", "i40e0/v6b"]);
+    assert_eq!(k, "Exists", "{msg}");
+    let (k, msg) =
+        json_err(bus, &["create-addr", "-T", "addrconf", "-a", "2001:db8::5/64", "i40e0/x"]);
+    assert_eq!(k, "InvalidArgument", "{msg}");
+
+    // Persisted: after a restart the kernel makes it again.
+    drop(daemon);
+    let daemon = far.netadmd();
+    wait_for("SLAAC after a restart", || slaac(&addrconf_rows(bus)).is_some());
+
+    // Deleted: advertisements no longer heeded, the SLAAC address gone.
+    json(bus, &["delete-addr", "i40e0/v6"]);
+    assert_eq!(sysctl6(a, "i40e0", "autoconf"), "0");
+    let left = kernel_v6(a, "i40e0");
+    assert!(!left.iter().any(|x| x.starts_with("2001:db8:1:")), "{left:?}");
+    assert!(addrconf_rows(bus).is_empty());
+    drop(daemon);
+}
+
+fn rows_of<'a>(v: &'a serde_json::Value, ifname: &str) -> &'a serde_json::Value {
+    rows(v, "ifname", ifname)[0]
+}
