@@ -78,15 +78,20 @@ fn run(args: Args) -> Result<(), String> {
     };
     let store = Store::open(&args.state_dir).map_err(|e| e.to_string())?;
     let mirror = args.kernel_mirror == "on";
-    let core = Arc::new(
-        Core::start_with(&hw, Some(store), args.strategy, None, mirror)
-            .map_err(|e| e.to_string())?,
-    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // Entered while the core starts: its rtnetlink connection runs on
+    // this runtime, beside the bus connection.
+    let core = {
+        let _rt = rt.enter();
+        Arc::new(
+            Core::start_with(&hw, Some(store), args.strategy, None, mirror)
+                .map_err(|e| e.to_string())?,
+        )
+    };
     let auth = auth::Authorizer::new(&args.admin_group);
     rt.block_on(async {
         if let Some(addr) = &args.metrics_listen {

@@ -138,10 +138,8 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
-    /// Subscribes (in this thread's network namespace) and starts
-    /// watching the interfaces in `ifs`.
-    pub(crate) fn start(nl: Arc<Netlink>, ifs: Ifs) -> Result<Self, CoreError> {
-        let events = Events::open().map_err(|e| CoreError::hardware(e.to_string()))?;
+    /// Starts watching the interfaces in `ifs` for what `events` hears.
+    pub(crate) fn start(nl: Arc<Netlink>, events: Events, ifs: Ifs) -> Result<Self, CoreError> {
         let stop = eventfd()?;
         let raw = stop.as_raw_fd();
         let thread = std::thread::Builder::new()

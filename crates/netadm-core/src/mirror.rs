@@ -64,9 +64,12 @@ fn kerr(e: KernelError) -> CoreError {
 
 impl Mirror {
     pub(crate) fn open() -> Result<Self, CoreError> {
-        let nl = Arc::new(Netlink::open().map_err(kerr)?);
+        // One rtnetlink connection for the changes, the read-backs and
+        // the notifications the drift watcher hears.
+        let (nl, events) = Netlink::open_with_events().map_err(kerr)?;
+        let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
-        let watch = Watcher::start(nl.clone(), ifs.clone())?;
+        let watch = Watcher::start(nl.clone(), events, ifs.clone())?;
         Ok(Self { _watch: watch, nl, ifs })
     }
 
