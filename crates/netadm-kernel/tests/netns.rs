@@ -12,6 +12,17 @@ fn root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether to skip, not being root (CI=true: fail instead).
+fn skip() -> bool {
+    if root() {
+        return false;
+    }
+    let why = "creating TAP devices and network namespaces needs root";
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and not root: {why}");
+    eprintln!("skipped: {why}");
+    true
+}
+
 /// Runs `f` on a thread in a fresh network namespace.
 fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::spawn(move || {
@@ -27,10 +38,7 @@ fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 
 #[test]
 fn a_tap_is_created_configured_read_back_and_gone_when_dropped() {
-    if !root() {
-        let why = "creating TAP devices and network namespaces needs root";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and not root: {why}");
-        eprintln!("skipped: {why}");
+    if skip() {
         return;
     }
     in_netns(|| {
@@ -71,10 +79,7 @@ fn a_tap_is_created_configured_read_back_and_gone_when_dropped() {
 
 #[test]
 fn notifications_name_the_link_changed_and_stop_wakes_the_waiter() {
-    if !root() {
-        let why = "creating TAP devices and network namespaces needs root";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and not root: {why}");
-        eprintln!("skipped: {why}");
+    if skip() {
         return;
     }
     in_netns(|| {
