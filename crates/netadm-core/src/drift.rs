@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_dbus::OpResult;
-use netadm_kernel::{Events, KernelError, Netlink, Touched};
+use netadm_kernel::{Events, KernelError, Touched};
 use netadm_model::LinkName;
 
 use crate::mirror::MirrorIf;
@@ -42,7 +42,11 @@ impl Drift {
 
     /// What differs, for show-if and the log.
     pub(crate) fn describe(&self) -> String {
-        if self.missing { "the kernel device is gone".into() } else { self.diffs.join("; ") }
+        if self.missing && self.diffs.is_empty() {
+            "the kernel device is gone".into()
+        } else {
+            self.diffs.join("; ")
+        }
     }
 }
 
@@ -70,7 +74,18 @@ fn fmt_mac(m: [u8; 6]) -> String {
 
 /// Reads interface `n`'s device back and compares it with what the mirror
 /// set; `None` when it is as set.
-pub(crate) fn evaluate(nl: &Netlink, n: &LinkName, i: &MirrorIf) -> Option<Drift> {
+pub(crate) fn evaluate(n: &LinkName, i: &MirrorIf) -> Option<Drift> {
+    if let Some(z) = &i.ns
+        && !z.ns.present()
+    {
+        let why = format!("zone {}: its network namespace was deleted", z.ns.zone());
+        return Some(Drift { missing: true, diffs: vec![why], absent: vec![] });
+    }
+    if i.index == 0 {
+        // Never made (its zone was gone): it stays as it was noted.
+        return i.drift.clone();
+    }
+    let nl = &i.nl;
     let k = match nl.link(i.index) {
         Ok(k) => k,
         Err(KernelError::NotFound { .. }) => {
@@ -139,12 +154,12 @@ pub(crate) struct Watcher {
 
 impl Watcher {
     /// Starts watching the interfaces in `ifs` for what `events` hears.
-    pub(crate) fn start(nl: Arc<Netlink>, events: Events, ifs: Ifs) -> Result<Self, CoreError> {
+    pub(crate) fn start(events: Events, ifs: Ifs) -> Result<Self, CoreError> {
         let stop = eventfd()?;
         let raw = stop.as_raw_fd();
         let thread = std::thread::Builder::new()
             .name("kernel-events".into())
-            .spawn(move || watch(&events, raw, &nl, &ifs))
+            .spawn(move || watch(&events, raw, &ifs))
             .map_err(|e| CoreError::hardware(e.to_string()))?;
         Ok(Self { stop, thread: Some(thread) })
     }
@@ -159,7 +174,7 @@ impl Drop for Watcher {
     }
 }
 
-fn watch(events: &Events, stop: std::os::fd::RawFd, nl: &Netlink, ifs: &Ifs) {
+fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs) {
     loop {
         let touched = match events.wait(stop) {
             Ok(Some(t)) => t,
@@ -178,7 +193,7 @@ fn watch(events: &Events, stop: std::os::fd::RawFd, nl: &Netlink, ifs: &Ifs) {
             {
                 continue;
             }
-            let now = evaluate(nl, n, i);
+            let now = evaluate(n, i);
             note(n, i, now);
         }
     }
@@ -214,6 +229,11 @@ impl Core {
             without.interface.remove(&n);
             without.address.retain(|o, _| o.interface() != &n);
             let res = self.sync_kernel(&without, &st, &mut t);
+            if res.is_err() {
+                // Not made (its zone is gone, say): still reported, as
+                // missing, rather than forgotten.
+                let _ = self.sync_kernel(&st, &st, &mut t);
+            }
             tracing::info!(interface = %n, ok = res.is_ok(), "refresh-if: the kernel device was made anew");
             res
         })();

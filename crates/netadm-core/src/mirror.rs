@@ -1,6 +1,7 @@
 //! The kernel mirror: every IP interface is a TAP device in the daemon's
-//! network namespace, configured over the one rtnetlink handle and read
-//! back after every change. Frames the kernel sends on the TAP go out
+//! network namespace — or, for a VNIC with a `zone`, in that network
+//! namespace — configured over rtnetlink (the daemon's one connection, or
+//! the zone's) and read back after every change. Frames the kernel sends on the TAP go out
 //! through the link's transmit path; frames the link's ports receive for
 //! the TAP's MAC (and broadcast/multicast) are written to the TAP.
 
@@ -10,15 +11,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_config::{LinkState, parse_addr_prefix};
-use netadm_kernel::{KernelError, Netlink, Tap};
+use netadm_kernel::{KernelError, Netlink, Netns, Tap};
 use netadm_model::LinkName;
+use netadm_model::PropName;
 
 use crate::drift::{Drift, Watcher};
 use crate::links::View;
 use crate::{Core, CoreError, Timing};
 
 pub(crate) struct MirrorIf {
-    tap: Arc<Tap>,
+    /// `None`: the device could not be made, its zone being gone (the
+    /// interface is reported missing until `refresh-if` makes it).
+    tap: Option<Arc<Tap>>,
+    /// The connection its device is configured over: the daemon's, or its
+    /// zone's.
+    pub(crate) nl: Arc<Netlink>,
+    /// Its zone, if it lives in one: as configured, and as opened.
+    pub(crate) zone: Option<String>,
+    pub(crate) ns: Option<Arc<Zone>>,
     pub(crate) index: u32,
     pub(crate) mac: [u8; 6],
     /// The VLAN its frames are tagged with on the wire (0: untagged).
@@ -43,12 +53,49 @@ impl Drop for MirrorIf {
     }
 }
 
+/// A zone: a network namespace and the rtnetlink connection opened in it
+/// (on the same runtime as the daemon's own).
+pub(crate) struct Zone {
+    pub(crate) ns: Netns,
+    nl: Arc<Netlink>,
+}
+
 /// The TAP devices and the rtnetlink handle.
 pub(crate) struct Mirror {
     /// Stopped first: it holds the other two.
     _watch: Watcher,
     nl: Arc<Netlink>,
     ifs: Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>,
+    /// The zones opened so far, by name as configured.
+    zones: Mutex<BTreeMap<String, Arc<Zone>>>,
+}
+
+/// The zone link `l`'s IP interface lives in: a VNIC's `zone` property.
+/// Whatever the VNIC is over (a port, an aggregation, anything later).
+pub(crate) fn zone_of(v: &View<'_>, l: &crate::Link) -> Option<String> {
+    match l {
+        crate::Link::Vnic(_) => {
+            v.prop(l, PropName::Zone).and_then(|z| z.as_text().map(str::to_owned))
+        }
+        _ => None,
+    }
+}
+
+/// `zone` may not change under an IP interface (dladm: "link busy").
+pub(crate) fn zone_unused(v: &View<'_>, link: &str) -> Result<(), CoreError> {
+    if v.st.interface.keys().any(|n| n.as_str() == link) {
+        return Err(CoreError::busy(format!(
+            "zone on {link}: IP interface {link} exists; delete-if {link} first"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `zone=VALUE` on link `link`: no IP interface on it, and a zone
+/// that names a network namespace netadmd can enter. Changes nothing.
+pub(crate) fn check_zone(v: &View<'_>, link: &str, zone: &str) -> Result<(), CoreError> {
+    zone_unused(v, link)?;
+    Netns::open(zone).map(drop).map_err(kerr)
 }
 
 fn kerr(e: KernelError) -> CoreError {
@@ -58,6 +105,7 @@ fn kerr(e: KernelError) -> CoreError {
         KernelError::BadName { name, reason } => {
             CoreError::invalid_name(format!("{name}: the kernel {reason}"))
         }
+        e @ KernelError::BadZone { .. } => CoreError::invalid_value(e.to_string()),
         e => CoreError::hardware(e.to_string()),
     }
 }
@@ -69,13 +117,37 @@ impl Mirror {
         let (nl, events) = Netlink::open_with_events().map_err(kerr)?;
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
-        let watch = Watcher::start(nl.clone(), events, ifs.clone())?;
-        Ok(Self { _watch: watch, nl, ifs })
+        let watch = Watcher::start(events, ifs.clone())?;
+        Ok(Self { _watch: watch, nl, ifs, zones: Mutex::default() })
+    }
+
+    /// Zone `z`, opened (again, if its name no longer names the namespace
+    /// opened before).
+    fn zone(&self, z: &str) -> Result<Arc<Zone>, KernelError> {
+        let mut zones = self.zones.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(zone) = zones.get(z)
+            && zone.ns.present()
+        {
+            return Ok(zone.clone());
+        }
+        let ns = Netns::open(z)?;
+        let nl = Arc::new(Netlink::open_in(&ns)?);
+        let zone = Arc::new(Zone { ns, nl });
+        zones.insert(z.to_owned(), zone.clone());
+        Ok(zone)
     }
 
     /// How interface `name`'s device differs from what was set, if it does.
+    /// One in a zone is looked at now (the daemon hears only its own
+    /// namespace's notifications): its zone may have been deleted.
     pub(crate) fn drift(&self, name: &LinkName) -> Option<Drift> {
-        self.ifs.lock().unwrap().get(name).and_then(|i| i.drift.clone())
+        let mut ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = ifs.get_mut(name)?;
+        if i.zone.is_some() {
+            let now = crate::drift::evaluate(name, i);
+            crate::drift::note(name, i, now);
+        }
+        i.drift.clone()
     }
 
     /// Lets go of interface `name`'s device (`refresh-if`).
@@ -85,11 +157,13 @@ impl Mirror {
 
     /// The kernel device of an interface, if one was made.
     pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
-        self.ifs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .map(|i| i.tap.name().to_owned())
+        self.ifs.lock().unwrap_or_else(PoisonError::into_inner).get(name).and_then(|i| {
+            let tap = i.tap.as_ref()?.name();
+            Some(match &i.zone {
+                Some(z) => format!("{tap}@{z}"),
+                None => tap.to_owned(),
+            })
+        })
     }
 }
 
@@ -209,13 +283,13 @@ impl Core {
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
         for n in touched(&vf, &vt, &*ifs) {
-            let Some(i) = ifs.get_mut(&n) else { continue };
+            let Some(i) = ifs.get_mut(&n).filter(|i| i.tap.is_some()) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
             if vt.mtu(&lt) < vf.mtu(&lf) {
                 changed = true;
-                m.nl.set_link(i.index, None, Some(vt.mtu(&lt))).map_err(kerr)?;
+                i.nl.set_link(i.index, None, Some(vt.mtu(&lt))).map_err(kerr)?;
                 i.want_mtu = vt.mtu(&lt);
             }
         }
@@ -248,10 +322,10 @@ impl Core {
         // Addresses that go, then interfaces that go.
         for (obj, a, b) in from.address.diff(&to.address) {
             if let (Some(a), None) = (a, b)
-                && let Some(i) = ifs.get(obj.interface())
+                && let Some(i) = ifs.get(obj.interface()).filter(|i| i.tap.is_some())
             {
                 let (ip, p) = addr(&a.addr)?;
-                match m.nl.del_addr(i.index, ip, p) {
+                match i.nl.del_addr(i.index, ip, p) {
                     // Gone already (putting back a change that failed
                     // before it was added): as wanted.
                     Err(KernelError::NotFound { .. }) => {}
@@ -284,34 +358,61 @@ impl Core {
                 }
             }
         }
+        // At start (nothing before), or for an interface the change does
+        // not add, a zone that is gone does not stop the daemon or the
+        // change: the interface is reported missing (`show-if`).
+        let replay = from.vnic.is_empty() && from.interface.is_empty();
         for n in come {
             let l = vt.require(n.as_str())?;
             let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
                 CoreError::internal(format!("{n}: its link has no running rings"))
             })?;
-            let tap = Arc::new(Tap::create(n.as_str()).map_err(kerr)?);
-            let offload = offloads(&vt, &l);
-            tap.set_offload(offload.0, offload.1).map_err(kerr)?;
-            let index = m.nl.index(n.as_str()).map_err(kerr)?;
-            #[cfg(feature = "failpoints")]
-            fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
-                "failpoint core.kernel.tap"
-            )));
-            m.nl.set_mac(index, mac).map_err(kerr)?;
-            m.nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
-            let vid = vid_of(&vt, &l);
+            let (zone, vid) = (zone_of(&vt, &l), vid_of(&vt, &l));
             let stop = crate::drift::eventfd()?;
-            let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
-            let r = {
-                let tap = tap.clone();
-                std::thread::Builder::new()
-                    .name(format!("tap-{n}"))
-                    .spawn(move || reader(tap, efd, tx, vid))
-                    .map_err(|e| CoreError::hardware(e.to_string()))?
-            };
-            let (want_mtu, want_addrs, drift) = (vt.mtu(&l), vec![], None);
+            let (tap, nl, ns, index, offload, reader, drift) =
+                match zone.as_deref().map(|z| m.zone(z)).transpose() {
+                    Err(e) if replay || from.interface.contains_key(n) => {
+                        let z = zone.clone().unwrap_or_default();
+                        let why = format!("zone {z}: {e}; refresh-if {n} once it is back");
+                        tracing::warn!(interface = %n, "kernel device not made: {why}");
+                        let drift = Drift { missing: true, diffs: vec![why], absent: vec![] };
+                        (None, m.nl.clone(), None, 0, (false, false), None, Some(drift))
+                    }
+                    Err(e) => return Err(kerr(e)),
+                    Ok(ns) => {
+                        let nl = ns.as_ref().map_or_else(|| m.nl.clone(), |z| z.nl.clone());
+                        let tap = Arc::new(match &ns {
+                            None => Tap::create(n.as_str()).map_err(kerr)?,
+                            Some(z) => {
+                                z.ns.run(|| Tap::create(n.as_str())).map_err(kerr)?.map_err(kerr)?
+                            }
+                        });
+                        let offload = offloads(&vt, &l);
+                        tap.set_offload(offload.0, offload.1).map_err(kerr)?;
+                        let index = nl.index(n.as_str()).map_err(kerr)?;
+                        #[cfg(feature = "failpoints")]
+                        fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
+                            "failpoint core.kernel.tap"
+                        )));
+                        nl.set_mac(index, mac).map_err(kerr)?;
+                        nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
+                        let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
+                        let r = {
+                            let tap = tap.clone();
+                            std::thread::Builder::new()
+                                .name(format!("tap-{n}"))
+                                .spawn(move || reader(tap, efd, tx, vid))
+                                .map_err(|e| CoreError::hardware(e.to_string()))?
+                        };
+                        (Some(tap), nl, ns, index, offload, Some(r), None)
+                    }
+                };
+            let (want_mtu, want_addrs) = (vt.mtu(&l), vec![]);
             let i = MirrorIf {
                 tap,
+                nl,
+                zone,
+                ns,
                 index,
                 mac,
                 vid,
@@ -320,7 +421,7 @@ impl Core {
                 drift,
                 offload,
                 stop,
-                reader: Some(r),
+                reader,
             };
             ifs.insert(n.clone(), i);
         }
@@ -329,15 +430,16 @@ impl Core {
         for n in &touched {
             let Some(i) = ifs.get_mut(n) else { continue };
             let Some(l) = vt.resolve(n.as_str()) else { continue };
+            let Some(itap) = i.tap.clone() else { continue };
             let offload = offloads(&vt, &l);
             if offload != i.offload {
-                i.tap.set_offload(offload.0, offload.1).map_err(kerr)?;
+                itap.set_offload(offload.0, offload.1).map_err(kerr)?;
                 i.offload = offload;
             }
             let under = vt.ports_under(&l);
             for p in self.hardware().ports() {
                 if under.contains(&p.device) {
-                    let tap = i.tap.clone();
+                    let tap = itap.clone();
                     p.classifier.set_vlan_endpoint(
                         i.vid,
                         i.mac,
@@ -355,19 +457,19 @@ impl Core {
                 fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.mtu"
                 )));
-                m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
+                i.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
             if let (None, Some(a)) = (a, b)
-                && let Some(i) = ifs.get(obj.interface())
+                && let Some(i) = ifs.get(obj.interface()).filter(|i| i.tap.is_some())
             {
                 let (ip, p) = addr(&a.addr)?;
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
                 )));
-                m.nl.add_addr(i.index, ip, p).map_err(|e| match e {
+                i.nl.add_addr(i.index, ip, p).map_err(|e| match e {
                     KernelError::Exists { .. } => {
                         CoreError::exists(format!("{ip} is already present in the kernel"))
                     }
@@ -391,12 +493,12 @@ impl Core {
                 // (show-if), not held against this change; which may have
                 // made it as configured again without the kernel saying
                 // so (an MTU set to what it already was).
-                let now = crate::drift::evaluate(&m.nl, n, i);
+                let now = crate::drift::evaluate(n, i);
                 crate::drift::note(n, i, now);
                 continue;
             }
-            let k = m.nl.link(i.index).map_err(kerr)?;
-            let have = m.nl.addrs(i.index).map_err(kerr)?;
+            let k = i.nl.link(i.index).map_err(kerr)?;
+            let have = i.nl.addrs(i.index).map_err(kerr)?;
             if !k.up || k.mtu != vt.mtu(&l) || want.iter().any(|w| !have.contains(w)) {
                 return Err(CoreError::hardware(format!(
                     "{n}: the kernel reports up={} mtu={} addresses {have:?}; expected up, mtu {}, {want:?}",

@@ -244,6 +244,7 @@ fn check_prop(
         Ok(())
     };
     match prop {
+        PropName::Zone => crate::mirror::check_zone(v, link_name, value)?,
         PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
         PropName::Itr => needs(NicClass::I40e)?,
         PropName::Tso => {
@@ -855,6 +856,11 @@ impl Core {
                     if p.spec().perm == netadm_model::Perm::ReadOnly {
                         return Err(CoreError::not_supported(format!("{p} is read-only")));
                     }
+                }
+                if (names.is_empty() || names.contains(&PropName::Zone))
+                    && v.props(&l).is_some_and(|p| p.contains_key(&PropName::Zone))
+                {
+                    crate::mirror::zone_unused(v, link)?;
                 }
                 let mut st = v.st.clone();
                 let mut next = st.clone();

@@ -11,11 +11,13 @@
 
 mod events;
 mod netlink;
+mod netns;
 mod rt;
 mod tap;
 
 pub use events::{Events, Touched};
 pub use netlink::{KernelLink, Netlink};
+pub use netns::{NETNS_DIR, Netns};
 pub use tap::Tap;
 
 /// Why a kernel operation failed.
@@ -48,6 +50,14 @@ pub enum KernelError {
         op: String,
         /// The kernel's errno.
         source: std::io::Error,
+    },
+    /// A zone (network namespace) that cannot be used.
+    #[error("zone {zone:?}: {reason}")]
+    BadZone {
+        /// The zone as given.
+        zone: String,
+        /// Why.
+        reason: String,
     },
     /// A name the kernel cannot take (too long, or characters it rejects).
     #[error("interface name {name:?}: {reason}")]

@@ -52,6 +52,16 @@ impl Netlink {
         Self::connect(&[]).map(|(nl, _)| nl)
     }
 
+    /// Opens the connection inside zone `ns`, on the runtime this thread
+    /// would use.
+    pub fn open_in(ns: &crate::Netns) -> Result<Self, KernelError> {
+        let rt = rt::handle()?;
+        ns.run(|| {
+            let _in = rt.enter();
+            Self::open()
+        })?
+    }
+
     /// Opens the connection subscribed to link and address notifications,
     /// which the returned [`Events`] hears: one socket for requests and
     /// notifications.

@@ -50,9 +50,11 @@ pub enum PropName {
     TxCsum,
     /// `rx-csum`: receive L4 checksum verification by the NIC.
     RxCsum,
+    /// `zone`: the network namespace a VNIC's IP interface lives in.
+    Zone,
 }
 
-const NAMES: [&str; 17] = [
+const NAMES: [&str; 18] = [
     "mtu",
     "rxrings",
     "txrings",
@@ -70,11 +72,12 @@ const NAMES: [&str; 17] = [
     "tso",
     "tx-csum",
     "rx-csum",
+    "zone",
 ];
 
 impl PropName {
     /// Every property, in the order `show-linkprop` lists them.
-    pub const ALL: [PropName; 17] = [
+    pub const ALL: [PropName; 18] = [
         PropName::Mtu,
         PropName::RxRings,
         PropName::TxRings,
@@ -92,6 +95,7 @@ impl PropName {
         PropName::Tso,
         PropName::TxCsum,
         PropName::RxCsum,
+        PropName::Zone,
     ];
 
     /// The property's name as typed on the command line.
@@ -364,12 +368,13 @@ pub struct PropSpec {
 
 const ALL_CLASSES: &[LinkClass] = &LinkClass::ALL;
 const PHYS: &[LinkClass] = &[LinkClass::Phys];
+const VNIC: &[LinkClass] = &[LinkClass::Vnic];
 const PHYS_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Vnic];
 const PHYS_AGGR: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr];
 const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 
 /// The property table, indexed by `PropName as usize`.
-static SPECS: [PropSpec; 17] = [
+static SPECS: [PropSpec; 18] = [
     PropSpec {
         name: PropName::Mtu,
         ty: PropType::Uint { min: 68, max: 9710, unit: "bytes" },
@@ -507,6 +512,14 @@ static SPECS: [PropSpec; 17] = [
         perm: Perm::ReadWrite,
         classes: PHYS_AGGR,
         description: "receive checksum offload: the NIC verifies TCP/UDP checksums and says so",
+    },
+    PropSpec {
+        name: PropName::Zone,
+        ty: PropType::Text,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: VNIC,
+        description: "the zone (network namespace: a name under /run/netns, or a path) its IP interface lives in; none: netadmd's own",
     },
 ];
 
@@ -707,7 +720,8 @@ mod tests {
                 "duplex",
                 "tso",
                 "tx-csum",
-                "rx-csum"
+                "rx-csum",
+                "zone"
             ]
         );
         for bad in ["", "MTU", "mtu ", "xmit_batch", "rings"] {
