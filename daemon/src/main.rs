@@ -53,14 +53,7 @@ fn main() -> ExitCode {
     // Tests only: failpoints named in the FAILPOINTS variable.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    logging();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -69,6 +62,38 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs to the journal, with levels and fields, when stderr is the
+/// journal's stream (systemd sets `JOURNAL_STREAM` to its device:inode);
+/// else as text on stderr.
+fn logging() {
+    use tracing_subscriber::prelude::*;
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    };
+    if stderr_is_journal()
+        && let Ok(journal) = tracing_journald::layer()
+    {
+        tracing_subscriber::registry().with(filter()).with(journal).init();
+        return;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+/// Whether stderr is the stream `JOURNAL_STREAM` names (not one a child
+/// of the unit's inherited and redirected).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else { return false };
+    std::fs::metadata("/proc/self/fd/2")
+        .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -100,4 +125,23 @@ fn run(args: Args) -> Result<(), String> {
         }
         service::serve(core, &args.bus, auth).await
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_journal_is_used_only_when_stderr_is_its_stream() {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata("/proc/self/fd/2").unwrap();
+        // SAFETY: test-local environment change; no other test of this
+        // binary reads JOURNAL_STREAM.
+        unsafe { std::env::set_var("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino())) };
+        assert!(super::stderr_is_journal());
+        // SAFETY: as above.
+        unsafe { std::env::set_var("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino() + 1)) };
+        assert!(!super::stderr_is_journal(), "a stream stderr is not");
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("JOURNAL_STREAM") };
+        assert!(!super::stderr_is_journal());
+    }
 }
