@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -52,20 +52,15 @@ impl Drift {
 
 /// An eventfd, to wake a thread blocked in poll(2).
 pub(crate) fn eventfd() -> Result<OwnedFd, CoreError> {
-    // SAFETY: eventfd(2); checked.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(CoreError::hardware(format!("eventfd: {}", std::io::Error::last_os_error())));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = nix::sys::eventfd::EfdFlags::EFD_CLOEXEC;
+    nix::sys::eventfd::EventFd::from_flags(flags)
+        .map(OwnedFd::from)
+        .map_err(|e| CoreError::hardware(format!("eventfd: {e}")))
 }
 
 /// Wakes whatever polls `fd`.
 pub(crate) fn wake(fd: &OwnedFd) {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: writing 8 bytes to our own eventfd.
-    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+    let _ = nix::unistd::write(fd, &1u64.to_ne_bytes());
 }
 
 fn fmt_mac(m: [u8; 6]) -> String {

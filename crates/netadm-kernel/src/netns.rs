@@ -4,7 +4,6 @@
 //! rtnetlink connection there; both stay in that namespace.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -90,14 +89,13 @@ impl Netns {
     pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, KernelError> {
         std::thread::scope(|s| {
             s.spawn(|| {
-                // SAFETY: setns(2) on a descriptor we hold open; it moves
-                // only this thread, which ends when `f` returns.
-                if unsafe { libc::setns(self.file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err(KernelError::Refused {
+                // setns(2) moves only this thread, which ends when `f` returns.
+                nix::sched::setns(&self.file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(
+                    |e| KernelError::Refused {
                         op: format!("enter zone {}", self.zone),
-                        source: std::io::Error::last_os_error(),
-                    });
-                }
+                        source: e.into(),
+                    },
+                )?;
                 Ok(f())
             })
             .join()
