@@ -11,7 +11,7 @@
 //!   the older `create-if`/`delete-if`) and long options (`--temporary`,
 //!   `--link`, `--parsable`, `--output`, ...).
 //! - `ipadm create-addr -a local=ADDR/PREFIX` (or `-a ADDR/PREFIX`).
-//! - illumos verbs netadm does not have yet (etherstubs, DHCP, ...)
+//! - illumos verbs netadm does not have yet (bridges, DHCP, ...)
 //!   fail with a `NotSupported` error naming the verb, before any call.
 //! - Exit status 1 for every failure, usage errors included (illumos's);
 //!   errors print as `dladm: ...`; mutating verbs print nothing on success
@@ -49,6 +49,9 @@ const DLADM: &[&str] = &[
     "create-vlan",
     "delete-vlan",
     "show-vlan",
+    "create-etherstub",
+    "delete-etherstub",
+    "show-etherstub",
     "set-linkprop",
     "reset-linkprop",
     "show-linkprop",
@@ -57,9 +60,6 @@ const DLADM: &[&str] = &[
 /// dladm verbs netadm does not have yet.
 const DLADM_NOT_YET: &[&str] = &[
     "up-vlan",
-    "create-etherstub",
-    "delete-etherstub",
-    "show-etherstub",
     "show-ether",
     "up-aggr",
     "up-vnic",
@@ -472,10 +472,18 @@ mod tests {
             ["dladm", "show-vlan", "-p", "-o", "link,vid"]
         );
         assert_eq!(t(Dladm, &["delete-vlan", "vlan5"]).unwrap(), ["dladm", "delete-vlan", "vlan5"]);
-        let e = t(Dladm, &["create-etherstub", "stub0"]).unwrap_err();
+        assert_eq!(
+            t(Dladm, &["create-etherstub", "--temporary", "stub0"]).unwrap(),
+            ["dladm", "create-etherstub", "-t", "stub0"]
+        );
+        assert_eq!(
+            t(Dladm, &["show-etherstub", "stub0"]).unwrap(),
+            ["dladm", "show-etherstub", "stub0"]
+        );
+        let e = t(Dladm, &["create-bridge", "br0"]).unwrap_err();
         assert_eq!(
             (e.kind.as_str(), e.message.as_str()),
-            ("NotSupported", "create-etherstub is not supported yet")
+            ("NotSupported", "create-bridge is not supported yet")
         );
         assert_eq!(t(Dladm, &["create-if", "net0"]).unwrap_err().kind, "InvalidArgument");
         assert_eq!(t(Dladm, &["show-link", "--bogus"]).unwrap_err().kind, "InvalidArgument");

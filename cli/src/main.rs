@@ -8,6 +8,7 @@
 
 mod demo;
 mod error;
+mod etherstub;
 mod illumos;
 mod opresult;
 mod progress;
@@ -237,6 +238,30 @@ enum Verb {
         show: ShowOpts,
         /// Show only this VLAN link.
         vlan: Option<String>,
+    },
+    /// Create an etherstub: a virtual switch with no port, for VNICs
+    /// that reach only each other.
+    CreateEtherstub {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Etherstub name.
+        etherstub: String,
+    },
+    /// Delete an etherstub (no VNIC may be over it).
+    DeleteEtherstub {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Etherstub name.
+        etherstub: String,
+    },
+    /// Show etherstubs.
+    ShowEtherstub {
+        #[command(flatten)]
+        show: ShowOpts,
+        /// Show only this etherstub.
+        etherstub: Option<String>,
     },
     /// Set link properties.
     SetLinkprop {
@@ -607,6 +632,17 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
             )?;
             render::render(&vlan::table(&v), &fmt)
         }
+        Verb::ShowEtherstub { show, etherstub } => {
+            let fmt = show.format(json);
+            check(etherstub::table(&[]).columns, &fmt)?;
+            let v = show::pick(
+                p.show_etherstub().await.map_err(err)?,
+                etherstub.as_deref(),
+                |x| &x.link,
+                "etherstub",
+            )?;
+            render::render(&etherstub::table(&v), &fmt)
+        }
         Verb::ShowLinkprop { parsable, fields, props, link } => {
             let fmt = Format { json, parsable, parsable_flag: "-c", fields };
             check(show::linkprop(&[]).columns, &fmt)?;
@@ -711,6 +747,12 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
         }
         Verb::DeleteVlan { temporary, vlan } => {
             ctx.mutate(&vlan, &vlan, || p.delete_vlan(&vlan, temporary)).await
+        }
+        Verb::CreateEtherstub { temporary, etherstub } => {
+            ctx.mutate(&etherstub, &etherstub, || p.create_etherstub(&etherstub, temporary)).await
+        }
+        Verb::DeleteEtherstub { temporary, etherstub } => {
+            ctx.mutate(&etherstub, &etherstub, || p.delete_etherstub(&etherstub, temporary)).await
         }
         Verb::SetLinkprop { temporary, props, link } => {
             let props = assignments(&props)?;

@@ -8,8 +8,8 @@ use netadm_core::{Core, CoreError, ErrorKind};
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
-    AddrInfo, AggrInfo, BUS_NAME, Error, HistoryEntry, IfInfo, LinkInfo, LinkStats, OpResult,
-    PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    AddrInfo, AggrInfo, BUS_NAME, Error, EtherstubInfo, HistoryEntry, IfInfo, LinkInfo, LinkStats,
+    OpResult, PhysInfo, PropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -277,6 +277,36 @@ impl Manager {
 
     async fn show_vlan(&self) -> Result<Vec<VlanInfo>, Error> {
         self.read(|c| c.show_vlan()).await
+    }
+
+    async fn create_etherstub(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "create-etherstub", move |c, p| {
+            c.create_etherstub(&name, temporary, p)
+        })
+        .await
+    }
+
+    async fn delete_etherstub(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+        name: String,
+        temporary: bool,
+    ) -> Result<OpResult, Error> {
+        self.mutate(&hdr, &em, "delete-etherstub", move |c, p| {
+            c.delete_etherstub(&name, temporary, p)
+        })
+        .await
+    }
+
+    async fn show_etherstub(&self) -> Result<Vec<EtherstubInfo>, Error> {
+        self.read(|c| c.show_etherstub()).await
     }
 
     async fn set_link_prop(

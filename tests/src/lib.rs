@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod raw;
+
 /// How long a process gets to say it is ready.
 const READY: Duration = Duration::from_secs(20);
 
@@ -352,6 +354,13 @@ pub fn prerequisites(root_for: Option<&str>, tools: &[(&str, &str)]) -> bool {
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Runs `netadm ARGS` (no --json), which must succeed; returns its stdout.
+pub fn text(bus: &Bus, args: &[&str]) -> String {
+    let out = netadm(bus, args);
+    assert!(out.status.success(), "netadm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Runs `netadm --json ARGS`, which must succeed; returns its JSON.

@@ -172,8 +172,8 @@ fn illumos_errors_and_exit_codes() {
     );
 
     // Verbs illumos has and netadm not yet: typed, naming the verb.
-    let e = fails(&dir, &bus, "dladm", &["create-etherstub", "stub0"]);
-    assert_eq!(e.trim_end(), "dladm: create-etherstub is not supported yet");
+    let e = fails(&dir, &bus, "dladm", &["create-bridge", "br0"]);
+    assert_eq!(e.trim_end(), "dladm: create-bridge is not supported yet");
     let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "dhcp", "vnic0/dhcp"]);
     assert_eq!(e.trim_end(), "ipadm: create-addr -T dhcp is not supported yet");
     let e = fails(&dir, &bus, "ipadm", &["create-addr", "-T", "addrconf", "vnic0/v6a"]);
@@ -183,7 +183,7 @@ fn illumos_errors_and_exit_codes() {
     let a = ["create-addr", "-T", "static", "-a", "local=192.0.2.1/24,remote=192.0.2.2", "vnic0/p"];
     assert!(fails(&dir, &bus, "ipadm", &a).contains("remote="));
     // Under --json: the kind, for scripts.
-    let out = cmd(&dir, &bus, "dladm", &["--json", "show-etherstub"]);
+    let out = cmd(&dir, &bus, "dladm", &["--json", "show-bridge"]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(v["error"]["kind"], "NotSupported", "{v}");
@@ -370,10 +370,34 @@ fn ansible_community_network_modules() {
     twice("vlan-absent.yml", &["dladm_vlan: {name: vlan5, state: absent}"]);
     assert_eq!(vlans(), "");
 
+    // Etherstubs, a VNIC over one, and (temporary) ones removed again.
+    let stubs = || ok(&dir, &bus, "dladm", &["show-etherstub", "-p", "-o", "link"]);
+    twice(
+        "etherstub.yml",
+        &[
+            "dladm_etherstub: {name: stub0}",
+            "dladm_etherstub: {name: stub1, temporary: true}",
+            "dladm_vnic: {name: svnic0, link: stub0}",
+        ],
+    );
+    assert_eq!(stubs(), "stub0\nstub1\n");
+    let over = ok(&dir, &bus, "dladm", &["show-vnic", "-p", "-o", "over", "svnic0"]);
+    assert_eq!(over, "stub0\n");
+    twice(
+        "etherstub-absent.yml",
+        &[
+            "dladm_vnic: {name: svnic0, link: stub0, state: absent}",
+            "dladm_etherstub: {name: stub0, state: absent}",
+            "dladm_etherstub: {name: stub1, state: absent, temporary: true}",
+        ],
+    );
+    assert_eq!(stubs(), "");
+
     // A module for a verb netadm lacks fails with the typed message.
-    let stub = bus.subdir("ansible").join("etherstub.yml");
-    std::fs::write(&stub, play(&["dladm_etherstub: {name: stub0}"])).unwrap();
-    let (stats, failed) = playbook(&dir, &bus, &stub);
+    let tun = bus.subdir("ansible").join("iptun.yml");
+    let task = "dladm_iptun: {name: tun0, local_address: 192.0.2.1, remote_address: 192.0.2.2}";
+    std::fs::write(&tun, play(&[task])).unwrap();
+    let (stats, failed) = playbook(&dir, &bus, &tun);
     assert_eq!(stats["failures"], 1, "{stats}");
-    assert!(failed[0].contains("create-etherstub is not supported yet"), "{failed:?}");
+    assert!(failed[0].contains("create-iptun is not supported yet"), "{failed:?}");
 }

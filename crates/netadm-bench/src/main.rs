@@ -7,12 +7,14 @@
 //! netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
 //! netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (root)
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
+//! netadm-bench qos [--json] [--speed MBPS] [--seconds N]
 //! ```
 
 mod datapath;
 mod kernel;
 mod mtu;
 mod procs;
+mod qos;
 mod realnet;
 mod rings;
 mod scale;
@@ -24,7 +26,8 @@ const USAGE: &str =
        netadm-bench datapath [--json] [--frames N]
        netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
-       netadm-bench scale [--json] [--sizes N,N,...] [--samples N]";
+       netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
+       netadm-bench qos [--json] [--speed MBPS] [--seconds N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Some("mtu") => mtu::Opts::parse(&args[1..]).and_then(mtu::run),
         Some("kernel") => kernel::Opts::parse(&args[1..]).and_then(kernel::run),
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
+        Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

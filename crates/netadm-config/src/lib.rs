@@ -34,7 +34,7 @@ pub use hardware::{
     Wire,
 };
 pub use links::{
-    AddrConf, AddrError, AggrConf, IfConf, LinkState, LinkStateError, MAC_MODES, MacModeError,
-    PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
+    AddrConf, AddrError, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError, MAC_MODES,
+    MacModeError, PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
 };
 pub use store::{Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff};

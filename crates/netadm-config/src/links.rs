@@ -30,6 +30,9 @@ pub struct LinkState {
     /// VNICs, by link name.
     #[serde(default, skip_serializing_if = "Section::is_empty")]
     pub vnic: Section<LinkName, VnicConf>,
+    /// Etherstubs (`dladm create-etherstub`), by link name.
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub etherstub: Section<LinkName, EtherstubConf>,
     /// IP interfaces (`ipadm create-if`), by link name.
     #[serde(default, skip_serializing_if = "Section::is_empty")]
     pub interface: Section<LinkName, IfConf>,
@@ -69,6 +72,7 @@ impl LinkState {
             && self.phys.ptr_eq(&other.phys)
             && self.aggr.ptr_eq(&other.aggr)
             && self.vnic.ptr_eq(&other.vnic)
+            && self.etherstub.ptr_eq(&other.etherstub)
             && self.interface.ptr_eq(&other.interface)
             && self.address.ptr_eq(&other.address)
     }
@@ -82,6 +86,7 @@ impl Default for LinkState {
             phys: Section::new(),
             aggr: Section::new(),
             vnic: Section::new(),
+            etherstub: Section::new(),
             interface: Section::new(),
             address: Section::new(),
         }
@@ -142,6 +147,15 @@ pub struct VnicConf {
     /// link's, and its VID is unique over that link.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub vlan: bool,
+    /// Persistent link properties, as typed by the operator.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub props: BTreeMap<PropName, String>,
+}
+
+/// An etherstub (`[etherstub.NAME]`): a virtual switch without a port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtherstubConf {
     /// Persistent link properties, as typed by the operator.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub props: BTreeMap<PropName, String>,

@@ -22,8 +22,8 @@ use netadm_model::{AddrObj, LinkName};
 use serde::{Deserialize, Serialize};
 
 use crate::links::{
-    AddrConf, AggrConf, IfConf, LinkState, LinkStateError, PhysConf, Section, VnicConf,
-    check_mac_mode, parse_addr_prefix,
+    AddrConf, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError, PhysConf, Section,
+    VnicConf, check_mac_mode, parse_addr_prefix,
 };
 use crate::location::{Location, Snippet, decode};
 
@@ -142,6 +142,8 @@ pub enum Entry {
     Aggr(LinkName, Option<AggrConf>),
     /// `[vnic.NAME]`.
     Vnic(LinkName, Option<VnicConf>),
+    /// `[etherstub.NAME]`.
+    Etherstub(LinkName, Option<EtherstubConf>),
     /// `[interface.LINK]`.
     Interface(LinkName, Option<IfConf>),
     /// `[address."LINK/TAG"]`.
@@ -161,6 +163,7 @@ impl Entry {
             Entry::Phys(k, v) => put(&mut st.phys, k, v),
             Entry::Aggr(k, v) => put(&mut st.aggr, k, v),
             Entry::Vnic(k, v) => put(&mut st.vnic, k, v),
+            Entry::Etherstub(k, v) => put(&mut st.etherstub, k, v),
             Entry::Interface(k, v) => put(&mut st.interface, k, v),
             Entry::Address(k, v) => put(&mut st.address, k, v),
         }
@@ -196,6 +199,7 @@ pub fn diff(old: &LinkState, new: &LinkState) -> Vec<Entry> {
     section(&old.phys, &new.phys, Entry::Phys, &mut out);
     section(&old.aggr, &new.aggr, Entry::Aggr, &mut out);
     section(&old.vnic, &new.vnic, Entry::Vnic, &mut out);
+    section(&old.etherstub, &new.etherstub, Entry::Etherstub, &mut out);
     section(&old.interface, &new.interface, Entry::Interface, &mut out);
     section(&old.address, &new.address, Entry::Address, &mut out);
     out

@@ -129,6 +129,21 @@ pub(crate) fn check_change(vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError
             }
         }
     }
+    for (n, _, b) in from.etherstub.diff(&to.etherstub) {
+        match b {
+            Some(_) => {
+                if to.aggr.contains_key(n)
+                    || to.vnic.contains_key(n)
+                    || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == n)
+                {
+                    return Err(CoreError::exists(format!("link name {n} is used twice")));
+                }
+            }
+            None => {
+                gone.insert(n.clone());
+            }
+        }
+    }
     for (i, _, b) in from.interface.diff(&to.interface) {
         match b {
             Some(_) => check_interface(vt, i)?,
@@ -191,7 +206,10 @@ fn check_aggr(
     before: &[LinkName],
 ) -> Result<(), CoreError> {
     let to = vt.st;
-    if to.vnic.contains_key(a) || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == a) {
+    if to.vnic.contains_key(a)
+        || to.etherstub.contains_key(a)
+        || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == a)
+    {
         return Err(CoreError::exists(format!("link name {a} is used twice")));
     }
     if ports.is_empty() {
@@ -221,7 +239,10 @@ fn check_aggr(
 }
 
 fn check_vnic(vt: &View<'_>, n: &LinkName, conf: &VnicConf) -> Result<(), CoreError> {
-    if vt.st.aggr.contains_key(n) || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == n) {
+    if vt.st.aggr.contains_key(n)
+        || vt.st.etherstub.contains_key(n)
+        || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == n)
+    {
         return Err(CoreError::exists(format!("link name {n} is used twice")));
     }
     match vt.resolve(conf.over.as_str()) {

@@ -104,6 +104,7 @@ impl From<netadm_model::PropError> for CoreError {
             P::ReadOnly { .. } | P::NotApplicable { .. } => Self::not_supported(e.to_string()),
             P::OutOfRange { .. }
             | P::NotANumber { .. }
+            | P::NotABandwidth { .. }
             | P::BadChoice { .. }
             | P::WrongType { .. } => Self::invalid_value(e.to_string()),
             _ => Self::invalid_argument(e.to_string()),

@@ -31,6 +31,7 @@ mod lacp;
 mod links;
 mod mirror;
 mod ops;
+mod qos;
 mod traffic;
 mod view;
 mod vlan;
@@ -112,6 +113,8 @@ pub struct Core {
     /// Each aggregation's transmit path, kept in step with its members
     /// (shared with the LACP thread, as `hw`).
     aggr_tx: Arc<traffic::AggrTxs>,
+    /// `maxbw` and `priority` of the links senders use.
+    qos: qos::Qos,
 }
 
 impl std::fmt::Debug for Core {
@@ -235,6 +238,7 @@ impl Core {
             seq: Mutex::new(0),
             traffic: traffic::Traffic::default(),
             aggr_tx: Arc::default(),
+            qos: qos::Qos::default(),
             groups: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(None),
             macs: Mutex::new(delta::MacIndex::default()),

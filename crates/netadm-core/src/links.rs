@@ -8,7 +8,7 @@ use crate::CoreError;
 use crate::hw::Hardware;
 
 /// What a link name refers to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Link {
     /// A port, by device name.
     Phys(LinkName),
@@ -16,6 +16,8 @@ pub enum Link {
     Aggr(LinkName),
     /// A VNIC.
     Vnic(LinkName),
+    /// An etherstub: a virtual switch with no port.
+    Etherstub(LinkName),
 }
 
 impl Link {
@@ -25,6 +27,7 @@ impl Link {
             Self::Phys(_) => LinkClass::Phys,
             Self::Aggr(_) => LinkClass::Aggr,
             Self::Vnic(_) => LinkClass::Vnic,
+            Self::Etherstub(_) => LinkClass::Etherstub,
         }
     }
 }
@@ -46,6 +49,14 @@ impl<'a> View<'a> {
         self.st.phys.get(device).and_then(|p| p.name.clone()).unwrap_or_else(|| device.clone())
     }
 
+    /// The name of link `l` (a port's may have been renamed).
+    pub fn name_of(&self, l: &Link) -> LinkName {
+        match l {
+            Link::Phys(d) => self.phys_name(d),
+            Link::Aggr(n) | Link::Vnic(n) | Link::Etherstub(n) => n.clone(),
+        }
+    }
+
     /// Every link name in use, with what it is.
     pub fn links(&self) -> Vec<(LinkName, Link)> {
         let mut v: Vec<(LinkName, Link)> = self
@@ -56,11 +67,12 @@ impl<'a> View<'a> {
             .collect();
         v.extend(self.st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))));
         v.extend(self.st.vnic.keys().map(|n| (n.clone(), Link::Vnic(n.clone()))));
+        v.extend(self.st.etherstub.keys().map(|n| (n.clone(), Link::Etherstub(n.clone()))));
         v
     }
 
     /// What `name` refers to: a port first, then an aggregation, then a
-    /// VNIC (the order of [`View::links`]). A lookup in each map, not a
+    /// VNIC, then an etherstub (the order of [`View::links`]). A lookup in each map, not a
     /// walk over every link: everything that resolves names (validation,
     /// plans, MTUs, reads) calls this once per link it looks at.
     pub fn resolve(&self, name: &str) -> Option<Link> {
@@ -73,7 +85,10 @@ impl<'a> View<'a> {
         if let Some((n, _)) = self.st.aggr.get_key_value(name) {
             return Some(Link::Aggr(n.clone()));
         }
-        self.st.vnic.get_key_value(name).map(|(n, _)| Link::Vnic(n.clone()))
+        if let Some((n, _)) = self.st.vnic.get_key_value(name) {
+            return Some(Link::Vnic(n.clone()));
+        }
+        self.st.etherstub.get_key_value(name).map(|(n, _)| Link::Etherstub(n.clone()))
     }
 
     /// What `name` refers to, or a NotFound error naming it.
@@ -90,6 +105,15 @@ impl<'a> View<'a> {
     /// The aggregation a port link is a member of.
     pub fn aggr_of(&self, link: &LinkName) -> Option<&'a LinkName> {
         self.st.aggr.iter().find(|(_, a)| a.ports.contains(link)).map(|(n, _)| n)
+    }
+
+    /// The link whose virtual switch a link's frames cross: a VNIC's
+    /// link (a port, aggregation or etherstub), any other link itself.
+    pub fn switch_of(&self, link: &Link) -> Option<Link> {
+        match link {
+            Link::Vnic(n) => self.resolve(self.st.vnic.get(n)?.over.as_str()),
+            l => Some(l.clone()),
+        }
     }
 
     /// VNICs directly over `link`.
@@ -111,6 +135,7 @@ impl<'a> View<'a> {
             Link::Phys(d) => self.st.phys.get(d).map(|p| &p.props),
             Link::Aggr(n) => self.st.aggr.get(n).map(|a| &a.props),
             Link::Vnic(n) => self.st.vnic.get(n).map(|v| &v.props),
+            Link::Etherstub(n) => self.st.etherstub.get(n).map(|e| &e.props),
         }
     }
 
@@ -141,7 +166,9 @@ impl<'a> View<'a> {
                 }
                 self.prop_uint(link, PropName::Mtu).map_or(DEFAULT_MTU, |v| v as u32)
             }
-            Link::Aggr(_) => self.prop_uint(link, PropName::Mtu).map_or(DEFAULT_MTU, |v| v as u32),
+            Link::Aggr(_) | Link::Etherstub(_) => {
+                self.prop_uint(link, PropName::Mtu).map_or(DEFAULT_MTU, |v| v as u32)
+            }
             Link::Vnic(n) => self.prop_uint(link, PropName::Mtu).map_or_else(
                 || {
                     self.st
@@ -155,9 +182,11 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The ports a link ultimately runs on.
+    /// The ports a link ultimately runs on (none for an etherstub and the
+    /// VNICs over it).
     pub fn ports_under(&self, link: &Link) -> Vec<LinkName> {
         match link {
+            Link::Etherstub(_) => vec![],
             Link::Phys(d) => vec![d.clone()],
             Link::Aggr(n) => self
                 .st

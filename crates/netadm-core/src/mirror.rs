@@ -1,16 +1,20 @@
 //! The kernel mirror: every IP interface is a TAP device in the daemon's
 //! network namespace — or, for a VNIC with a `zone`, in that network
 //! namespace — configured over rtnetlink (the daemon's one connection, or
-//! the zone's) and read back after every change. Frames the kernel sends on the TAP go out
-//! through the link's transmit path; frames the link's ports receive for
-//! the TAP's MAC (and broadcast/multicast) are written to the TAP.
+//! the zone's) and read back after every change. Frames the kernel sends
+//! on the TAP cross the virtual switch of the link it is on
+//! (`netadm_datapath::switch`: to another interface over the same port,
+//! aggregation or etherstub directly) and otherwise go out through the
+//! link's transmit path; frames the link's ports receive for the TAP's MAC
+//! (and broadcast/multicast) are written to the TAP.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_config::{LinkState, parse_addr_prefix};
+use netadm_datapath::{Forward, VSwitch};
 use netadm_kernel::{KernelError, Netlink, Netns, Tap};
 use netadm_model::LinkName;
 use netadm_model::PropName;
@@ -40,12 +44,15 @@ pub(crate) struct MirrorIf {
     pub(crate) drift: Option<Drift>,
     /// The offloads the TAP lets the kernel leave to netadm: (tx-csum, tso).
     offload: (bool, bool),
+    /// The virtual switch it is on (its link's).
+    switch: Arc<VSwitch>,
     stop: std::os::fd::OwnedFd,
     reader: Option<JoinHandle<()>>,
 }
 
 impl Drop for MirrorIf {
     fn drop(&mut self) {
+        self.switch.set_endpoint(self.vid, self.mac, None);
         crate::drift::wake(&self.stop);
         if let Some(t) = self.reader.take() {
             let _ = t.join();
@@ -66,6 +73,9 @@ pub(crate) struct Mirror {
     _watch: Watcher,
     nl: Arc<Netlink>,
     ifs: Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>,
+    /// The virtual switch of each link interfaces are on (a port, an
+    /// aggregation or an etherstub), made with its first interface.
+    switches: Mutex<HashMap<crate::Link, Arc<VSwitch>>>,
     /// The zones opened so far, by name as configured.
     zones: Mutex<BTreeMap<String, Arc<Zone>>>,
 }
@@ -118,7 +128,7 @@ impl Mirror {
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let watch = Watcher::start(events, ifs.clone())?;
-        Ok(Self { _watch: watch, nl, ifs, zones: Mutex::default() })
+        Ok(Self { _watch: watch, nl, ifs, switches: Mutex::default(), zones: Mutex::default() })
     }
 
     /// Zone `z`, opened (again, if its name no longer names the namespace
@@ -155,6 +165,14 @@ impl Mirror {
         self.ifs.lock().unwrap().remove(name)
     }
 
+    /// The switch of link `l`, made on first use; switches no interface is
+    /// on any more are let go.
+    fn switch(&self, l: crate::Link) -> Arc<VSwitch> {
+        let mut m = self.switches.lock().unwrap_or_else(PoisonError::into_inner);
+        m.retain(|k, s| *k == l || !s.is_empty() || Arc::strong_count(s) > 1);
+        m.entry(l).or_default().clone()
+    }
+
     /// The kernel device of an interface, if one was made.
     pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
         self.ifs.lock().unwrap_or_else(PoisonError::into_inner).get(name).and_then(|i| {
@@ -167,7 +185,17 @@ impl Mirror {
     }
 }
 
-fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::Tx>, vid: u16) {
+/// What an interface's reader thread sends through: its link's switch,
+/// then the link's transmit path (none over an etherstub).
+struct Out {
+    switch: Arc<VSwitch>,
+    tx: Option<Arc<dyn netadm_datapath::Tx>>,
+    mac: [u8; 6],
+    vid: u16,
+}
+
+fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
+    let Out { switch, tx, mac, vid } = out;
     netadm_nic::wake::short_slices();
     // A virtio-net header and the largest superframe.
     let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
@@ -194,6 +222,15 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::
                 Ok(None) => break,
                 Err(_) => return,
             };
+            if switch.forward(vid, mac, frame, off) == Forward::Delivered {
+                continue;
+            }
+            let Some(tx) = &tx else {
+                if frame[0] & 1 == 0 {
+                    switch.drop_frame();
+                }
+                continue;
+            };
             let (off, frame) = if vid == 0 {
                 (off, frame)
             } else {
@@ -204,12 +241,26 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, tx: Arc<dyn netadm_datapath::
             // Senders are paused only while a steering flip drains (µs to
             // a few ms): wait that out rather than drop; a ring that stays
             // full drops the frame, as a NIC would, and TCP recovers.
+            // A bandwidth limit (maxbw, priority) says how long to wait.
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
-            while !tx.send_offload(flow, frame, off) && std::time::Instant::now() < deadline {
-                std::thread::yield_now();
+            while !tx.send_offload(flow, frame, off) {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match tx.retry_in() {
+                    _ if left.is_zero() => break,
+                    Some(d) => std::thread::sleep(d.min(left)),
+                    None => std::thread::yield_now(),
+                }
             }
         }
     }
+}
+
+/// Writes the frames it is given to `tap`, as received.
+fn writer(tap: &Arc<Tap>) -> netadm_datapath::classify::Endpoint {
+    let tap = tap.clone();
+    Arc::new(move |f: &[u8], off| {
+        let _ = tap.write_frame(f, off);
+    })
 }
 
 /// The offloads an interface's TAP offers the kernel: (tx-csum, tso), as
@@ -253,8 +304,9 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
 /// lookup per VNIC it changed, not one per interface.
 fn touched<T>(vf: &View<'_>, vt: &View<'_>, ifs: &BTreeMap<LinkName, T>) -> Vec<LinkName> {
     let (from, to) = (vf.st, vt.st);
-    let wide =
-        from.phys.diff(&to.phys).next().is_some() || from.aggr.diff(&to.aggr).next().is_some();
+    let wide = from.phys.diff(&to.phys).next().is_some()
+        || from.aggr.diff(&to.aggr).next().is_some()
+        || from.etherstub.diff(&to.etherstub).next().is_some();
     let mut out: std::collections::BTreeSet<LinkName> = std::collections::BTreeSet::new();
     if wide {
         out.extend(ifs.keys().cloned());
@@ -364,9 +416,19 @@ impl Core {
         let replay = from.vnic.is_empty() && from.interface.is_empty();
         for n in come {
             let l = vt.require(n.as_str())?;
-            let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
-                CoreError::internal(format!("{n}: its link has no running rings"))
-            })?;
+            let sw =
+                vt.switch_of(&l).ok_or_else(|| CoreError::internal(format!("{n}: no link")))?;
+            let (tx, mac) = match (&sw, &l) {
+                // Over an etherstub: the switch alone, no wire.
+                (crate::Link::Etherstub(_), crate::Link::Vnic(v)) => (None, vt.st.vnic[v].mac.0),
+                _ => {
+                    let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
+                        CoreError::internal(format!("{n}: its link has no running rings"))
+                    })?;
+                    (Some(tx), mac)
+                }
+            };
+            let switch = m.switch(sw);
             let (zone, vid) = (zone_of(&vt, &l), vid_of(&vt, &l));
             let stop = crate::drift::eventfd()?;
             let (tap, nl, ns, index, offload, reader, drift) =
@@ -398,10 +460,11 @@ impl Core {
                         nl.set_link(index, Some(true), Some(vt.mtu(&l))).map_err(kerr)?;
                         let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
                         let r = {
-                            let tap = tap.clone();
+                            let (tap, out) =
+                                (tap.clone(), Out { switch: switch.clone(), tx, mac, vid });
                             std::thread::Builder::new()
                                 .name(format!("tap-{n}"))
-                                .spawn(move || reader(tap, efd, tx, vid))
+                                .spawn(move || reader(tap, efd, out))
                                 .map_err(|e| CoreError::hardware(e.to_string()))?
                         };
                         (Some(tap), nl, ns, index, offload, Some(r), None)
@@ -409,6 +472,7 @@ impl Core {
                 };
             let (want_mtu, want_addrs) = (vt.mtu(&l), vec![]);
             let i = MirrorIf {
+                switch,
                 tap,
                 nl,
                 zone,
@@ -436,17 +500,11 @@ impl Core {
                 itap.set_offload(offload.0, offload.1).map_err(kerr)?;
                 i.offload = offload;
             }
+            i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap)));
             let under = vt.ports_under(&l);
             for p in self.hardware().ports() {
                 if under.contains(&p.device) {
-                    let tap = itap.clone();
-                    p.classifier.set_vlan_endpoint(
-                        i.vid,
-                        i.mac,
-                        Some(Arc::new(move |f: &[u8], off| {
-                            let _ = tap.write_frame(f, off);
-                        })),
-                    );
+                    p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&itap)));
                 } else {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }

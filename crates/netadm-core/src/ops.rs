@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 
-use netadm_config::{AddrConf, AggrConf, IfConf, LinkState, VnicConf, parse_addr_prefix};
+use netadm_config::{
+    AddrConf, AggrConf, EtherstubConf, IfConf, LinkState, VnicConf, parse_addr_prefix,
+};
 use netadm_dbus::OpResult;
 use netadm_model::{
     AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, PropValue, VlanId,
@@ -79,7 +81,7 @@ fn port_free(v: &View<'_>, port: &LinkName) -> Result<LinkName, CoreError> {
     let Link::Phys(device) = v.require(port.as_str())? else {
         let class = v.require(port.as_str())?.class();
         return Err(CoreError::invalid_argument(format!(
-            "{port} is a {class} link; aggregation ports must be physical links"
+            "{port} is a link of class {class}; aggregation ports must be physical links"
         )));
     };
     if let Some(a) = v.aggr_of(port) {
@@ -125,12 +127,18 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
         if !seen.insert(n.clone())
             || v.st.aggr.contains_key(n.as_str())
             || v.st.vnic.contains_key(n.as_str())
+            || v.st.etherstub.contains_key(n.as_str())
         {
             return Err(CoreError::exists(format!("link name {n} is used twice")));
         }
     }
-    for n in v.st.aggr.keys() {
+    for n in v.st.aggr.keys().chain(v.st.etherstub.keys()) {
         if v.st.vnic.contains_key(n.as_str()) {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
+        }
+    }
+    for n in v.st.etherstub.keys() {
+        if v.st.aggr.contains_key(n.as_str()) {
             return Err(CoreError::exists(format!("link name {n} is used twice")));
         }
     }
@@ -247,6 +255,13 @@ fn check_prop(
         PropName::Zone => crate::mirror::check_zone(v, link_name, value)?,
         PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
         PropName::Itr => needs(NicClass::I40e)?,
+        PropName::Maxbw | PropName::Priority => {
+            if let Some(Link::Etherstub(e)) = v.switch_of(link) {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} acts on what a link sends through a port; {link_name} is over etherstub {e}, which has none"
+                )));
+            }
+        }
         PropName::Tso => {
             let without: Vec<String> = v
                 .ports_under(link)
@@ -338,6 +353,7 @@ fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut BTreeMap<PropNam
         Link::Phys(d) => &mut st.phys.get_or_default(d.clone()).props,
         Link::Aggr(n) => &mut st.aggr.get_mut(n).expect("resolved").props,
         Link::Vnic(n) => &mut st.vnic.get_mut(n).expect("resolved").props,
+        Link::Etherstub(n) => &mut st.etherstub.get_mut(n).expect("resolved").props,
     }
 }
 
@@ -613,7 +629,7 @@ impl Core {
                 if let Link::Vnic(o) = link {
                     let what = if v.st.vnic[&o].vlan { "VLAN" } else { "VNIC" };
                     return Err(CoreError::invalid_argument(format!(
-                        "{over} is a {what}; VNICs go over a physical link or an aggregation"
+                        "{over} is a {what}; VNICs go over a physical link, an aggregation or an etherstub"
                     )));
                 }
                 if let Some(a) = v.aggr_of(&over_n) {
@@ -688,7 +704,7 @@ impl Core {
                     Link::Vnic(_) => {}
                     l => {
                         return Err(CoreError::invalid_argument(format!(
-                            "{vnic} is a {} link, not a VNIC",
+                            "{vnic} is a link of class {}, not a VNIC",
                             l.class()
                         )));
                     }
@@ -727,6 +743,11 @@ impl Core {
                 }
                 let link = v.require(over)?;
                 let mac = match &link {
+                    Link::Etherstub(_) => {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{over} is an etherstub; VLANs go over a physical link or an aggregation"
+                        )));
+                    }
                     Link::Vnic(o) => {
                         let what = if v.st.vnic[o].vlan { "VLAN" } else { "VNIC" };
                         return Err(CoreError::invalid_argument(format!(
@@ -792,7 +813,7 @@ impl Core {
                     }
                     l => {
                         return Err(CoreError::invalid_argument(format!(
-                            "{vlan} is a {} link, not a VLAN",
+                            "{vlan} is a link of class {}, not a VLAN",
                             l.class()
                         )));
                     }
@@ -804,6 +825,54 @@ impl Core {
                 }
                 let mut st = v.st.clone();
                 st.vnic.remove(&n);
+                Ok(st)
+            })
+        })
+    }
+
+    /// `create-etherstub`: a virtual switch with no port; the VNICs
+    /// created over it reach only each other.
+    pub fn create_etherstub(
+        &self,
+        stub: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("create-etherstub", stub, progress, |v, persisted, t| {
+            let n = name(stub)?;
+            change(v, persisted, temporary, t, stub, |v| {
+                if v.taken(stub) {
+                    return Err(CoreError::exists(format!("link {stub} already exists")));
+                }
+                let mut st = v.st.clone();
+                st.etherstub.insert(n.clone(), EtherstubConf::default());
+                Ok(st)
+            })
+        })
+    }
+
+    /// `delete-etherstub`: refused while VNICs are over it.
+    pub fn delete_etherstub(
+        &self,
+        stub: &str,
+        temporary: bool,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
+        self.mutate("delete-etherstub", stub, progress, |v, persisted, t| {
+            let n = name(stub)?;
+            change(v, persisted, temporary, t, stub, |v| {
+                match v.require(stub)? {
+                    Link::Etherstub(_) => {}
+                    l => {
+                        return Err(CoreError::invalid_argument(format!(
+                            "{stub} is a link of class {}, not an etherstub",
+                            l.class()
+                        )));
+                    }
+                }
+                no_dependents(v, &n)?;
+                let mut st = v.st.clone();
+                st.etherstub.remove(&n);
                 Ok(st)
             })
         })
@@ -903,7 +972,11 @@ impl Core {
         self.mutate("create-if", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             let res = change(v, persisted, temporary, t, ifname, |v| {
-                v.require(ifname)?;
+                if let Link::Etherstub(_) = v.require(ifname)? {
+                    return Err(CoreError::invalid_argument(format!(
+                        "{ifname} is an etherstub; IP interfaces go on the VNICs over it"
+                    )));
+                }
                 if let Some(a) = v.aggr_of(&n) {
                     return Err(CoreError::busy(format!(
                         "{ifname} is a port of {a}; create the interface on {a}"
@@ -1046,6 +1119,10 @@ impl Core {
                         let x = st.vnic.remove(&o).expect("resolved");
                         st.vnic.insert(n.clone(), x);
                     }
+                    Link::Etherstub(_) => {
+                        let x = st.etherstub.remove(&o).expect("resolved");
+                        st.etherstub.insert(n.clone(), x);
+                    }
                 }
                 // Only the entries that name the old link are changed (and
                 // copied): the others stay shared with the configuration
@@ -1087,7 +1164,7 @@ fn require_aggr(v: &View<'_>, aggr: &str) -> Result<(), CoreError> {
     match v.require(aggr)? {
         Link::Aggr(_) => Ok(()),
         l => Err(CoreError::invalid_argument(format!(
-            "{aggr} is a {} link, not an aggregation",
+            "{aggr} is a link of class {}, not an aggregation",
             l.class()
         ))),
     }

@@ -317,7 +317,7 @@ impl Core {
         let mac = match l {
             Link::Vnic(n) => v.st.vnic[n].mac.0,
             Link::Aggr(n) => v.st.aggr[n].mac.map_or(first.mac.0, |m| m.0),
-            Link::Phys(_) => first.mac.0,
+            Link::Phys(_) | Link::Etherstub(_) => first.mac.0,
         };
         let group = match l {
             Link::Vnic(n) => self.groups.lock().unwrap().get(n).cloned(),
@@ -329,7 +329,7 @@ impl Core {
             (Link::Vnic(_), Some(g)) => Arc::new(PortTx::new(first.engine.clone(), g.tx.clone())),
             _ => Arc::new(PortTx::new(first.engine.clone(), first.tx_map.clone())),
         };
-        Some((tx, mac))
+        Some((self.shaped(v, l, tx), mac))
     }
 
     /// The aggregation's transmit path, created on first use.
@@ -349,6 +349,7 @@ impl Core {
         let st = self.running();
         let v = View { hw: self.hardware(), st: &st };
         self.configure_lacp(&v);
+        self.sync_qos(&v);
         self.sync_vlan_filters(&v, false);
         self.regroup(&v, |_, _| true);
         self.aggr_tx.lock().unwrap().retain(|name, _| st.aggr.contains_key(name));

@@ -2,9 +2,10 @@
 //! configuration and never waits for a mutation.
 
 use netadm_dbus::{
-    AddrInfo, AggrInfo, AggrPortInfo, IfInfo, LinkInfo, PhysInfo, PropInfo, VlanInfo, VnicInfo,
+    AddrInfo, AggrInfo, AggrPortInfo, EtherstubInfo, IfInfo, LinkInfo, PhysInfo, PropInfo,
+    VlanInfo, VnicInfo,
 };
-use netadm_model::{LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
+use netadm_model::{DEFAULT_PRIORITY, LinkClass, LinkName, Perm, PropName, PropSpec, PropValue};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -178,6 +179,10 @@ impl Core {
                     out.insert(n.to_string());
                     None
                 }
+                Entry::Etherstub(n, _) => {
+                    out.insert(n.to_string());
+                    Some(n.clone())
+                }
                 Entry::Interface(..) | Entry::Address(..) => None,
             };
             if let Some(l) = under {
@@ -291,6 +296,11 @@ impl Core {
             .collect()
     }
 
+    /// `show-etherstub`.
+    pub fn show_etherstub(&self) -> Vec<EtherstubInfo> {
+        self.running().etherstub.keys().map(|n| EtherstubInfo { link: n.to_string() }).collect()
+    }
+
     /// `show-linkprop`: properties of `link` (every link when empty),
     /// limited to `names` when given.
     pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropInfo>, CoreError> {
@@ -319,13 +329,19 @@ impl Core {
                     }
                     continue;
                 }
-                let value = self.prop_value(&v, &l, spec.name);
+                let mut value = self.prop_value(&v, &l, spec.name);
+                let mut default = spec.default.as_ref().map_or("--".into(), ToString::to_string);
+                if spec.name == PropName::Priority {
+                    // A text default has no constant value in the table.
+                    value = value.or(Some(PropValue::Text(DEFAULT_PRIORITY.to_owned())));
+                    default = DEFAULT_PRIORITY.to_owned();
+                }
                 out.push(PropInfo {
                     link: name.to_string(),
                     property: spec.name.to_string(),
                     perm: spec.perm.to_string(),
                     value: value.map_or("--".into(), |x| x.to_string()),
-                    default: spec.default.as_ref().map_or("--".into(), ToString::to_string),
+                    default,
                     possible: if spec.perm == Perm::ReadOnly {
                         "--".into()
                     } else {
@@ -347,6 +363,12 @@ impl Core {
             PropName::RxImt | PropName::TxImt => class == Some(Atl1c),
             PropName::Itr => class == Some(I40e),
             PropName::Tso => class == Some(I40e) || l.class() == LinkClass::Aggr,
+            // They act on what a link sends through a port.
+            PropName::Maxbw | PropName::Priority => {
+                let st = self.running();
+                let v = self.view_of(&st);
+                !matches!(v.switch_of(l), Some(Link::Etherstub(_)))
+            }
             PropName::RxRings
             | PropName::TxRings
             | PropName::RxRingsEffective

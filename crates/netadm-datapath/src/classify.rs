@@ -44,7 +44,7 @@ pub struct Classifier {
     /// Clients by VLAN (0: untagged) and destination MAC (IP interfaces'
     /// TAP devices); broadcast and multicast frames go to all of a VLAN's.
     /// Tagged frames reach them with the tag taken off.
-    endpoints: RwLock<HashMap<u16, HashMap<[u8; 6], Endpoint>>>,
+    endpoints: crate::switch::Endpoints,
     /// Tagged frames for a VLAN no endpoint is on (dropped).
     vlan_dropped: AtomicU64,
 }
@@ -69,7 +69,7 @@ impl Classifier {
             streams,
             unclaimed: AtomicU64::new(0),
             slow: RwLock::new(None),
-            endpoints: RwLock::new(HashMap::new()),
+            endpoints: crate::switch::Endpoints::default(),
             vlan_dropped: AtomicU64::new(0),
         }
     }
@@ -83,20 +83,7 @@ impl Classifier {
     /// As [`Classifier::set_endpoint`], for the frames tagged with VLAN
     /// `vid` (0: untagged frames), which `h` receives untagged.
     pub fn set_vlan_endpoint(&self, vid: u16, mac: [u8; 6], h: Option<Endpoint>) {
-        let mut e = self.endpoints.write().unwrap();
-        match h {
-            Some(h) => {
-                e.entry(vid).or_default().insert(mac, h);
-            }
-            None => {
-                if let Some(m) = e.get_mut(&vid) {
-                    m.remove(&mac);
-                    if m.is_empty() {
-                        e.remove(&vid);
-                    }
-                }
-            }
-        }
+        self.endpoints.set(vid, mac, h);
     }
 
     /// Tagged frames for a VLAN no endpoint is on: dropped, as a NIC's
@@ -150,7 +137,7 @@ impl Classifier {
     /// Hands a frame (untagged, of VLAN `vid`, 0 for none) to the endpoints
     /// on that VLAN its destination names, or counts it dropped.
     fn deliver(&self, vid: u16, frame: &[u8], off: netadm_nic::Offload) {
-        let all = self.endpoints.read().unwrap();
+        let all = self.endpoints.read();
         let Some(e) = all.get(&vid) else {
             if vid != 0 {
                 self.vlan_dropped.fetch_add(1, Ordering::Relaxed);

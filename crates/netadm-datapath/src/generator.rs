@@ -29,6 +29,13 @@ pub trait Tx: Send + Sync {
     /// segments, or a frame whose checksum it fills in). Returns whether
     /// it was accepted.
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool;
+
+    /// After a refusal: how long until sending can succeed, when the path
+    /// knows (a bandwidth limit in debt); `None` when it does not (a full
+    /// ring empties as the device moves on).
+    fn retry_in(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// What to generate.
@@ -143,9 +150,13 @@ fn run(cfg: &GenConfig, stream: &Stream, tx: &dyn Tx, stop: &AtomicBool) {
             flow = (flow + 1) % flows;
         } else {
             // Ring full, senders paused or link down: keep the frames and
-            // let the device (or the pause) move on.
+            // let the device (or the pause) move on; a bandwidth limit says
+            // when it will take more.
             stream.held();
-            std::thread::yield_now();
+            match tx.retry_in() {
+                Some(d) => wait_until(Instant::now() + d, stop),
+                None => std::thread::yield_now(),
+            }
         }
     }
     // Stopped with frames held: they were never sent, so they are not in

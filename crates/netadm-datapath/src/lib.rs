@@ -7,15 +7,20 @@
 //! - [`generator`]: the traffic generator thread and the [`generator::Tx`] path it
 //!   sends over;
 //! - [`classify`]: the per-port receive classifier;
+//! - [`qos`]: bandwidth limits (`maxbw`) and priorities on the transmit path;
+//! - [`switch`]: the virtual switch between the interfaces over a link;
 //! - [`tx`]: transmit paths over a port's rings.
 
 pub mod classify;
 pub mod frame;
 pub mod generator;
 pub mod lacp;
+pub mod qos;
 pub mod stream;
+pub mod switch;
 pub mod tx;
 
 pub use classify::{Classifier, StreamTable};
 pub use generator::{GenConfig, Generator, Tx};
 pub use stream::{Stream, StreamStats};
+pub use switch::{Forward, VSwitch};

@@ -173,7 +173,7 @@ pub struct PhysInfo {
 pub struct LinkInfo {
     /// Link name.
     pub link: String,
-    /// `phys`, `aggr`, `vnic` or `vlan`.
+    /// `phys`, `aggr`, `vnic`, `vlan` or `etherstub`.
     pub class: String,
     /// MTU.
     pub mtu: u32,
@@ -249,6 +249,13 @@ pub struct VlanInfo {
     pub over: String,
     /// dladm's flags: `f` forced, `i` implicit; `-` where unset.
     pub flags: String,
+}
+
+/// An etherstub (`show-etherstub`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct EtherstubInfo {
+    /// Link name.
+    pub link: String,
 }
 
 /// One link property (`show-linkprop`).
@@ -466,6 +473,12 @@ mod proxies {
         fn delete_vlan(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
         /// VLAN links.
         fn show_vlan(&self) -> zbus::Result<Vec<VlanInfo>>;
+        /// Creates etherstub `name`.
+        fn create_etherstub(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Deletes an etherstub (refused while VNICs are over it).
+        fn delete_etherstub(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
+        /// Etherstubs.
+        fn show_etherstub(&self) -> zbus::Result<Vec<EtherstubInfo>>;
         /// Sets link properties.
         fn set_link_prop(
             &self,

@@ -29,7 +29,7 @@ pub use keyword::KeywordError;
 pub use link::{LinkClass, LinkName, LinkNameError};
 pub use mac::{MacAddr, MacAddrError};
 pub use prop::{
-    Perm, PropError, PropName, PropSpec, PropType, PropValue, parse_assignments, parse_prop_names,
-    spec,
+    DEFAULT_PRIORITY, PRIORITIES, Perm, PropError, PropName, PropSpec, PropType, PropValue,
+    parse_assignments, parse_bandwidth, parse_prop_names, spec,
 };
 pub use vlan::{VlanId, VlanIdError};

@@ -154,16 +154,20 @@ pub enum LinkClass {
     Phys,
     /// A link aggregation of physical ports.
     Aggr,
-    /// A virtual NIC over a physical link or an aggregation.
+    /// A virtual NIC over a physical link, an aggregation or an etherstub.
     Vnic,
+    /// A virtual switch with no port: the VNICs over it reach only each
+    /// other (`dladm create-etherstub`).
+    Etherstub,
 }
 
 impl LinkClass {
     /// Every class, in display order.
-    pub const ALL: [LinkClass; 3] = [LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic];
-    const NAMES: [&'static str; 3] = ["phys", "aggr", "vnic"];
+    pub const ALL: [LinkClass; 4] =
+        [LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic, LinkClass::Etherstub];
+    const NAMES: [&'static str; 4] = ["phys", "aggr", "vnic", "etherstub"];
 
-    /// The lowercase dladm spelling: "phys", "aggr" or "vnic".
+    /// The lowercase dladm spelling: "phys", "aggr", "vnic" or "etherstub".
     pub fn as_str(self) -> &'static str {
         Self::NAMES[self as usize]
     }
@@ -177,7 +181,7 @@ impl fmt::Display for LinkClass {
 
 impl FromStr for LinkClass {
     type Err = KeywordError;
-    /// Accepts "phys", "aggr", "vnic" (ASCII case-insensitive).
+    /// Accepts "phys", "aggr", "vnic", "etherstub" (ASCII case-insensitive).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse_keyword("link class", s, &Self::NAMES, &Self::ALL)
     }
@@ -278,10 +282,14 @@ mod tests {
         assert_eq!(LinkClass::Phys.to_string(), "phys");
         assert_eq!(LinkClass::Aggr.to_string(), "aggr");
         assert_eq!(LinkClass::Vnic.to_string(), "vnic");
+        assert_eq!(LinkClass::Etherstub.to_string(), "etherstub");
         assert_eq!("VNIC".parse::<LinkClass>().unwrap(), LinkClass::Vnic);
         let e = "bridge".parse::<LinkClass>().unwrap_err();
         assert_eq!(e.input, "bridge");
-        assert_eq!(e.to_string(), r#"link class "bridge": expected one of phys, aggr, vnic"#);
+        assert_eq!(
+            e.to_string(),
+            r#"link class "bridge": expected one of phys, aggr, vnic, etherstub"#
+        );
         assert!("".parse::<LinkClass>().is_err());
     }
 }

@@ -50,11 +50,15 @@ pub enum PropName {
     TxCsum,
     /// `rx-csum`: receive L4 checksum verification by the NIC.
     RxCsum,
+    /// `maxbw`: the most a link may send, in bits per second.
+    Maxbw,
+    /// `priority`: a link's share of its port when the port is saturated.
+    Priority,
     /// `zone`: the network namespace a VNIC's IP interface lives in.
     Zone,
 }
 
-const NAMES: [&str; 18] = [
+const NAMES: [&str; 20] = [
     "mtu",
     "rxrings",
     "txrings",
@@ -72,12 +76,14 @@ const NAMES: [&str; 18] = [
     "tso",
     "tx-csum",
     "rx-csum",
+    "maxbw",
+    "priority",
     "zone",
 ];
 
 impl PropName {
     /// Every property, in the order `show-linkprop` lists them.
-    pub const ALL: [PropName; 18] = [
+    pub const ALL: [PropName; 20] = [
         PropName::Mtu,
         PropName::RxRings,
         PropName::TxRings,
@@ -95,6 +101,8 @@ impl PropName {
         PropName::Tso,
         PropName::TxCsum,
         PropName::RxCsum,
+        PropName::Maxbw,
+        PropName::Priority,
         PropName::Zone,
     ];
 
@@ -150,6 +158,16 @@ pub enum PropType {
     Enum(&'static [&'static str]),
     /// Free text.
     Text,
+    /// A bandwidth as dladm writes it: an integer or decimal with a scale
+    /// suffix, `K`, `M` or `G` (Kb/s, Mb/s, Gb/s; Mb/s without one), e.g.
+    /// `100M`, `1G`, `1.5`; at least `min` and at most `max` bits per
+    /// second. Stored as [`PropValue::Bandwidth`].
+    Bandwidth {
+        /// Smallest accepted value, b/s.
+        min: u64,
+        /// Largest accepted value, b/s.
+        max: u64,
+    },
     /// An interrupt moderation interval: `adaptive` (the driver picks it
     /// from the traffic, as Linux's net_dim does) or a fixed unsigned
     /// integer in `0..=max`, in `unit`.
@@ -160,6 +178,12 @@ pub enum PropType {
         unit: &'static str,
     },
 }
+
+/// The values of `priority`, lowest first.
+pub const PRIORITIES: [&str; 3] = ["low", "medium", "high"];
+
+/// A link's `priority` when none is set (dladm's default).
+pub const DEFAULT_PRIORITY: &str = "high";
 
 /// The word for adaptive interrupt moderation.
 pub const ADAPTIVE: &str = "adaptive";
@@ -175,7 +199,7 @@ impl PropType {
             PropType::Moderation { max, .. } => format!("{ADAPTIVE},0-{max}"),
             PropType::Bool => BOOL_CHOICES.join(","),
             PropType::Enum(choices) => choices.join(","),
-            PropType::Text => "--".to_owned(),
+            PropType::Text | PropType::Bandwidth { .. } => "--".to_owned(),
         }
     }
 
@@ -185,6 +209,7 @@ impl PropType {
             PropType::Moderation { .. } => "adaptive or an unsigned integer",
             PropType::Bool => "on/off",
             PropType::Enum(_) | PropType::Text => "text",
+            PropType::Bandwidth { .. } => "a bandwidth",
         }
     }
 }
@@ -201,6 +226,9 @@ pub enum PropValue {
     /// Adaptive interrupt moderation (for [`PropType::Moderation`]),
     /// shown "adaptive".
     Adaptive,
+    /// A bandwidth in bits per second (for [`PropType::Bandwidth`]), shown
+    /// in Mb/s as dladm shows `maxbw`: `100`, `1000`, `1.5`.
+    Bandwidth(u64),
 }
 
 impl PropValue {
@@ -237,6 +265,15 @@ impl fmt::Display for PropValue {
             PropValue::Bool(false) => f.pad("off"),
             PropValue::Text(s) => f.pad(s),
             PropValue::Adaptive => f.pad(ADAPTIVE),
+            PropValue::Bandwidth(bps) => {
+                let (m, frac) = (bps / 1_000_000, bps % 1_000_000);
+                if frac == 0 {
+                    f.pad(&m.to_string())
+                } else {
+                    let frac = format!("{frac:06}");
+                    f.pad(&format!("{m}.{}", frac.trim_end_matches('0')))
+                }
+            }
         }
     }
 }
@@ -296,6 +333,16 @@ pub enum PropError {
     /// A numeric property was given something that is not a decimal number.
     #[error("link property \"{prop}\": value {value:?} is not a decimal number")]
     NotANumber {
+        /// The property.
+        prop: PropName,
+        /// The rejected value.
+        value: String,
+    },
+    /// A bandwidth property was given something that is not one.
+    #[error(
+        "link property \"{prop}\": value {value:?} is not a bandwidth (a number with K, M or G, e.g. 100M or 1G; Mb/s without one)"
+    )]
+    NotABandwidth {
         /// The property.
         prop: PropName,
         /// The rejected value.
@@ -371,10 +418,11 @@ const PHYS: &[LinkClass] = &[LinkClass::Phys];
 const VNIC: &[LinkClass] = &[LinkClass::Vnic];
 const PHYS_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Vnic];
 const PHYS_AGGR: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr];
+const PHYS_AGGR_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic];
 const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 
 /// The property table, indexed by `PropName as usize`.
-static SPECS: [PropSpec; 18] = [
+static SPECS: [PropSpec; 20] = [
     PropSpec {
         name: PropName::Mtu,
         ty: PropType::Uint { min: 68, max: 9710, unit: "bytes" },
@@ -514,6 +562,24 @@ static SPECS: [PropSpec; 18] = [
         description: "receive checksum offload: the NIC verifies TCP/UDP checksums and says so",
     },
     PropSpec {
+        name: PropName::Maxbw,
+        // dladm's lower bound (1.2 Mb/s) up to 400 Gb/s.
+        ty: PropType::Bandwidth { min: 1_200_000, max: 400_000_000_000 },
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: PHYS_AGGR_VNIC,
+        description: "the most the link sends, in Mb/s (e.g. 100M, 1G); none when unset",
+    },
+    PropSpec {
+        name: PropName::Priority,
+        ty: PropType::Enum(&PRIORITIES),
+        // `high` (`DEFAULT_PRIORITY`: text has no constant PropValue).
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: PHYS_AGGR_VNIC,
+        description: "the link's claim on its port when the port is saturated: a higher priority keeps its rate",
+    },
+    PropSpec {
         name: PropName::Zone,
         ty: PropType::Text,
         default: None,
@@ -583,6 +649,11 @@ impl PropSpec {
                 }
             }
             PropType::Text => Ok(PropValue::Text(s.to_owned())),
+            PropType::Bandwidth { min, max } => match parse_bandwidth(s) {
+                Some(v) if (min..=max).contains(&v) => Ok(PropValue::Bandwidth(v)),
+                Some(_) => Err(PropError::OutOfRange { prop, value: s.to_owned(), min, max }),
+                None => Err(PropError::NotABandwidth { prop, value: s.to_owned() }),
+            },
             PropType::Moderation { max, .. } => {
                 if s == ADAPTIVE {
                     return Ok(PropValue::Adaptive);
@@ -627,6 +698,13 @@ impl PropSpec {
                     Err(PropError::OutOfRange { prop, value: n.to_string(), min: 0, max: *max })
                 }
             }
+            (PropType::Bandwidth { min, max }, PropValue::Bandwidth(n)) => {
+                if (*min..=*max).contains(n) {
+                    Ok(())
+                } else {
+                    Err(PropError::OutOfRange { prop, value: n.to_string(), min: *min, max: *max })
+                }
+            }
             (PropType::Enum(choices), PropValue::Text(s)) => {
                 if choices.contains(&s.as_str()) {
                     Ok(())
@@ -637,6 +715,30 @@ impl PropSpec {
             (ty, _) => Err(PropError::WrongType { prop, value: v.clone(), expected: ty.kind() }),
         }
     }
+}
+
+/// Bits per second of a bandwidth as dladm writes it (see
+/// [`PropType::Bandwidth`]): digits, an optional `.` and up to six
+/// decimals, an optional `K`, `M` or `G` (either case).
+pub fn parse_bandwidth(s: &str) -> Option<u64> {
+    let (num, scale) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1_000u64),
+        b'm' | b'M' => (&s[..s.len() - 1], 1_000_000),
+        b'g' | b'G' => (&s[..s.len() - 1], 1_000_000_000),
+        _ => (s, 1_000_000),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) || frac.len() > 6 || num.ends_with('.') {
+        return None;
+    }
+    let whole = int.parse::<u64>().ok()?.checked_mul(scale)?;
+    let frac_v = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * scale / 10u64.pow(frac.len() as u32)
+    };
+    whole.checked_add(frac_v)
 }
 
 /// Parses a `-p` assignment list such as `mtu=9000,xmit-batch=off`.
@@ -721,6 +823,8 @@ mod tests {
                 "tso",
                 "tx-csum",
                 "rx-csum",
+                "maxbw",
+                "priority",
                 "zone"
             ]
         );
@@ -774,12 +878,12 @@ mod tests {
         let applies = |p: PropName| -> Vec<LinkClass> {
             LinkClass::ALL.into_iter().filter(|&c| t(p).applies_to(c)).collect()
         };
-        assert_eq!(applies(Mtu), [Phys, Aggr, Vnic]);
+        assert_eq!(applies(Mtu), [Phys, Aggr, Vnic, Etherstub]);
         assert_eq!(applies(RxRings), [Phys, Vnic]);
         assert_eq!(applies(XmitBatch), [Phys, Aggr]);
         assert_eq!(applies(Itr), [Phys]);
         assert_eq!(applies(RxImt), [Phys]);
-        assert_eq!(applies(Speed), [Phys, Aggr, Vnic]);
+        assert_eq!(applies(Speed), [Phys, Aggr, Vnic, Etherstub]);
     }
 
     #[test]
@@ -801,6 +905,41 @@ mod tests {
         for (p, input, want) in cases {
             assert_eq!(p.spec().parse_value(input).as_ref(), Ok(want), "{p}={input}");
         }
+    }
+
+    #[test]
+    fn bandwidths_as_dladm_writes_them() {
+        for (input, bps) in [
+            ("100M", 100_000_000),
+            ("1G", 1_000_000_000),
+            ("1g", 1_000_000_000),
+            ("1500K", 1_500_000),
+            ("100", 100_000_000),
+            ("1.5", 1_500_000),
+            ("2.5G", 2_500_000_000),
+        ] {
+            assert_eq!(Maxbw.spec().parse_value(input), Ok(PropValue::Bandwidth(bps)), "{input}");
+        }
+        assert_eq!(PropValue::Bandwidth(100_000_000).to_string(), "100");
+        assert_eq!(PropValue::Bandwidth(1_500_000).to_string(), "1.5");
+        for bad in ["", "M", "1.M", "-5M", "1T", "1.2.3", "1.0000001", "10 M"] {
+            assert_eq!(
+                Maxbw.spec().parse_value(bad),
+                Err(PropError::NotABandwidth { prop: Maxbw, value: s(bad) }),
+                "{bad}"
+            );
+        }
+        let range = |v: &str| PropError::OutOfRange {
+            prop: Maxbw,
+            value: s(v),
+            min: 1_200_000,
+            max: 400_000_000_000,
+        };
+        assert_eq!(Maxbw.spec().parse_value("1M"), Err(range("1M")));
+        assert_eq!(Maxbw.spec().parse_value("401G"), Err(range("401G")));
+        assert_eq!(Priority.spec().parse_value("low"), Ok(PropValue::Text(s("low"))));
+        assert!(matches!(Priority.spec().parse_value("urgent"), Err(PropError::BadChoice { .. })));
+        assert!(Maxbw.spec().check_class(LinkClass::Etherstub).is_err());
     }
 
     #[test]

@@ -73,7 +73,7 @@ macro_rules! display_from_str {
 
 display_from_str! {
     LinkName => "a link name",
-    LinkClass => "a link class (phys, aggr or vnic)",
+    LinkClass => "a link class (phys, aggr, vnic or etherstub)",
     AddrObj => "an address object name (INTERFACE/TAG)",
     MacAddr => "a MAC address",
     VlanId => "a VLAN ID (1..=4094)",
