@@ -67,9 +67,14 @@ impl Events {
             op: op.into(),
             source: std::io::Error::other("the notifications ended"),
         })?;
-        let (rx, got) = rt::wait(&self.rt, op, None, batch(rx, stop))?;
-        *slot = rx;
-        got.map_err(|source| KernelError::Io { op: op.into(), source })
+        match rt::wait_or_stop(&self.rt, op, stop, batch(rx, stop))? {
+            Some((rx, got)) => {
+                *slot = rx;
+                got.map_err(|source| KernelError::Io { op: op.into(), source })
+            }
+            // Stopped while the runtime was not running the wait.
+            None => Ok(None),
+        }
     }
 }
 

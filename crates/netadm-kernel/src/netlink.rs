@@ -97,7 +97,7 @@ impl Netlink {
         op: &str,
         fut: impl Future<Output = Result<T, rtnetlink::Error>> + Send + 'static,
     ) -> Result<T, KernelError> {
-        rt::wait(&self.rt, op, Some(REPLY_TIMEOUT), fut)?.map_err(|e| typed(e, op))
+        rt::wait(&self.rt, op, REPLY_TIMEOUT, fut)?.map_err(|e| typed(e, op))
     }
 
     /// The index of interface `name` (in the connection's namespace).
