@@ -57,25 +57,9 @@ fn allowed(uid: u32, groups: &[u32], admin_gid: Option<u32>) -> bool {
 }
 
 /// The gid of `group`, from the system's group database (getgrnam_r:
-/// files, LDAP, SSSD — whatever nsswitch.conf says).
+/// files, LDAP, SSSD — whatever nsswitch.conf says), through nix.
 fn gid_of(group: &str) -> Option<u32> {
-    let name = std::ffi::CString::new(group).ok()?;
-    let mut buf: Vec<libc::c_char> = vec![0; 1024];
-    loop {
-        // SAFETY: a zeroed `struct group` is a valid out-parameter.
-        let mut grp: libc::group = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        // SAFETY: every pointer is valid for the call; `buf` is the
-        // scratch space the entry's strings go in, of the length given.
-        let rc = unsafe {
-            libc::getgrnam_r(name.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut found)
-        };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 2, 0);
-            continue;
-        }
-        return (rc == 0 && !found.is_null()).then_some(grp.gr_gid);
-    }
+    nix::unistd::Group::from_name(group).ok().flatten().map(|g| g.gid.as_raw())
 }
 
 #[cfg(test)]

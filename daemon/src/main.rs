@@ -53,14 +53,7 @@ fn main() -> ExitCode {
     // Tests only: failpoints named in the FAILPOINTS variable.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    logging();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -71,6 +64,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs to the journal, with levels and fields, when stderr is the
+/// journal's stream (systemd sets `JOURNAL_STREAM` to its device:inode);
+/// else as text on stderr.
+fn logging() {
+    use tracing_subscriber::prelude::*;
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    };
+    if stderr_is_journal()
+        && let Ok(journal) = tracing_journald::layer()
+    {
+        tracing_subscriber::registry().with(filter()).with(journal).init();
+        return;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+/// Whether stderr is the stream `JOURNAL_STREAM` names (not one a child
+/// of the unit's inherited and redirected).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else { return false };
+    std::fs::metadata("/proc/self/fd/2")
+        .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
 fn run(args: Args) -> Result<(), String> {
     let hw = match &args.config {
         Some(p) => HardwareConfig::load(p).map_err(|e| e.to_string())?,
@@ -78,15 +103,20 @@ fn run(args: Args) -> Result<(), String> {
     };
     let store = Store::open(&args.state_dir).map_err(|e| e.to_string())?;
     let mirror = args.kernel_mirror == "on";
-    let core = Arc::new(
-        Core::start_with(&hw, Some(store), args.strategy, None, mirror)
-            .map_err(|e| e.to_string())?,
-    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // Entered while the core starts: its rtnetlink connection runs on
+    // this runtime, beside the bus connection.
+    let core = {
+        let _rt = rt.enter();
+        Arc::new(
+            Core::start_with(&hw, Some(store), args.strategy, None, mirror)
+                .map_err(|e| e.to_string())?,
+        )
+    };
     let auth = auth::Authorizer::new(&args.admin_group);
     rt.block_on(async {
         if let Some(addr) = &args.metrics_listen {
@@ -95,4 +125,23 @@ fn run(args: Args) -> Result<(), String> {
         }
         service::serve(core, &args.bus, auth).await
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_journal_is_used_only_when_stderr_is_its_stream() {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata("/proc/self/fd/2").unwrap();
+        // SAFETY: test-local environment change; no other test of this
+        // binary reads JOURNAL_STREAM.
+        unsafe { std::env::set_var("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino())) };
+        assert!(super::stderr_is_journal());
+        // SAFETY: as above.
+        unsafe { std::env::set_var("JOURNAL_STREAM", format!("{}:{}", m.dev(), m.ino() + 1)) };
+        assert!(!super::stderr_is_journal(), "a stream stderr is not");
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("JOURNAL_STREAM") };
+        assert!(!super::stderr_is_journal());
+    }
 }

@@ -1,23 +1,12 @@
-//! sd_notify(3) without libsystemd: a datagram to `$NOTIFY_SOCKET`.
+//! sd_notify(3) through the `sd-notify` crate (a datagram to
+//! `$NOTIFY_SOCKET`, abstract or not; no libsystemd).
 
-use std::os::unix::net::UnixDatagram;
+pub use sd_notify::NotifyState;
 
-/// Sends `state` (e.g. `READY=1`) to the service manager, if there is one.
-/// Failures are logged and otherwise ignored: notification is advisory.
-pub fn notify(state: &str) {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
-    let res = UnixDatagram::unbound().and_then(|sock| {
-        let bytes = path.as_encoded_bytes();
-        if let Some(name) = bytes.strip_prefix(b"@") {
-            // An abstract socket.
-            use std::os::linux::net::SocketAddrExt;
-            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
-            sock.send_to_addr(state.as_bytes(), &addr)
-        } else {
-            sock.send_to(state.as_bytes(), &path)
-        }
-    });
-    if let Err(e) = res {
+/// Tells the service manager `state`, if there is one. Failures are
+/// logged and otherwise ignored: notification is advisory.
+pub fn notify(state: NotifyState<'_>) {
+    if let Err(e) = sd_notify::notify(std::slice::from_ref(&state)) {
         tracing::warn!("sd_notify {state}: {e}");
     }
 }
@@ -32,9 +21,9 @@ mod tests {
         // SAFETY: test-local environment change; no other thread of this
         // test binary reads NOTIFY_SOCKET.
         unsafe { std::env::set_var("NOTIFY_SOCKET", &path) };
-        super::notify("READY=1");
+        super::notify(super::NotifyState::Ready);
         let mut buf = [0u8; 64];
         let n = sock.recv(&mut buf).unwrap();
-        assert_eq!(&buf[..n], b"READY=1");
+        assert_eq!(&buf[..n], b"READY=1\n");
     }
 }

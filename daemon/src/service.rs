@@ -838,14 +838,14 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
     sync_links(&core, &conn, &links, None).await;
     tokio::spawn(watch_checkpoint(core.clone(), conn.clone(), links.clone()));
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
-    crate::notify::notify("READY=1");
+    crate::notify::notify(crate::notify::NotifyState::Ready);
 
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
     tracing::info!("stopping: waiting for the mutation in progress");
-    crate::notify::notify("STOPPING=1");
+    crate::notify::notify(crate::notify::NotifyState::Stopping);
     // Wait for a mutation in progress: it persists before it returns.
     tokio::task::spawn_blocking(move || core.quiesce()).await.map_err(|e| e.to_string())?;
     drop(conn);

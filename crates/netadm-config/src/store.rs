@@ -16,7 +16,6 @@ use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use netadm_model::{AddrObj, LinkName};
@@ -68,8 +67,8 @@ const JOURNAL_HEADER: &str = "# netadm links.toml journal; continues links.toml 
 /// from it on, changes go to the journal. 64 KiB is about 800 VNICs.
 pub const JOURNAL_FROM: u64 = 64 * 1024;
 
-/// Temporary files are `.links.toml.tmp.<pid>.<n>`; anything starting with
-/// this prefix is left over from an interrupted save.
+/// Temporary files are `.links.toml.tmp.<random>` (tempfile); anything
+/// starting with this prefix is left over from an interrupted save.
 const TEMP_PREFIX: &str = ".links.toml.tmp";
 
 const HEADER: &str = "# netadm persistent link configuration; written by netadmd\n\n";
@@ -528,23 +527,22 @@ impl Store {
         let body = to_toml(state)
             .map_err(|message| StoreError::Serialize { path: self.path.clone(), message })?;
         let mut j = self.journal();
-        let (tmp, mut file) = self.create_temp()?;
-        let written = (|| {
-            file.write_all(HEADER.as_bytes()).map_err(io_err(&tmp, "write"))?;
-            file.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
-            #[cfg(feature = "failpoints")]
-            fail::fail_point!("store.save.written", |a| fp(a, "store.save.written", &tmp));
-            file.sync_all().map_err(io_err(&tmp, "fsync"))?;
-            drop(file);
-            #[cfg(feature = "failpoints")]
-            fail::fail_point!("store.save.fsynced", |a| fp(a, "store.save.fsynced", &tmp));
-            fs::rename(&tmp, &self.path).map_err(io_err(&self.path, "rename temporary file over"))
-        })();
-        if let Err(e) = written {
-            // Best effort: the next open() removes it anyway.
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
+        // tempfile: a fresh name in the same directory, 0600, removed if
+        // anything below fails (the next open() removes one a crash left);
+        // persist() renames it over links.toml.
+        let mut file = self.temp()?;
+        let tmp = file.path().to_path_buf();
+        let f = file.as_file_mut();
+        f.write_all(HEADER.as_bytes()).map_err(io_err(&tmp, "write"))?;
+        f.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store.save.written", |a| fp(a, "store.save.written", &tmp));
+        f.sync_all().map_err(io_err(&tmp, "fsync"))?;
+        let file = file.into_temp_path();
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store.save.fsynced", |a| fp(a, "store.save.fsynced", &tmp));
+        file.persist(&self.path)
+            .map_err(|e| io_err(&self.path, "rename temporary file over")(e.error))?;
         // The rename has happened: the new configuration is what the
         // directory holds, so it is what the caller must treat as saved.
         // Reporting a failed directory fsync as a failed save would make the
@@ -578,17 +576,11 @@ impl Store {
         state.validate().map_err(|error| StoreError::Invalid { path: path.clone(), error })?;
         let body = toml::to_string(&CheckpointFile { deadline_ms, state: state.clone() })
             .map_err(|e| StoreError::Serialize { path: path.clone(), message: e.to_string() })?;
-        let (tmp, mut file) = self.create_temp()?;
-        let written = (|| {
-            file.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
-            file.sync_all().map_err(io_err(&tmp, "fsync"))?;
-            drop(file);
-            fs::rename(&tmp, &path).map_err(io_err(&path, "rename temporary file over"))
-        })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
+        let mut file = self.temp()?;
+        let tmp = file.path().to_path_buf();
+        file.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
+        file.as_file().sync_all().map_err(io_err(&tmp, "fsync"))?;
+        file.persist(&path).map_err(|e| io_err(&path, "rename temporary file over")(e.error))?;
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir, "fsync"))
     }
 
@@ -627,19 +619,14 @@ impl Store {
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir, "fsync"))
     }
 
-    /// Creates a fresh temporary file next to `links.toml` (mode 0600).
-    fn create_temp(&self) -> Result<(PathBuf, File), StoreError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        loop {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let tmp = self.dir.join(format!("{TEMP_PREFIX}.{}.{n}", std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp) {
-                Ok(file) => return Ok((tmp, file)),
-                // Left by an earlier process with our pid: try the next name.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_err(&tmp, "create temporary file")(e)),
-            }
-        }
+    /// A fresh temporary file next to `links.toml` (mode 0600), removed
+    /// unless persisted (the next open() removes one a crash left).
+    fn temp(&self) -> Result<tempfile::NamedTempFile, StoreError> {
+        tempfile::Builder::new()
+            .prefix(&format!("{TEMP_PREFIX}."))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .tempfile_in(&self.dir)
+            .map_err(io_err(&self.dir, "create a temporary file in"))
     }
 }
 

@@ -12,12 +12,12 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use netadm_dbus::OpResult;
-use netadm_kernel::{Events, KernelError, Netlink, Touched};
+use netadm_kernel::{Events, KernelError, Touched};
 use netadm_model::LinkName;
 
 use crate::mirror::MirrorIf;
@@ -42,26 +42,25 @@ impl Drift {
 
     /// What differs, for show-if and the log.
     pub(crate) fn describe(&self) -> String {
-        if self.missing { "the kernel device is gone".into() } else { self.diffs.join("; ") }
+        if self.missing && self.diffs.is_empty() {
+            "the kernel device is gone".into()
+        } else {
+            self.diffs.join("; ")
+        }
     }
 }
 
 /// An eventfd, to wake a thread blocked in poll(2).
 pub(crate) fn eventfd() -> Result<OwnedFd, CoreError> {
-    // SAFETY: eventfd(2); checked.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(CoreError::hardware(format!("eventfd: {}", std::io::Error::last_os_error())));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = nix::sys::eventfd::EfdFlags::EFD_CLOEXEC;
+    nix::sys::eventfd::EventFd::from_flags(flags)
+        .map(OwnedFd::from)
+        .map_err(|e| CoreError::hardware(format!("eventfd: {e}")))
 }
 
 /// Wakes whatever polls `fd`.
 pub(crate) fn wake(fd: &OwnedFd) {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: writing 8 bytes to our own eventfd.
-    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+    let _ = nix::unistd::write(fd, &1u64.to_ne_bytes());
 }
 
 fn fmt_mac(m: [u8; 6]) -> String {
@@ -70,7 +69,18 @@ fn fmt_mac(m: [u8; 6]) -> String {
 
 /// Reads interface `n`'s device back and compares it with what the mirror
 /// set; `None` when it is as set.
-pub(crate) fn evaluate(nl: &Netlink, n: &LinkName, i: &MirrorIf) -> Option<Drift> {
+pub(crate) fn evaluate(n: &LinkName, i: &MirrorIf) -> Option<Drift> {
+    if let Some(z) = &i.ns
+        && !z.ns.present()
+    {
+        let why = format!("zone {}: its network namespace was deleted", z.ns.zone());
+        return Some(Drift { missing: true, diffs: vec![why], absent: vec![] });
+    }
+    if i.index == 0 {
+        // Never made (its zone was gone): it stays as it was noted.
+        return i.drift.clone();
+    }
+    let nl = &i.nl;
     let k = match nl.link(i.index) {
         Ok(k) => k,
         Err(KernelError::NotFound { .. }) => {
@@ -144,15 +154,13 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
-    /// Subscribes (in this thread's network namespace) and starts
-    /// watching the interfaces in `ifs`.
-    pub(crate) fn start(nl: Arc<Netlink>, ifs: Ifs) -> Result<Self, CoreError> {
-        let events = Events::open().map_err(|e| CoreError::hardware(e.to_string()))?;
+    /// Starts watching the interfaces in `ifs` for what `events` hears.
+    pub(crate) fn start(events: Events, ifs: Ifs) -> Result<Self, CoreError> {
         let stop = eventfd()?;
         let raw = stop.as_raw_fd();
         let thread = std::thread::Builder::new()
             .name("kernel-events".into())
-            .spawn(move || watch(&events, raw, &nl, &ifs))
+            .spawn(move || watch(&events, raw, &ifs))
             .map_err(|e| CoreError::hardware(e.to_string()))?;
         Ok(Self { stop, thread: Some(thread) })
     }
@@ -167,7 +175,7 @@ impl Drop for Watcher {
     }
 }
 
-fn watch(events: &Events, stop: std::os::fd::RawFd, nl: &Netlink, ifs: &Ifs) {
+fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs) {
     loop {
         let touched = match events.wait(stop) {
             Ok(Some(t)) => t,
@@ -186,7 +194,7 @@ fn watch(events: &Events, stop: std::os::fd::RawFd, nl: &Netlink, ifs: &Ifs) {
             {
                 continue;
             }
-            let now = evaluate(nl, n, i);
+            let now = evaluate(n, i);
             note(n, i, now);
         }
     }
@@ -222,6 +230,11 @@ impl Core {
             without.interface.remove(&n);
             without.address.retain(|o, _| o.interface() != &n);
             let res = self.sync_kernel(&without, &st, &mut t);
+            if res.is_err() {
+                // Not made (its zone is gone, say): still reported, as
+                // missing, rather than forgotten.
+                let _ = self.sync_kernel(&st, &st, &mut t);
+            }
             tracing::info!(interface = %n, ok = res.is_ok(), "refresh-if: the kernel device was made anew");
             res
         })();

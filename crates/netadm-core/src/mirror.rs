@@ -1,11 +1,12 @@
 //! The kernel mirror: every IP interface is a TAP device in the daemon's
-//! network namespace, configured over the one rtnetlink handle and read
-//! back after every change. Frames the kernel sends on the TAP cross the
-//! virtual switch of the link it is on (`netadm_datapath::switch`: to
-//! another interface over the same port, aggregation or etherstub
-//! directly) and otherwise go out through the link's transmit path;
-//! frames the link's ports receive for the TAP's MAC (and
-//! broadcast/multicast) are written to the TAP.
+//! network namespace — or, for a VNIC with a `zone`, in that network
+//! namespace — configured over rtnetlink (the daemon's one connection, or
+//! the zone's) and read back after every change. Frames the kernel sends
+//! on the TAP cross the virtual switch of the link it is on
+//! (`netadm_datapath::switch`: to another interface over the same port,
+//! aggregation or etherstub directly) and otherwise go out through the
+//! link's transmit path; frames the link's ports receive for the TAP's MAC
+//! (and broadcast/multicast) are written to the TAP.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -14,8 +15,8 @@ use std::thread::JoinHandle;
 
 use netadm_config::{AddrType, LinkState};
 use netadm_datapath::{Forward, VSwitch};
-use netadm_kernel::{KernelError, Netlink, Tap, sysctl};
-use netadm_model::{AddrObj, LinkName};
+use netadm_kernel::{KernelError, Netlink, Netns, Tap, sysctl};
+use netadm_model::{AddrObj, LinkName, PropName};
 
 use crate::drift::{Drift, Watcher};
 use crate::links::View;
@@ -29,7 +30,15 @@ pub(crate) struct MirrorIf {
     /// Whether it has an addrconf address object: the kernel's SLAAC
     /// addresses are then its own, not drift.
     pub(crate) addrconf: bool,
-    tap: Arc<Tap>,
+    /// `None`: the device could not be made, its zone being gone (the
+    /// interface is reported missing until `refresh-if` makes it).
+    tap: Option<Arc<Tap>>,
+    /// The connection its device is configured over: the daemon's, or its
+    /// zone's.
+    pub(crate) nl: Arc<Netlink>,
+    /// Its zone, if it lives in one: as configured, and as opened.
+    pub(crate) zone: Option<String>,
+    pub(crate) ns: Option<Arc<Zone>>,
     pub(crate) index: u32,
     pub(crate) mac: [u8; 6],
     /// The VLAN its frames are tagged with on the wire (0: untagged).
@@ -57,6 +66,13 @@ impl Drop for MirrorIf {
     }
 }
 
+/// A zone: a network namespace and the rtnetlink connection opened in it
+/// (on the same runtime as the daemon's own).
+pub(crate) struct Zone {
+    pub(crate) ns: Netns,
+    nl: Arc<Netlink>,
+}
+
 /// The TAP devices and the rtnetlink handle.
 pub(crate) struct Mirror {
     /// Stopped first: it holds the other two.
@@ -68,6 +84,36 @@ pub(crate) struct Mirror {
     /// The virtual switch of each link interfaces are on (a port, an
     /// aggregation or an etherstub), made with its first interface.
     switches: Mutex<HashMap<crate::Link, Arc<VSwitch>>>,
+    /// The zones opened so far, by name as configured.
+    zones: Mutex<BTreeMap<String, Arc<Zone>>>,
+}
+
+/// The zone link `l`'s IP interface lives in: a VNIC's `zone` property.
+/// Whatever the VNIC is over (a port, an aggregation, anything later).
+pub(crate) fn zone_of(v: &View<'_>, l: &crate::Link) -> Option<String> {
+    match l {
+        crate::Link::Vnic(_) => {
+            v.prop(l, PropName::Zone).and_then(|z| z.as_text().map(str::to_owned))
+        }
+        _ => None,
+    }
+}
+
+/// `zone` may not change under an IP interface (dladm: "link busy").
+pub(crate) fn zone_unused(v: &View<'_>, link: &str) -> Result<(), CoreError> {
+    if v.st.interface.keys().any(|n| n.as_str() == link) {
+        return Err(CoreError::busy(format!(
+            "zone on {link}: IP interface {link} exists; delete-if {link} first"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `zone=VALUE` on link `link`: no IP interface on it, and a zone
+/// that names a network namespace netadmd can enter. Changes nothing.
+pub(crate) fn check_zone(v: &View<'_>, link: &str, zone: &str) -> Result<(), CoreError> {
+    zone_unused(v, link)?;
+    Netns::open(zone).map(drop).map_err(kerr)
 }
 
 fn kerr(e: KernelError) -> CoreError {
@@ -77,22 +123,57 @@ fn kerr(e: KernelError) -> CoreError {
         KernelError::BadName { name, reason } => {
             CoreError::invalid_name(format!("{name}: the kernel {reason}"))
         }
+        e @ KernelError::BadZone { .. } => CoreError::invalid_value(e.to_string()),
         e => CoreError::hardware(e.to_string()),
     }
 }
 
 impl Mirror {
     pub(crate) fn open() -> Result<Self, CoreError> {
-        let nl = Arc::new(Netlink::open().map_err(kerr)?);
+        // One rtnetlink connection for the changes, the read-backs and
+        // the notifications the drift watcher hears.
+        let (nl, events) = Netlink::open_with_events().map_err(kerr)?;
+        let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
-        let watch = Watcher::start(nl.clone(), ifs.clone())?;
+        let watch = Watcher::start(events, ifs.clone())?;
         let lifetimes = netadm_kernel::Lifetimes::open().map_err(kerr)?;
-        Ok(Self { _watch: watch, nl, lifetimes, ifs, switches: Mutex::default() })
+        Ok(Self {
+            _watch: watch,
+            nl,
+            lifetimes,
+            ifs,
+            switches: Mutex::default(),
+            zones: Mutex::default(),
+        })
+    }
+
+    /// Zone `z`, opened (again, if its name no longer names the namespace
+    /// opened before).
+    fn zone(&self, z: &str) -> Result<Arc<Zone>, KernelError> {
+        let mut zones = self.zones.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(zone) = zones.get(z)
+            && zone.ns.present()
+        {
+            return Ok(zone.clone());
+        }
+        let ns = Netns::open(z)?;
+        let nl = Arc::new(Netlink::open_in(&ns)?);
+        let zone = Arc::new(Zone { ns, nl });
+        zones.insert(z.to_owned(), zone.clone());
+        Ok(zone)
     }
 
     /// How interface `name`'s device differs from what was set, if it does.
+    /// One in a zone is looked at now (the daemon hears only its own
+    /// namespace's notifications): its zone may have been deleted.
     pub(crate) fn drift(&self, name: &LinkName) -> Option<Drift> {
-        self.ifs.lock().unwrap().get(name).and_then(|i| i.drift.clone())
+        let mut ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = ifs.get_mut(name)?;
+        if i.zone.is_some() {
+            let now = crate::drift::evaluate(name, i);
+            crate::drift::note(name, i, now);
+        }
+        i.drift.clone()
     }
 
     /// Lets go of interface `name`'s device (`refresh-if`).
@@ -130,24 +211,25 @@ impl Mirror {
     pub(crate) fn addrconf_addrs(&self, name: &LinkName) -> Vec<(IpAddr, u8)> {
         let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(i) = ifs.get(name) else { return vec![] };
-        let mut v: Vec<(IpAddr, u8)> = self
-            .nl
-            .addrs(i.index)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|a| a.0.is_ipv6() && !i.want_addrs.contains(a))
-            .collect();
+        let mut v: Vec<(IpAddr, u8)> =
+            i.nl.addrs(i.index)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|a| a.0.is_ipv6() && !i.want_addrs.contains(a))
+                .collect();
         v.sort_by_key(|a| !link_local(&a.0));
         v
     }
 
     /// The kernel device of an interface, if one was made.
     pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
-        self.ifs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .map(|i| i.tap.name().to_owned())
+        self.ifs.lock().unwrap_or_else(PoisonError::into_inner).get(name).and_then(|i| {
+            let tap = i.tap.as_ref()?.name();
+            Some(match &i.zone {
+                Some(z) => format!("{tap}@{z}"),
+                None => tap.to_owned(),
+            })
+        })
     }
 }
 
@@ -338,6 +420,20 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
 /// Turns IPv6 stateless autoconfiguration on interface `n` on (router
 /// advertisements heeded, SLAAC addresses made) or off (and the addresses
 /// it made removed: the kernel keeps them otherwise).
+/// Turns the kernel's router advertisements and SLAAC off on a device just
+/// made (without IPv6 there is nothing to turn off).
+fn slaac_off(n: &LinkName) {
+    for key in ["accept_ra", "autoconf"] {
+        match sysctl::set(sysctl::Family::V6, n.as_str(), key, "0") {
+            Ok(()) | Err(KernelError::NotFound { .. }) => {}
+            // A read-only /proc/sys (some containers): the interface
+            // works, router advertisements may add addresses (drift will
+            // say so).
+            Err(e) => tracing::warn!(interface = %n, "cannot turn off SLAAC: {e}"),
+        }
+    }
+}
+
 fn addrconf(nl: &Netlink, n: &LinkName, i: &mut MirrorIf, on: bool) -> Result<(), CoreError> {
     let v = if on { "1" } else { "0" };
     for key in ["accept_ra", "autoconf"] {
@@ -406,13 +502,13 @@ impl Core {
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
         for n in touched(&vf, &vt, &*ifs) {
-            let Some(i) = ifs.get_mut(&n) else { continue };
+            let Some(i) = ifs.get_mut(&n).filter(|i| i.tap.is_some()) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
             if ifmtu(&vt, &n, &lt) < ifmtu(&vf, &n, &lf) {
                 changed = true;
-                m.nl.set_link(i.index, None, Some(ifmtu(&vt, &n, &lt))).map_err(kerr)?;
+                i.nl.set_link(i.index, None, Some(ifmtu(&vt, &n, &lt))).map_err(kerr)?;
                 i.want_mtu = ifmtu(&vt, &n, &lt);
             }
         }
@@ -446,14 +542,18 @@ impl Core {
         // Addresses that go, then interfaces that go.
         // (A static address marked down goes from the kernel too.)
         for (obj, a, b) in from.address.diff(&to.address) {
-            let (Some(a), Some(i)) = (a, ifs.get_mut(obj.interface())) else { continue };
+            let (Some(a), Some(i)) = (a, ifs.get_mut(obj.interface()).filter(|i| i.tap.is_some()))
+            else {
+                continue;
+            };
             if b.is_none() && addr(a)?.is_none() {
                 // A DHCP address: given back, and removed, by its client.
                 if let Some(c) = i.dhcp.remove(obj) {
                     c.release();
                 }
                 if a.kind == AddrType::Addrconf {
-                    addrconf(&m.nl, obj.interface(), i, false)?;
+                    let nl = i.nl.clone();
+                    addrconf(&nl, obj.interface(), i, false)?;
                 }
                 continue;
             }
@@ -461,7 +561,7 @@ impl Core {
             if let Some((ip, p)) = was
                 && was != now
             {
-                match m.nl.del_addr(i.index, ip, p) {
+                match i.nl.del_addr(i.index, ip, p) {
                     // Gone already (putting back a change that failed
                     // before it was added): as wanted.
                     Err(KernelError::NotFound { .. }) => {}
@@ -495,6 +595,10 @@ impl Core {
             }
         }
         let made: Vec<LinkName> = come.iter().map(|n| (*n).clone()).collect();
+        // At start (nothing before), or for an interface the change does
+        // not add, a zone that is gone does not stop the daemon or the
+        // change: the interface is reported missing (`show-if`).
+        let replay = from.vnic.is_empty() && from.interface.is_empty();
         for n in come {
             let l = vt.require(n.as_str())?;
             let sw =
@@ -510,47 +614,63 @@ impl Core {
                 }
             };
             let switch = m.switch(sw);
-            let tap = Arc::new(Tap::create(n.as_str()).map_err(kerr)?);
-            let offload = offloads(&vt, &l);
-            tap.set_offload(offload.0, offload.1).map_err(kerr)?;
-            let index = m.nl.index(n.as_str()).map_err(kerr)?;
-            // No router advertisements heeded, no SLAAC, until an addrconf
-            // address object asks for them (before the device comes up:
-            // it solicits routers then). Without IPv6 there is nothing to
-            // turn off.
-            for key in ["accept_ra", "autoconf"] {
-                match sysctl::set(sysctl::Family::V6, n.as_str(), key, "0") {
-                    Ok(()) | Err(KernelError::NotFound { .. }) => {}
-                    // A read-only /proc/sys (some containers): the
-                    // interface works, router advertisements may add
-                    // addresses (drift will say so).
-                    Err(e) => tracing::warn!(interface = %n, "cannot turn off SLAAC: {e}"),
-                }
-            }
-            #[cfg(feature = "failpoints")]
-            fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
-                "failpoint core.kernel.tap"
-            )));
-            m.nl.set_mac(index, mac).map_err(kerr)?;
-            m.nl.set_link(index, Some(true), Some(ifmtu(&vt, n, &l))).map_err(kerr)?;
-            let vid = vid_of(&vt, &l);
+            let (zone, vid) = (zone_of(&vt, &l), vid_of(&vt, &l));
             let stop = crate::drift::eventfd()?;
-            let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
-            let r = {
-                let tap = tap.clone();
-                std::thread::Builder::new()
-                    .name(format!("tap-{n}"))
-                    .spawn(move || reader(tap, efd, Out { switch, tx, mac, vid }))
-                    .map_err(|e| CoreError::hardware(e.to_string()))?
-            };
-            let (want_mtu, want_addrs, drift) = (ifmtu(&vt, n, &l), vec![], None);
-            let switch = m.switch(vt.switch_of(&l).expect("resolved above"));
+            let (tap, nl, ns, index, offload, reader, drift) =
+                match zone.as_deref().map(|z| m.zone(z)).transpose() {
+                    Err(e) if replay || from.interface.contains_key(n) => {
+                        let z = zone.clone().unwrap_or_default();
+                        let why = format!("zone {z}: {e}; refresh-if {n} once it is back");
+                        tracing::warn!(interface = %n, "kernel device not made: {why}");
+                        let drift = Drift { missing: true, diffs: vec![why], absent: vec![] };
+                        (None, m.nl.clone(), None, 0, (false, false), None, Some(drift))
+                    }
+                    Err(e) => return Err(kerr(e)),
+                    Ok(ns) => {
+                        let nl = ns.as_ref().map_or_else(|| m.nl.clone(), |z| z.nl.clone());
+                        let tap = Arc::new(match &ns {
+                            None => Tap::create(n.as_str()).map_err(kerr)?,
+                            Some(z) => {
+                                z.ns.run(|| Tap::create(n.as_str())).map_err(kerr)?.map_err(kerr)?
+                            }
+                        });
+                        let offload = offloads(&vt, &l);
+                        tap.set_offload(offload.0, offload.1).map_err(kerr)?;
+                        let index = nl.index(n.as_str()).map_err(kerr)?;
+                        // No router advertisements heeded, no SLAAC, until
+                        // an addrconf address object asks for them (before
+                        // the device comes up: it solicits routers then).
+                        if ns.is_none() {
+                            slaac_off(n);
+                        }
+                        #[cfg(feature = "failpoints")]
+                        fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
+                            "failpoint core.kernel.tap"
+                        )));
+                        nl.set_mac(index, mac).map_err(kerr)?;
+                        nl.set_link(index, Some(true), Some(ifmtu(&vt, n, &l))).map_err(kerr)?;
+                        let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
+                        let r = {
+                            let (tap, out) =
+                                (tap.clone(), Out { switch: switch.clone(), tx, mac, vid });
+                            std::thread::Builder::new()
+                                .name(format!("tap-{n}"))
+                                .spawn(move || reader(tap, efd, out))
+                                .map_err(|e| CoreError::hardware(e.to_string()))?
+                        };
+                        (Some(tap), nl, ns, index, offload, Some(r), None)
+                    }
+                };
+            let (want_mtu, want_addrs) = (ifmtu(&vt, n, &l), vec![]);
             let i = MirrorIf {
                 switch,
                 dhcp: BTreeMap::new(),
                 leased: Default::default(),
                 addrconf: false,
                 tap,
+                nl,
+                zone,
+                ns,
                 index,
                 mac,
                 vid,
@@ -559,7 +679,7 @@ impl Core {
                 drift,
                 offload,
                 stop,
-                reader: Some(r),
+                reader,
             };
             ifs.insert(n.clone(), i);
         }
@@ -568,16 +688,17 @@ impl Core {
         for n in &touched {
             let Some(i) = ifs.get_mut(n) else { continue };
             let Some(l) = vt.resolve(n.as_str()) else { continue };
+            let Some(itap) = i.tap.clone() else { continue };
             let offload = offloads(&vt, &l);
             if offload != i.offload {
-                i.tap.set_offload(offload.0, offload.1).map_err(kerr)?;
+                itap.set_offload(offload.0, offload.1).map_err(kerr)?;
                 i.offload = offload;
             }
-            i.switch.set_endpoint(i.vid, i.mac, Some(writer(&i.tap)));
+            i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap)));
             let under = vt.ports_under(&l);
             for p in self.hardware().ports() {
                 if under.contains(&p.device) {
-                    p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&i.tap)));
+                    p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&itap)));
                 } else {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
@@ -589,7 +710,7 @@ impl Core {
                 fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.mtu"
                 )));
-                m.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
+                i.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
             }
             // Its properties (after the MTU, which resets the IPv6 one): a
             // device just made has the kernel's defaults.
@@ -599,7 +720,10 @@ impl Core {
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
-            let (Some(b), Some(i)) = (b, ifs.get_mut(obj.interface())) else { continue };
+            let (Some(b), Some(i)) = (b, ifs.get_mut(obj.interface()).filter(|i| i.tap.is_some()))
+            else {
+                continue;
+            };
             if a.is_none() && addr(b)?.is_none() {
                 if b.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
                     let c = crate::dhcp::Client::start(
@@ -611,7 +735,8 @@ impl Core {
                     i.dhcp.insert(obj.clone(), c);
                 }
                 if b.kind == AddrType::Addrconf {
-                    addrconf(&m.nl, obj.interface(), i, true)?;
+                    let nl = i.nl.clone();
+                    addrconf(&nl, obj.interface(), i, true)?;
                 }
                 continue;
             }
@@ -622,7 +747,7 @@ impl Core {
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
                 )));
-                m.nl.add_addr(i.index, ip, p).map_err(|e| match e {
+                i.nl.add_addr(i.index, ip, p).map_err(|e| match e {
                     KernelError::Exists { .. } => {
                         CoreError::exists(format!("{ip} is already present in the kernel"))
                     }
@@ -659,12 +784,12 @@ impl Core {
                 // (show-if), not held against this change; which may have
                 // made it as configured again without the kernel saying
                 // so (an MTU set to what it already was).
-                let now = crate::drift::evaluate(&m.nl, n, i);
+                let now = crate::drift::evaluate(n, i);
                 crate::drift::note(n, i, now);
                 continue;
             }
-            let k = m.nl.link(i.index).map_err(kerr)?;
-            let have = m.nl.addrs(i.index).map_err(kerr)?;
+            let k = i.nl.link(i.index).map_err(kerr)?;
+            let have = i.nl.addrs(i.index).map_err(kerr)?;
             if !k.up || k.mtu != ifmtu(&vt, n, &l) || want.iter().any(|w| !have.contains(w)) {
                 return Err(CoreError::hardware(format!(
                     "{n}: the kernel reports up={} mtu={} addresses {have:?}; expected up, mtu {}, {want:?}",

@@ -253,6 +253,7 @@ pub(crate) fn check_prop(
         Ok(())
     };
     match prop {
+        PropName::Zone => crate::mirror::check_zone(v, link_name, value)?,
         PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
         PropName::Itr => needs(NicClass::I40e)?,
         PropName::Maxbw | PropName::Priority => {
@@ -926,6 +927,11 @@ impl Core {
                         return Err(CoreError::not_supported(format!("{p} is read-only")));
                     }
                 }
+                if (names.is_empty() || names.contains(&PropName::Zone))
+                    && v.props(&l).is_some_and(|p| p.contains_key(&PropName::Zone))
+                {
+                    crate::mirror::zone_unused(v, link)?;
+                }
                 let mut st = v.st.clone();
                 let mut next = st.clone();
                 let props = props_mut(&mut next, &l);
@@ -1046,6 +1052,9 @@ impl Core {
                 {
                     return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
                 }
+                if kind != AddrType::Static {
+                    not_in_zone(v, obj.interface(), &format!("-T {}", kind.as_str()))?;
+                }
                 if kind != AddrType::Static
                     && let Some((other, _)) =
                         v.st.address
@@ -1130,6 +1139,7 @@ impl Core {
                 .collect::<Result<_, CoreError>>()?;
             change(v, persisted, temporary, t, ifname, |v| {
                 let link_mtu = if_link_mtu(v, &n, ifname)?;
+                not_in_zone(v, &n, "set-ifprop")?;
                 let mut st = v.st.clone();
                 let conf = st.interface.get_mut(&n).expect("checked");
                 for (d, val) in &defs {
@@ -1503,4 +1513,16 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
         return Err(CoreError::busy(format!("{link} has an IP interface; delete-if {link} first")));
     }
     Ok(())
+}
+
+/// Refuses `what` on interface `ifname` when its device lives in a zone:
+/// the DHCP client's packet socket and the interface properties under
+/// `/proc/sys/net` act in netadmd's own network namespace so far.
+fn not_in_zone(v: &View<'_>, ifname: &LinkName, what: &str) -> Result<(), CoreError> {
+    match v.resolve(ifname.as_str()).and_then(|l| crate::mirror::zone_of(v, &l)) {
+        Some(z) => Err(CoreError::not_supported(format!(
+            "{what} on {ifname}: its IP interface is in zone {z}, where netadm does not do that yet"
+        ))),
+        None => Ok(()),
+    }
 }

@@ -1,17 +1,21 @@
-//! rtnetlink notifications: a `NETLINK_ROUTE` socket subscribed to the
-//! link and address multicast groups, so the daemon hears about changes
-//! someone else makes to its devices (`ip link set ... mtu`, `ip addr del`,
+//! rtnetlink notifications: a connection subscribed to the link and
+//! address multicast groups, so the daemon hears about changes someone
+//! else makes to its devices (`ip link set ... mtu`, `ip addr del`,
 //! `ip link del`) instead of polling for them.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 
-use crate::KernelError;
-use crate::netlink::{RTM_DELADDR, RTM_NEWADDR, RTM_NEWLINK};
+use futures_util::future::{Either, select};
+use futures_util::{FutureExt, Stream, StreamExt};
+use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::runtime::Handle;
 
-const RTMGRP_LINK: u32 = 0x1;
-const RTMGRP_IPV4_IFADDR: u32 = 0x10;
-const RTMGRP_IPV6_IFADDR: u32 = 0x100;
-const RTM_DELLINK: u16 = 17;
+use crate::{KernelError, rt};
 
 /// What a batch of notifications touched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,144 +26,136 @@ pub enum Touched {
     All,
 }
 
-/// A socket receiving link and address notifications.
-#[derive(Debug)]
+/// The notifications a connection hears.
+pub(crate) type Rx = Pin<
+    Box<
+        dyn Stream<Item = (NetlinkMessage<RouteNetlinkMessage>, rtnetlink::sys::SocketAddr)> + Send,
+    >,
+>;
+
+/// A subscription to link and address notifications.
 pub struct Events {
-    fd: OwnedFd,
+    /// Taken by [`Events::wait`] while it waits.
+    rx: Mutex<Option<Rx>>,
+    rt: Handle,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Events")
+    }
 }
 
 impl Events {
-    /// Subscribes in this thread's network namespace.
+    /// Subscribes in this thread's network namespace, on a connection of
+    /// its own (see [`crate::Netlink::open_with_events`] to share one).
     pub fn open() -> Result<Self, KernelError> {
-        let io =
-            |op: &str| KernelError::Io { op: op.into(), source: std::io::Error::last_os_error() };
-        // SAFETY: plain socket(2); the result is checked.
-        let fd = unsafe {
-            libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)
-        };
-        if fd < 0 {
-            return Err(io("open rtnetlink notifications"));
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: zeroed sockaddr_nl is valid; the groups are set below.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        sa.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
-        // SAFETY: sa is valid for its size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(io("subscribe to link and address notifications"));
-        }
-        Ok(Self { fd })
+        let (rx, rt) = crate::Netlink::subscribe()?;
+        Ok(Self::from_receiver(rx, rt))
+    }
+
+    pub(crate) fn from_receiver(rx: Rx, rt: Handle) -> Self {
+        Self { rx: Mutex::new(Some(rx)), rt }
     }
 
     /// Waits for notifications, or for `stop` to become readable (then
     /// `None`); returns what everything queued so far touched.
     pub fn wait(&self, stop: RawFd) -> Result<Option<Touched>, KernelError> {
-        let mut fds = [
-            libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
-        ];
-        loop {
-            // SAFETY: fds is a valid array of two pollfds.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(KernelError::Io { op: "wait for notifications".into(), source: e });
+        let op = "wait for notifications";
+        let mut slot = self.rx.lock().unwrap_or_else(PoisonError::into_inner);
+        let rx = slot.take().ok_or_else(|| KernelError::Io {
+            op: op.into(),
+            source: std::io::Error::other("the notifications ended"),
+        })?;
+        match rt::wait_or_stop(&self.rt, op, stop, batch(rx, stop))? {
+            Some((rx, got)) => {
+                *slot = rx;
+                got.map_err(|source| KernelError::Io { op: op.into(), source })
             }
-            break;
+            // Stopped while the runtime was not running the wait.
+            None => Ok(None),
         }
-        if fds[1].revents != 0 {
-            return Ok(None);
-        }
-        let mut touched = vec![];
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            // SAFETY: buf is valid for its length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) => break,
-                    Some(libc::ENOBUFS) => return Ok(Some(Touched::All)),
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        return Err(KernelError::Io { op: "read notifications".into(), source: e });
-                    }
-                }
-            }
-            touched.extend(indices(&buf[..n as usize]));
-        }
-        touched.sort_unstable();
-        touched.dedup();
-        Ok(Some(Touched::Indices(touched)))
     }
 }
 
-/// The interface indices of the link and address messages in one
-/// datagram; every length is checked, anything else skipped.
-fn indices(mut b: &[u8]) -> Vec<u32> {
-    let mut out = vec![];
-    while b.len() >= 16 {
-        let len = u32::from_ne_bytes(b[0..4].try_into().expect("4 bytes")) as usize;
-        let ty = u16::from_ne_bytes([b[4], b[5]]);
-        if len < 16 || len > b.len() {
-            break;
+/// The next batch: waits for one notification (or `stop`), then takes
+/// every one already queued. Gives the stream back unless it ended.
+async fn batch(mut rx: Rx, stop: RawFd) -> (Option<Rx>, std::io::Result<Option<Touched>>) {
+    // SAFETY: the caller keeps `stop` open while it waits.
+    let stop = match unsafe { BorrowedFd::borrow_raw(stop) }.try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => return (Some(rx), Err(e)),
+    };
+    // SAFETY: the AsyncFd owns the descriptor it watches (a duplicate),
+    // which stays open until the AsyncFd deregisters it.
+    let stopped = match unsafe { AsyncFd::register_with_interest(stop, Interest::READABLE) } {
+        Ok(fd) => fd,
+        Err(e) => return (Some(rx), Err(e.into())),
+    };
+    let first = {
+        let woken = std::pin::pin!(stopped.readable());
+        match select(rx.next(), woken).await {
+            Either::Left((m, _)) => m,
+            Either::Right(_) => return (Some(rx), Ok(None)),
         }
-        // ifinfomsg and ifaddrmsg both hold the index at bytes 4..8.
-        if matches!(ty, RTM_NEWLINK | RTM_DELLINK | RTM_NEWADDR | RTM_DELADDR)
-            && let Some(i) = b.get(20..24)
-        {
-            out.push(u32::from_ne_bytes(i.try_into().expect("4 bytes")));
-        }
-        b = &b[((len + 3) & !3).min(b.len())..];
+    };
+    let Some(first) = first else {
+        return (None, Err(std::io::Error::other("the rtnetlink connection ended")));
+    };
+    let mut touched = Some(vec![]);
+    let mut take = |m: NetlinkMessage<RouteNetlinkMessage>| match (index(&m), &mut touched) {
+        (Some(Some(i)), Some(t)) => t.push(i),
+        (None, _) => touched = None,
+        _ => {}
+    };
+    take(first.0);
+    while let Some(Some((m, _))) = rx.next().now_or_never() {
+        take(m);
     }
-    out
+    let touched = match touched {
+        Some(mut t) => {
+            t.sort_unstable();
+            t.dedup();
+            Touched::Indices(t)
+        }
+        None => Touched::All,
+    };
+    (Some(rx), Ok(Some(touched)))
+}
+
+/// The interface a notification is about: `Some(Some(i))` for a link or
+/// address change, `Some(None)` for anything else, `None` when
+/// notifications were lost (anything may have changed).
+fn index(m: &NetlinkMessage<RouteNetlinkMessage>) -> Option<Option<u32>> {
+    use RouteNetlinkMessage as R;
+    match &m.payload {
+        NetlinkPayload::Overrun(_) => None,
+        NetlinkPayload::InnerMessage(R::NewLink(l) | R::DelLink(l)) => Some(Some(l.header.index)),
+        NetlinkPayload::InnerMessage(R::NewAddress(a) | R::DelAddress(a)) => {
+            Some(Some(a.header.index))
+        }
+        _ => Some(None),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn msg(ty: u16, index: u32) -> Vec<u8> {
-        let mut m = Vec::new();
-        m.extend_from_slice(&32u32.to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(&[0; 10]);
-        m.extend_from_slice(&[0; 4]);
-        m.extend_from_slice(&index.to_ne_bytes());
-        m.extend_from_slice(&[0; 8]);
-        m
-    }
+    use rtnetlink::packet_route::address::AddressMessage;
+    use rtnetlink::packet_route::link::LinkMessage;
 
     #[test]
-    fn indices_of_link_and_address_messages_with_lengths_checked() {
-        let mut d = msg(RTM_NEWLINK, 7);
-        d.extend(msg(RTM_DELADDR, 9));
-        d.extend(msg(3, 11)); // NLMSG_DONE: not a change
-        assert_eq!(indices(&d), vec![7, 9]);
-        for cut in [0, 15, 20, 31] {
-            assert!(indices(&msg(RTM_NEWLINK, 7)[..cut]).is_empty());
-        }
-        let mut lying = msg(RTM_NEWLINK, 7);
-        lying[0..4].copy_from_slice(&1000u32.to_ne_bytes());
-        assert!(indices(&lying).is_empty());
+    fn link_and_address_messages_name_their_interface_and_overrun_names_all() {
+        let mut l = LinkMessage::default();
+        l.header.index = 7;
+        let mut a = AddressMessage::default();
+        a.header.index = 9;
+        let inner = |m| NetlinkMessage::from(m);
+        assert_eq!(index(&inner(RouteNetlinkMessage::DelLink(l))), Some(Some(7)));
+        assert_eq!(index(&inner(RouteNetlinkMessage::NewAddress(a))), Some(Some(9)));
+        assert_eq!(
+            index(&NetlinkMessage::new(Default::default(), NetlinkPayload::Overrun(vec![]))),
+            None
+        );
     }
 }

@@ -1,22 +1,26 @@
 //! The kernel side of netadm: TAP devices that mirror IP interfaces, and
 //! one long-lived rtnetlink handle that configures and reads them back.
 //!
-//! Raw `NETLINK_ROUTE` messages, built and parsed here (a few message
-//! types, no dependency on an rtnetlink stack): links are brought up and
+//! The `rtnetlink` crate speaks `NETLINK_ROUTE`: links are brought up and
 //! given an MTU with `RTM_NEWLINK`, read with `RTM_GETLINK`; addresses are
 //! added, removed and listed with `RTM_NEWADDR`, `RTM_DELADDR` and an
 //! `RTM_GETADDR` dump. Every request asks for an acknowledgement, so a
-//! refusal comes back as the kernel's own errno, typed.
+//! refusal comes back as the kernel's own errno, typed. Its connections
+//! run on the daemon's tokio runtime (see `rt`); this crate's interface
+//! stays synchronous, with every wait bounded.
 
 mod dynaddr;
 mod events;
 mod netlink;
+mod netns;
+mod rt;
 pub mod sysctl;
 mod tap;
 
 pub use dynaddr::{Lifetimes, PacketSocket};
 pub use events::{Events, Touched};
 pub use netlink::{KernelLink, Netlink};
+pub use netns::{NETNS_DIR, Netns};
 pub use tap::Tap;
 
 /// Why a kernel operation failed.
@@ -49,6 +53,14 @@ pub enum KernelError {
         op: String,
         /// The kernel's errno.
         source: std::io::Error,
+    },
+    /// A zone (network namespace) that cannot be used.
+    #[error("zone {zone:?}: {reason}")]
+    BadZone {
+        /// The zone as given.
+        zone: String,
+        /// Why.
+        reason: String,
     },
     /// A name the kernel cannot take (too long, or characters it rejects).
     #[error("interface name {name:?}: {reason}")]

@@ -1,29 +1,18 @@
-//! One long-lived `NETLINK_ROUTE` socket and the few requests netadm makes.
+//! One long-lived rtnetlink connection (the `rtnetlink` crate) and the few
+//! requests netadm makes, behind a synchronous interface.
 
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Mutex;
 
-use crate::KernelError;
+use futures_util::TryStreamExt;
+use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::{LinkUnspec, MulticastGroup};
+use tokio::runtime::Handle;
 
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_ACK: u16 = 4;
-const NLM_F_EXCL: u16 = 0x200;
-const NLM_F_CREATE: u16 = 0x400;
-const NLM_F_DUMP: u16 = 0x300;
-pub(crate) const RTM_NEWLINK: u16 = 16;
-const RTM_GETLINK: u16 = 18;
-pub(crate) const RTM_NEWADDR: u16 = 20;
-pub(crate) const RTM_DELADDR: u16 = 21;
-const RTM_GETADDR: u16 = 22;
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const IFA_ADDRESS: u16 = 1;
-const IFA_LOCAL: u16 = 2;
-const IFF_UP: u32 = 1;
+use crate::events::Events;
+use crate::events::Rx as Notifications;
+use crate::{KernelError, rt};
 
 /// A link as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,239 +29,99 @@ pub struct KernelLink {
     pub mac: [u8; 6],
 }
 
-/// The rtnetlink handle: one socket for the daemon's life; requests are
-/// serialised (each waits for its acknowledgement).
-#[derive(Debug)]
-pub struct Netlink {
-    fd: OwnedFd,
-    seq: Mutex<u32>,
-}
-
-fn align(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-fn attr(buf: &mut Vec<u8>, ty: u16, data: &[u8]) {
-    let len = 4 + data.len();
-    buf.extend_from_slice(&(len as u16).to_ne_bytes());
-    buf.extend_from_slice(&ty.to_ne_bytes());
-    buf.extend_from_slice(data);
-    buf.resize(align(buf.len()), 0);
-}
-
-/// Iterates the attributes in `b`: (type, data).
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-        let ty = u16::from_ne_bytes([b[2], b[3]]) & 0x3fff;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let data = &b[4..len];
-        b = &b[align(len).min(b.len())..];
-        Some((ty, data))
-    })
-}
-
-/// Takes the messages of one datagram that answer request `seq`: their
-/// payloads go to `out`; returns whether the answer is complete (the
-/// acknowledgement or the end of a dump). Every length is checked: a
-/// message cut short ends the datagram, an error without its code is
-/// malformed.
-fn take_replies(
-    mut b: &[u8],
-    seq: u32,
-    op: &str,
-    out: &mut Vec<Vec<u8>>,
-) -> Result<bool, KernelError> {
-    while b.len() >= 16 {
-        let len = u32::from_ne_bytes(b[0..4].try_into().expect("4 bytes")) as usize;
-        let mty = u16::from_ne_bytes([b[4], b[5]]);
-        let mseq = u32::from_ne_bytes(b[8..12].try_into().expect("4 bytes"));
-        if len < 16 || len > b.len() {
-            break;
-        }
-        let payload = &b[16..len];
-        b = &b[align(len).min(b.len())..];
-        if mseq != seq {
-            continue; // a late reply to an earlier request
-        }
-        match mty {
-            NLMSG_DONE => return Ok(true),
-            NLMSG_ERROR => {
-                let Some(code) = payload.get(0..4) else {
-                    return Err(malformed(op, "an error message without its code"));
-                };
-                let code = i32::from_ne_bytes(code.try_into().expect("4 bytes"));
-                if code == 0 {
-                    return Ok(true);
-                }
-                return Err(errno(code.wrapping_neg(), op));
-            }
-            _ => out.push(payload.to_vec()),
-        }
-    }
-    Ok(false)
-}
-
-/// How long a request waits for the kernel's answer.
+/// How long a request waits for the kernel's answer: requests are made
+/// under the mutation lock, which must never be held forever.
 const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A reply the kernel should never send.
-fn malformed(op: &str, what: &str) -> KernelError {
-    KernelError::Io {
-        op: op.into(),
-        source: std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("malformed reply: {what}"),
-        ),
-    }
+/// The rtnetlink handle: one connection for the daemon's life (in the
+/// network namespace it was opened in), driven on the tokio runtime;
+/// each call waits for the kernel's acknowledgement or answer.
+#[derive(Debug)]
+pub struct Netlink {
+    h: rtnetlink::Handle,
+    rt: Handle,
 }
 
-fn ip_bytes(ip: IpAddr) -> (u8, Vec<u8>) {
-    match ip {
-        IpAddr::V4(a) => (libc::AF_INET as u8, a.octets().to_vec()),
-        IpAddr::V6(a) => (libc::AF_INET6 as u8, a.octets().to_vec()),
-    }
-}
+/// The groups the drift watcher hears: links and their addresses.
+const GROUPS: [MulticastGroup; 3] =
+    [MulticastGroup::Link, MulticastGroup::Ipv4Ifaddr, MulticastGroup::Ipv6Ifaddr];
 
 impl Netlink {
-    /// Opens the socket in this thread's network namespace.
+    /// Opens the connection in this thread's network namespace.
     pub fn open() -> Result<Self, KernelError> {
-        // SAFETY: plain socket(2); the result is checked.
-        let fd = unsafe {
-            libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)
-        };
-        if fd < 0 {
-            return Err(KernelError::Io {
-                op: "open rtnetlink".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // Every wait for the kernel's answer is bounded: a request is
-        // made under the mutation lock, which must never be held forever.
-        let tv = libc::timeval { tv_sec: REPLY_TIMEOUT.as_secs() as libc::time_t, tv_usec: 0 };
-        // SAFETY: setsockopt reading a timeval of the size given.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(KernelError::Io {
-                op: "bound rtnetlink waits".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(Self { fd, seq: Mutex::new(0) })
+        Self::connect(&[]).map(|(nl, _)| nl)
     }
 
-    /// Sends one request and collects its replies until the kernel's
-    /// acknowledgement (or the end of a dump).
-    fn request(
+    /// Opens the connection inside zone `ns`, on the runtime this thread
+    /// would use.
+    pub fn open_in(ns: &crate::Netns) -> Result<Self, KernelError> {
+        let rt = rt::handle()?;
+        ns.run(|| {
+            let _in = rt.enter();
+            Self::open()
+        })?
+    }
+
+    /// Opens the connection subscribed to link and address notifications,
+    /// which the returned [`Events`] hears: one socket for requests and
+    /// notifications.
+    pub fn open_with_events() -> Result<(Self, Events), KernelError> {
+        let (nl, rx) = Self::connect(&GROUPS)?;
+        let ev = Events::from_receiver(rx, nl.rt.clone());
+        Ok((nl, ev))
+    }
+
+    /// A connection of its own for notifications only.
+    pub(crate) fn subscribe() -> Result<(Notifications, Handle), KernelError> {
+        Self::connect(&GROUPS).map(|(nl, rx)| (rx, nl.rt))
+    }
+
+    fn connect(groups: &[MulticastGroup]) -> Result<(Self, Notifications), KernelError> {
+        let rt = rt::handle()?;
+        let io = |source| KernelError::Io { op: "open rtnetlink".into(), source };
+        // The socket is made here, in this thread's namespace, and
+        // registered with the runtime's reactor; the connection's task
+        // only reads and writes it.
+        let _in = rt.enter();
+        let (conn, h, rx) = if groups.is_empty() {
+            rtnetlink::new_connection().map_err(io)?
+        } else {
+            rtnetlink::new_multicast_connection(groups).map_err(io)?
+        };
+        rt.spawn(conn);
+        Ok((Self { h, rt }, Box::pin(rx)))
+    }
+
+    fn wait<T: Send + 'static>(
         &self,
-        ty: u16,
-        flags: u16,
-        body: &[u8],
         op: &str,
-    ) -> Result<Vec<Vec<u8>>, KernelError> {
-        let mut seq = self.seq.lock().unwrap();
-        *seq = seq.wrapping_add(1);
-        let mut msg = Vec::with_capacity(16 + body.len());
-        msg.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
-        msg.extend_from_slice(&ty.to_ne_bytes());
-        msg.extend_from_slice(&(flags | NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
-        msg.extend_from_slice(&seq.to_ne_bytes());
-        msg.extend_from_slice(&0u32.to_ne_bytes());
-        msg.extend_from_slice(body);
-        // SAFETY: sockaddr_nl zeroed is the kernel as destination.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: msg and sa are valid for the lengths given.
-        let n = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(KernelError::Io { op: op.into(), source: std::io::Error::last_os_error() });
-        }
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            // SAFETY: buf is valid for its length.
-            let n =
-                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                let source = if e.kind() == std::io::ErrorKind::WouldBlock {
-                    std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("the kernel did not answer within {REPLY_TIMEOUT:?}"),
-                    )
-                } else {
-                    e
-                };
-                return Err(KernelError::Io { op: op.into(), source });
-            }
-            if take_replies(&buf[..n as usize], *seq, op, &mut out)? {
-                return Ok(out);
-            }
-        }
+        fut: impl Future<Output = Result<T, rtnetlink::Error>> + Send + 'static,
+    ) -> Result<T, KernelError> {
+        rt::wait(&self.rt, op, REPLY_TIMEOUT, fut)?.map_err(|e| typed(e, op))
     }
 
-    /// The index of interface `name`.
+    /// The index of interface `name` (in the connection's namespace).
     pub fn index(&self, name: &str) -> Result<u32, KernelError> {
-        let c = std::ffi::CString::new(name)
-            .map_err(|_| KernelError::BadName { name: name.into(), reason: "contains NUL" })?;
-        // SAFETY: c is a valid C string.
-        let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-        if i == 0 {
-            return Err(KernelError::NotFound { what: format!("interface {name}") });
+        if name.contains('\0') {
+            return Err(KernelError::BadName { name: name.into(), reason: "contains NUL" });
         }
-        Ok(i)
+        let req = self.h.link().get().match_name(name).execute();
+        let op = format!("interface {name}");
+        match self.wait(&op, async move { std::pin::pin!(req).try_next().await }) {
+            Ok(Some(m)) => Ok(m.header.index),
+            Ok(None) => Err(KernelError::NotFound { what: op }),
+            Err(KernelError::NotFound { .. }) => Err(KernelError::NotFound { what: op }),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads a link back.
     pub fn link(&self, index: u32) -> Result<KernelLink, KernelError> {
-        let mut body = vec![0u8; 16];
-        body[4..8].copy_from_slice(&(index as i32).to_ne_bytes());
-        let replies = self.request(RTM_GETLINK, 0, &body, &format!("read link {index}"))?;
-        let r = replies
-            .first()
-            .ok_or_else(|| KernelError::NotFound { what: format!("link {index}") })?;
-        if r.len() < 16 {
-            return Err(malformed(&format!("read link {index}"), "a link message cut short"));
-        }
-        let flags = u32::from_ne_bytes(r[8..12].try_into().expect("4 bytes"));
-        let mut l =
-            KernelLink { index, name: String::new(), mtu: 0, up: flags & IFF_UP != 0, mac: [0; 6] };
-        for (ty, d) in attrs(&r[16..]) {
-            match ty {
-                IFLA_IFNAME => {
-                    l.name =
-                        String::from_utf8_lossy(d.split(|&b| b == 0).next().unwrap_or(&[])).into()
-                }
-                IFLA_MTU if d.len() >= 4 => l.mtu = u32::from_ne_bytes(d[..4].try_into().unwrap()),
-                IFLA_ADDRESS if d.len() == 6 => l.mac.copy_from_slice(d),
-                _ => {}
-            }
-        }
-        Ok(l)
+        let req = self.h.link().get().match_index(index).execute();
+        let op = format!("read link {index}");
+        let m = self.wait(&op, async move { std::pin::pin!(req).try_next().await })?;
+        let m = m.ok_or_else(|| KernelError::NotFound { what: format!("link {index}") })?;
+        Ok(kernel_link(&m))
     }
 
     /// Sets a link up or down and/or its MTU.
@@ -282,78 +131,95 @@ impl Netlink {
         up: Option<bool>,
         mtu: Option<u32>,
     ) -> Result<(), KernelError> {
-        let mut body = vec![0u8; 16];
-        body[4..8].copy_from_slice(&(index as i32).to_ne_bytes());
-        if let Some(up) = up {
-            body[8..12].copy_from_slice(&(if up { IFF_UP } else { 0 }).to_ne_bytes());
-            body[12..16].copy_from_slice(&IFF_UP.to_ne_bytes());
+        let mut b = LinkUnspec::new_with_index(index);
+        match up {
+            Some(true) => b = b.up(),
+            Some(false) => b = b.down(),
+            None => {}
         }
         if let Some(m) = mtu {
-            attr(&mut body, IFLA_MTU, &m.to_ne_bytes());
+            b = b.mtu(m);
         }
-        self.request(RTM_NEWLINK, 0, &body, &format!("configure link {index}")).map(drop)
+        let req = self.h.link().set(b.build()).execute();
+        self.wait(&format!("configure link {index}"), req)
     }
 
     /// Sets a link's MAC address.
     pub fn set_mac(&self, index: u32, mac: [u8; 6]) -> Result<(), KernelError> {
-        let mut body = vec![0u8; 16];
-        body[4..8].copy_from_slice(&(index as i32).to_ne_bytes());
-        attr(&mut body, IFLA_ADDRESS, &mac);
-        self.request(RTM_NEWLINK, 0, &body, &format!("set the MAC of link {index}")).map(drop)
-    }
-
-    fn addr_body(index: u32, ip: IpAddr, prefix: u8) -> Vec<u8> {
-        let (family, bytes) = ip_bytes(ip);
-        let mut body = vec![family, prefix, 0, 0];
-        body.extend_from_slice(&index.to_ne_bytes());
-        if family == libc::AF_INET as u8 {
-            attr(&mut body, IFA_LOCAL, &bytes);
-        }
-        attr(&mut body, IFA_ADDRESS, &bytes);
-        body
+        let m = LinkUnspec::new_with_index(index).address(mac.to_vec()).build();
+        let req = self.h.link().set(m).execute();
+        self.wait(&format!("set the MAC of link {index}"), req)
     }
 
     /// Adds an address; one already present is [`KernelError::Exists`].
     pub fn add_addr(&self, index: u32, ip: IpAddr, prefix: u8) -> Result<(), KernelError> {
-        let body = Self::addr_body(index, ip, prefix);
-        self.request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, &body, &format!("add {ip}/{prefix}"))
-            .map(drop)
-            .map_err(|e| match e {
-                KernelError::Exists { .. } => KernelError::Exists { what: format!("address {ip}") },
-                e => e,
-            })
+        let req = self.h.address().add(index, ip, prefix).execute();
+        self.wait(&format!("add {ip}/{prefix}"), req).map_err(|e| match e {
+            KernelError::Exists { .. } => KernelError::Exists { what: format!("address {ip}") },
+            e => e,
+        })
     }
 
     /// Removes an address.
     pub fn del_addr(&self, index: u32, ip: IpAddr, prefix: u8) -> Result<(), KernelError> {
-        let body = Self::addr_body(index, ip, prefix);
-        self.request(RTM_DELADDR, 0, &body, &format!("remove {ip}/{prefix}")).map(drop)
+        let mut m = AddressMessage::default();
+        m.header.index = index;
+        m.header.prefix_len = prefix;
+        m.header.family = if ip.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+        if ip.is_ipv4() {
+            m.attributes.push(AddressAttribute::Local(ip));
+        }
+        m.attributes.push(AddressAttribute::Address(ip));
+        let req = self.h.address().del(m).execute();
+        self.wait(&format!("remove {ip}/{prefix}"), req)
     }
 
     /// The addresses on a link.
     pub fn addrs(&self, index: u32) -> Result<Vec<(IpAddr, u8)>, KernelError> {
-        let body = vec![0u8; 8];
-        let replies = self.request(RTM_GETADDR, NLM_F_DUMP, &body, "list addresses")?;
-        let mut out = Vec::new();
-        for r in replies {
-            if r.len() < 8 || u32::from_ne_bytes(r[4..8].try_into().unwrap()) != index {
-                continue;
-            }
-            let (family, prefix) = (r[0], r[1]);
-            for (ty, d) in attrs(&r[8..]) {
-                let want = if family == libc::AF_INET as u8 { IFA_LOCAL } else { IFA_ADDRESS };
-                if ty != want {
-                    continue;
-                }
-                let ip = match d.len() {
-                    4 => IpAddr::from(<[u8; 4]>::try_from(d).unwrap()),
-                    16 => IpAddr::from(<[u8; 16]>::try_from(d).unwrap()),
-                    _ => continue,
-                };
-                out.push((ip, prefix));
-            }
+        let req = self.h.address().get().set_link_index_filter(index).execute();
+        let all = self.wait("list addresses", async move { req.try_collect::<Vec<_>>().await })?;
+        Ok(all.iter().filter(|m| m.header.index == index).filter_map(addr_of).collect())
+    }
+}
+
+/// A link message as a [`KernelLink`].
+fn kernel_link(m: &LinkMessage) -> KernelLink {
+    let mut l = KernelLink {
+        index: m.header.index,
+        name: String::new(),
+        mtu: 0,
+        up: m.header.flags.contains(LinkFlags::Up),
+        mac: [0; 6],
+    };
+    for a in &m.attributes {
+        match a {
+            LinkAttribute::IfName(n) => l.name = n.clone(),
+            LinkAttribute::Mtu(m) => l.mtu = *m,
+            LinkAttribute::Address(a) if a.len() == 6 => l.mac.copy_from_slice(a),
+            _ => {}
         }
-        Ok(out)
+    }
+    l
+}
+
+/// The address an address message carries (IPv4: its local address).
+fn addr_of(m: &AddressMessage) -> Option<(IpAddr, u8)> {
+    let v4 = m.header.family == AddressFamily::Inet;
+    m.attributes.iter().find_map(|a| match a {
+        AddressAttribute::Local(ip) if v4 => Some((*ip, m.header.prefix_len)),
+        AddressAttribute::Address(ip) if !v4 => Some((*ip, m.header.prefix_len)),
+        _ => None,
+    })
+}
+
+/// The crate's error, typed by the kernel's errno.
+fn typed(e: rtnetlink::Error, op: &str) -> KernelError {
+    match e {
+        rtnetlink::Error::NetlinkError(m) if m.raw_code() != 0 => errno(m.raw_code().abs(), op),
+        e => KernelError::Io {
+            op: op.into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        },
     }
 }
 
@@ -369,50 +235,51 @@ fn errno(code: i32, op: &str) -> KernelError {
 }
 
 #[cfg(test)]
-mod hostile;
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn msg(ty: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
-        let mut m = Vec::new();
-        m.extend_from_slice(&((16 + payload.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(&0u16.to_ne_bytes());
-        m.extend_from_slice(&seq.to_ne_bytes());
-        m.extend_from_slice(&0u32.to_ne_bytes());
-        m.extend_from_slice(payload);
-        m.resize(align(m.len()), 0);
-        m
+    #[test]
+    fn kernel_errnos_are_typed() {
+        use rtnetlink::packet_core::ErrorMessage;
+        let err = |code: i32| {
+            let mut m = ErrorMessage::default();
+            m.code = std::num::NonZeroI32::new(-code);
+            typed(rtnetlink::Error::NetlinkError(m), "t")
+        };
+        assert!(matches!(err(libc::EEXIST), KernelError::Exists { .. }));
+        assert!(matches!(err(libc::ENODEV), KernelError::NotFound { .. }));
+        assert!(matches!(err(libc::EADDRNOTAVAIL), KernelError::NotFound { .. }));
+        assert!(matches!(err(libc::EINVAL), KernelError::Refused { .. }));
+        assert!(matches!(typed(rtnetlink::Error::RequestFailed, "t"), KernelError::Io { .. }));
     }
 
     #[test]
-    fn replies_are_parsed_with_every_length_checked() {
-        let mut out = vec![];
-        // Data for us, a late reply to another request, then the ack.
-        let mut d = msg(16, 7, b"link");
-        d.extend(msg(16, 6, b"stale"));
-        d.extend(msg(NLMSG_ERROR, 7, &0i32.to_ne_bytes()));
-        assert!(take_replies(&d, 7, "t", &mut out).unwrap());
-        assert_eq!(out, vec![b"link".to_vec()]);
-        // An error code is typed.
-        let e =
-            take_replies(&msg(NLMSG_ERROR, 1, &(-libc::EEXIST).to_ne_bytes()), 1, "t", &mut out);
-        assert!(matches!(e, Err(KernelError::Exists { .. })), "{e:?}");
-        // Hostile or truncated datagrams: never a panic.
-        let short_error = msg(NLMSG_ERROR, 1, &[1, 2]);
-        assert!(matches!(
-            take_replies(&short_error, 1, "t", &mut out),
-            Err(KernelError::Io { .. })
-        ));
-        for cut in [0, 3, 15, 17] {
-            let d = msg(16, 1, b"abcdef");
-            assert!(!take_replies(&d[..cut.min(d.len())], 1, "t", &mut out).unwrap());
-        }
-        let mut lying = msg(16, 1, b"x");
-        lying[0..4].copy_from_slice(&1000u32.to_ne_bytes());
-        assert!(!take_replies(&lying, 1, "t", &mut out).unwrap());
-        assert!(attrs(&[8, 0, 1, 0]).next().is_none(), "an attribute longer than its buffer");
+    fn messages_are_read_as_links_and_addresses() {
+        let mut m = LinkMessage::default();
+        m.header.index = 7;
+        m.header.flags = LinkFlags::Up;
+        m.attributes.push(LinkAttribute::IfName("x0".into()));
+        m.attributes.push(LinkAttribute::Mtu(1400));
+        m.attributes.push(LinkAttribute::Address(vec![2, 0, 0, 0, 0, 1]));
+        let l = kernel_link(&m);
+        assert_eq!(
+            (l.index, l.name.as_str(), l.mtu, l.up, l.mac),
+            (7, "x0", 1400, true, [2, 0, 0, 0, 0, 1])
+        );
+        // A MAC of another length (not Ethernet) is not taken.
+        m.attributes.push(LinkAttribute::Address(vec![1, 2, 3]));
+        assert_eq!(kernel_link(&m).mac, [2, 0, 0, 0, 0, 1]);
+
+        let mut a = AddressMessage::default();
+        a.header.family = AddressFamily::Inet;
+        a.header.prefix_len = 24;
+        let peer: IpAddr = "192.0.2.9".parse().unwrap();
+        let local: IpAddr = "192.0.2.1".parse().unwrap();
+        a.attributes.push(AddressAttribute::Address(peer));
+        a.attributes.push(AddressAttribute::Local(local));
+        assert_eq!(addr_of(&a), Some((local, 24)), "IPv4: the local address");
+        a.header.family = AddressFamily::Inet6;
+        assert_eq!(addr_of(&a), Some((peer, 24)));
+        assert_eq!(addr_of(&AddressMessage::default()), None);
     }
 }

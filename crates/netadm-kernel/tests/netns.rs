@@ -5,11 +5,22 @@
 
 use std::net::IpAddr;
 
-use netadm_kernel::{KernelError, Netlink, Tap};
+use netadm_kernel::{Events, KernelError, Netlink, Tap, Touched};
 
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether to skip, not being root (CI=true: fail instead).
+fn skip() -> bool {
+    if root() {
+        return false;
+    }
+    let why = "creating TAP devices and network namespaces needs root";
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and not root: {why}");
+    eprintln!("skipped: {why}");
+    true
 }
 
 /// Runs `f` on a thread in a fresh network namespace.
@@ -27,10 +38,7 @@ fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 
 #[test]
 fn a_tap_is_created_configured_read_back_and_gone_when_dropped() {
-    if !root() {
-        let why = "creating TAP devices and network namespaces needs root";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and not root: {why}");
-        eprintln!("skipped: {why}");
+    if skip() {
         return;
     }
     in_netns(|| {
@@ -66,5 +74,40 @@ fn a_tap_is_created_configured_read_back_and_gone_when_dropped() {
             matches!(nl.index("natest0"), Err(KernelError::NotFound { .. })),
             "closing it removes it"
         );
+    });
+}
+
+#[test]
+fn notifications_name_the_link_changed_and_stop_wakes_the_waiter() {
+    if skip() {
+        return;
+    }
+    in_netns(|| {
+        // One connection for requests and notifications, and one of its own.
+        let (nl, shared) = Netlink::open_with_events().unwrap();
+        let own = Events::open().unwrap();
+        let _tap = Tap::create("naev0").unwrap();
+        let i = nl.index("naev0").unwrap();
+        nl.set_link(i, None, Some(1400)).unwrap();
+        // SAFETY: eventfd(2); checked.
+        let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(stop >= 0);
+        for ev in [&shared, &own] {
+            // Wait until a batch names the link (its creation may come first).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                match ev.wait(stop).unwrap() {
+                    Some(Touched::Indices(ix)) if ix.contains(&i) => break,
+                    Some(_) => assert!(std::time::Instant::now() < deadline, "no notification"),
+                    None => panic!("stopped without being asked"),
+                }
+            }
+        }
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: 8 bytes to our eventfd.
+        assert_eq!(unsafe { libc::write(stop, one.as_ptr().cast(), 8) }, 8);
+        assert_eq!(own.wait(stop).unwrap(), None, "stop wakes the waiter");
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(stop) };
     });
 }

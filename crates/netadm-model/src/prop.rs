@@ -54,9 +54,11 @@ pub enum PropName {
     Maxbw,
     /// `priority`: a link's share of its port when the port is saturated.
     Priority,
+    /// `zone`: the network namespace a VNIC's IP interface lives in.
+    Zone,
 }
 
-const NAMES: [&str; 19] = [
+const NAMES: [&str; 20] = [
     "mtu",
     "rxrings",
     "txrings",
@@ -76,11 +78,12 @@ const NAMES: [&str; 19] = [
     "rx-csum",
     "maxbw",
     "priority",
+    "zone",
 ];
 
 impl PropName {
     /// Every property, in the order `show-linkprop` lists them.
-    pub const ALL: [PropName; 19] = [
+    pub const ALL: [PropName; 20] = [
         PropName::Mtu,
         PropName::RxRings,
         PropName::TxRings,
@@ -100,6 +103,7 @@ impl PropName {
         PropName::RxCsum,
         PropName::Maxbw,
         PropName::Priority,
+        PropName::Zone,
     ];
 
     /// The property's name as typed on the command line.
@@ -411,13 +415,14 @@ pub struct PropSpec {
 
 const ALL_CLASSES: &[LinkClass] = &LinkClass::ALL;
 const PHYS: &[LinkClass] = &[LinkClass::Phys];
+const VNIC: &[LinkClass] = &[LinkClass::Vnic];
 const PHYS_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Vnic];
 const PHYS_AGGR: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr];
 const PHYS_AGGR_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic];
 const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 
 /// The property table, indexed by `PropName as usize`.
-static SPECS: [PropSpec; 19] = [
+static SPECS: [PropSpec; 20] = [
     PropSpec {
         name: PropName::Mtu,
         ty: PropType::Uint { min: 68, max: 9710, unit: "bytes" },
@@ -573,6 +578,14 @@ static SPECS: [PropSpec; 19] = [
         perm: Perm::ReadWrite,
         classes: PHYS_AGGR_VNIC,
         description: "the link's claim on its port when the port is saturated: a higher priority keeps its rate",
+    },
+    PropSpec {
+        name: PropName::Zone,
+        ty: PropType::Text,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: VNIC,
+        description: "the zone (network namespace: a name under /run/netns, or a path) its IP interface lives in; none: netadmd's own",
     },
 ];
 
@@ -811,7 +824,8 @@ mod tests {
                 "tx-csum",
                 "rx-csum",
                 "maxbw",
-                "priority"
+                "priority",
+                "zone"
             ]
         );
         for bad in ["", "MTU", "mtu ", "xmit_batch", "rings"] {

@@ -77,51 +77,28 @@ impl DmaAccount {
     }
 }
 
-/// Anonymous, page-aligned memory mapped for one ring; unmapped on drop.
+/// Anonymous, page-aligned memory mapped for one ring (memmap2); unmapped
+/// on drop.
 ///
 /// Pages are mapped lazily by the kernel, so allocating a large ring costs
 /// one `mmap`, not a `memset`: what real DMA allocation costs scales with
 /// the page tables, not with the buffer bytes.
 struct Region {
+    /// Where the mapping starts: the device and the driver write through
+    /// it from shared references, as DMA would.
     ptr: NonNull<u8>,
-    len: usize,
+    _map: memmap2::MmapMut,
 }
 
 impl Region {
     fn new(len: usize) -> Result<Self, DmaError> {
         let len = len.max(1);
-        // SAFETY: anonymous private mapping with no address hint; the result
-        // is checked against MAP_FAILED before use.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(DmaError::Map {
-                bytes: len as u64,
-                errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-            });
-        }
-        Ok(Self {
-            ptr: NonNull::new(ptr.cast()).ok_or(DmaError::Map { bytes: len as u64, errno: 0 })?,
-            len,
-        })
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len are exactly what mmap returned; nothing borrows the
-        // region once its owner is dropped.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+        let mut map = memmap2::MmapOptions::new().len(len).map_anon().map_err(|e| {
+            DmaError::Map { bytes: len as u64, errno: e.raw_os_error().unwrap_or(0) }
+        })?;
+        let ptr =
+            NonNull::new(map.as_mut_ptr()).ok_or(DmaError::Map { bytes: len as u64, errno: 0 })?;
+        Ok(Self { ptr, _map: map })
     }
 }
 

@@ -1,0 +1,182 @@
+//! Zones as network namespaces, end to end in namespaces this test makes:
+//! netadmd runs in one (`a`), its i40e-class port wired by afpacket to a
+//! veth whose far end is bridged and addressed (192.0.2.2/24) in another
+//! (`b`). A VNIC over that port gets `zone` = a third namespace (`z`): its
+//! IP interface's TAP is made there, not in netadmd's, the address is added
+//! there, and ping from `z` crosses netadm's rings and the wire to `b`. The
+//! zone is persisted and replayed by the next netadmd; bad zones are typed
+//! errors that change nothing; the zone deleted under netadm is reported
+//! by `show-if`, survived by a restart, and `refresh-if` makes the device
+//! again once the zone is back. Under `CI=true` missing prerequisites fail.
+
+use std::process::Command;
+
+use netadm_e2e::*;
+
+#[path = "../../crates/netadm-bench/src/realnet.rs"]
+#[allow(dead_code)]
+mod realnet;
+
+use realnet::Reaped;
+
+fn sh(args: &[&str]) {
+    realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Whether `dev` exists in namespace `ns`.
+fn has_link(ns: &str, dev: &str) -> bool {
+    Command::new("ip")
+        .args(["-n", ns, "link", "show", "dev", dev])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Pings the far side from namespace `ns`; panics with ping's output if
+/// no reply comes.
+fn ping_from(ns: &str) {
+    let ping = Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-c", "3", "-i", "0.2", "-W", "2", "192.0.2.2"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&ping.stdout);
+    assert!(ping.status.success(), "ping from zone {ns} failed:\n{out}");
+}
+
+/// netadmd in namespace `a`, its port i40e0 wired to va0.
+fn daemon_in(a: &str, bus: &Bus, dir: &std::path::Path) -> Reaped {
+    let hw = dir.join("hw.toml");
+    std::fs::write(
+        &hw,
+        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n",
+    )
+    .unwrap();
+    Reaped(netadmd_in_netns(a, bus, &hw, &dir.join("state")))
+}
+
+fn zone_of(bus: &Bus, link: &str) -> serde_json::Value {
+    json(bus, &["show-linkprop", "-p", "zone", link])[0]["value"].clone()
+}
+
+fn show_if(bus: &Bus, name: &str) -> serde_json::Value {
+    rows(&json(bus, &["show-if"]), "ifname", name)[0].clone()
+}
+
+#[test]
+fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
+    if !prerequisites(
+        Some("to make network namespaces"),
+        &[("ip", "iproute2"), ("ping", "iputils-ping")],
+    ) {
+        return;
+    }
+    let id = std::process::id();
+    let (a, b, z) = (format!("za{id}"), format!("zb{id}"), format!("zz{id}"));
+    let made = realnet::Netns::new(&[a.clone(), b.clone(), z.clone()]).unwrap();
+    realnet::netadm_far_side(&a, &b).unwrap();
+    let bus = Bus::start();
+    let dir = bus.subdir("zones");
+    let daemon = daemon_in(&a, &bus, &dir);
+
+    json(&bus, &["create-vnic", "-l", "i40e0", "zvnic0"]);
+    json(&bus, &["create-vnic", "-l", "i40e0", "-p", &format!("zone={z}"), "zvnic1"]);
+    let none = zone_of(&bus, "zvnic0");
+    json(&bus, &["set-linkprop", "-p", &format!("zone={z}"), "zvnic0"]);
+    assert_eq!(zone_of(&bus, "zvnic0"), z.as_str());
+
+    json(&bus, &["create-if", "zvnic0"]);
+    json(&bus, &["create-addr", "-T", "static", "-a", "192.0.2.1/24", "zvnic0/v4"]);
+    // The TAP is in the zone, not in netadmd's namespace.
+    assert!(has_link(&z, "zvnic0"), "no zvnic0 in zone {z}");
+    assert!(!has_link(&a, "zvnic0"), "zvnic0 is in netadmd's namespace");
+    let i = show_if(&bus, "zvnic0");
+    assert_eq!(
+        (i["state"].as_str(), i["kernel_device"].as_str()),
+        (Some("ok"), Some(&*format!("zvnic0@{z}"))),
+        "{i}"
+    );
+    let addrs = json(&bus, &["show-addr"]);
+    assert_eq!(rows(&addrs, "addrobj", "zvnic0/v4")[0]["state"], "ok", "{addrs}");
+    ping_from(&z);
+    // Another address, added and removed there.
+    json(&bus, &["create-addr", "-T", "static", "-a", "198.51.100.1/24", "zvnic0/v4b"]);
+    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
+    assert!(text.contains("198.51.100.1/24"), "{text}");
+    json(&bus, &["delete-addr", "zvnic0/v4b"]);
+    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
+    assert!(!text.contains("198.51.100.1") && text.contains("192.0.2.1/24"), "{text}");
+    // What acts in netadmd's own namespace so far is refused in a zone,
+    // with nothing changed.
+    let before = json(&bus, &["show-addr"]);
+    for args in [
+        &["create-addr", "-T", "dhcp", "zvnic0/dhcp"][..],
+        &["create-addr", "-T", "addrconf", "zvnic0/v6"][..],
+        &["set-ifprop", "-p", "forwarding=on", "-m", "ipv4", "zvnic0"][..],
+    ] {
+        let (k, msg) = json_err(&bus, args);
+        assert_eq!(k, "NotSupported", "{args:?}: {msg}");
+        assert!(msg.contains(&format!("zone {z}")), "{args:?}: {msg}");
+    }
+    assert_eq!(json(&bus, &["show-addr"]), before);
+
+    // Bad zones: typed errors naming what was wrong; nothing changes.
+    let bad: [(&str, &str, &str); 5] = [
+        ("zone=a/b", "zvnic1", "InvalidValue"),
+        ("zone=", "zvnic1", "InvalidValue"),
+        ("zone=nosuch-zone-netadm", "zvnic1", "NotFound"),
+        ("zone=/etc/hostname", "zvnic1", "InvalidValue"),
+        ("zone=other", "zvnic0", "Busy"),
+    ];
+    for (p, link, kind) in bad {
+        let before = zone_of(&bus, link);
+        let (k, msg) = json_err(&bus, &["set-linkprop", "-p", p, link]);
+        assert_eq!(k, kind, "{p} on {link}: {msg}");
+        assert!(msg.contains("zone"), "{p}: {msg}");
+        assert_eq!(zone_of(&bus, link), before, "{p} changed {link}");
+    }
+    let (k, msg) = json_err(&bus, &["set-linkprop", "-p", &format!("zone={z}"), "i40e0"]);
+    assert_eq!(k, "NotSupported", "{msg}");
+    let (k, msg) = json_err(&bus, &["reset-linkprop", "-p", "zone", "zvnic0"]);
+    assert_eq!(k, "Busy", "{msg}");
+    assert!(has_link(&z, "zvnic0") && !has_link(&a, "zvnic0"));
+    json(&bus, &["reset-linkprop", "-p", "zone", "zvnic1"]);
+    assert_eq!(zone_of(&bus, "zvnic1"), none);
+
+    // Persisted and replayed: the next netadmd makes it in the zone again.
+    drop(daemon);
+    wait_for("the TAP to go with netadmd", || !has_link(&z, "zvnic0"));
+    let daemon = daemon_in(&a, &bus, &dir);
+    assert_eq!(zone_of(&bus, "zvnic0"), z.as_str());
+    assert!(has_link(&z, "zvnic0") && !has_link(&a, "zvnic0"));
+    ping_from(&z);
+
+    // The zone deleted under netadm: reported, not a crash.
+    sh(&["ip", "netns", "del", &z]);
+    let i = show_if(&bus, "zvnic0");
+    assert_eq!(i["state"], "missing", "{i}");
+    assert!(i["drift"].as_str().unwrap().contains(&format!("zone {z}")), "{i}");
+    let addrs = json(&bus, &["show-addr"]);
+    assert_eq!(rows(&addrs, "addrobj", "zvnic0/v4")[0]["state"], "missing", "{addrs}");
+    // ...and by a restart, which cannot make it.
+    drop(daemon);
+    let daemon = daemon_in(&a, &bus, &dir);
+    let i = show_if(&bus, "zvnic0");
+    assert_eq!(i["state"], "missing", "{i}");
+    assert!(i["drift"].as_str().unwrap().contains(&format!("zone {z}")), "{i}");
+    // Other changes go on meanwhile.
+    json(&bus, &["create-vnic", "-l", "i40e0", "zvnic2"]);
+    json(&bus, &["delete-vnic", "zvnic2"]);
+    // The zone back (a new namespace of that name): refresh-if makes it.
+    sh(&["ip", "netns", "add", &z]);
+    json(&bus, &["refresh-if", "zvnic0"]);
+    assert_eq!(show_if(&bus, "zvnic0")["state"], "ok");
+    assert!(has_link(&z, "zvnic0") && !has_link(&a, "zvnic0"));
+    ping_from(&z);
+
+    json(&bus, &["delete-if", "zvnic0"]);
+    assert!(!has_link(&z, "zvnic0"), "delete-if leaves the TAP in the zone");
+    drop(daemon);
+    drop(made);
+}
