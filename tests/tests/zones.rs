@@ -37,12 +37,18 @@ fn has_link(ns: &str, dev: &str) -> bool {
 /// Pings the far side from namespace `ns`; panics with ping's output if
 /// no reply comes.
 fn ping_from(ns: &str) {
+    ping(ns, "192.0.2.2");
+}
+
+/// Pings `to` from namespace `ns`; panics with ping's output if no reply
+/// comes.
+fn ping(ns: &str, to: &str) {
     let ping = Command::new("ip")
-        .args(["netns", "exec", ns, "ping", "-c", "3", "-i", "0.2", "-W", "2", "192.0.2.2"])
+        .args(["netns", "exec", ns, "ping", "-c", "3", "-i", "0.2", "-W", "2", to])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&ping.stdout);
-    assert!(ping.status.success(), "ping from zone {ns} failed:\n{out}");
+    assert!(ping.status.success(), "ping {to} from zone {ns} failed:\n{out}");
 }
 
 /// netadmd in namespace `a`, its port i40e0 wired to va0.
@@ -177,6 +183,50 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
 
     json(&bus, &["delete-if", "zvnic0"]);
     assert!(!has_link(&z, "zvnic0"), "delete-if leaves the TAP in the zone");
+    drop(daemon);
+    drop(made);
+}
+
+/// Two VNICs over one etherstub, each IP interface in a zone of its own:
+/// they reach each other through netadm's virtual switch alone (ARP
+/// broadcast flooded to the etherstub's VNICs, unicast delivered to the
+/// VNIC that has the MAC), and nothing of it reaches the port's wire.
+#[test]
+fn two_zones_over_one_etherstub_ping_each_other() {
+    if !prerequisites(
+        Some("to make network namespaces"),
+        &[("ip", "iproute2"), ("ping", "iputils-ping")],
+    ) {
+        return;
+    }
+    let id = std::process::id();
+    let (a, b, z1, z2) =
+        (format!("ea{id}"), format!("eb{id}"), format!("ez1{id}"), format!("ez2{id}"));
+    let made = realnet::Netns::new(&[a.clone(), b.clone(), z1.clone(), z2.clone()]).unwrap();
+    realnet::netadm_far_side(&a, &b).unwrap();
+    let bus = Bus::start();
+    let dir = bus.subdir("stubzones");
+    let daemon = daemon_in(&a, &bus, &dir);
+    let wire = || rows(&json(&bus, &["show-link", "-s"]), "link", "i40e0")[0]["opackets"].clone();
+    let wire_before = wire();
+
+    json(&bus, &["create-etherstub", "stub0"]);
+    for (vnic, zone, addr) in [("s1", &z1, "198.51.100.1/24"), ("s2", &z2, "198.51.100.2/24")] {
+        json(&bus, &["create-vnic", "-l", "stub0", "-p", &format!("zone={zone}"), vnic]);
+        json(&bus, &["create-if", vnic]);
+        json(&bus, &["create-addr", "-T", "static", "-a", addr, &format!("{vnic}/v4")]);
+        assert!(has_link(zone, vnic) && !has_link(&a, vnic), "{vnic} is not in zone {zone}");
+    }
+    ping(&z1, "198.51.100.2");
+    ping(&z2, "198.51.100.1");
+    // The port's wire carried none of it.
+    assert_eq!(wire(), wire_before, "frames between the zones reached i40e0's wire");
+
+    for vnic in ["s1", "s2"] {
+        json(&bus, &["delete-if", vnic]);
+        json(&bus, &["delete-vnic", vnic]);
+    }
+    json(&bus, &["delete-etherstub", "stub0"]);
     drop(daemon);
     drop(made);
 }
