@@ -219,6 +219,10 @@ fn two_zones_over_one_etherstub_ping_each_other() {
     }
     ping(&z1, "198.51.100.2");
     ping(&z2, "198.51.100.1");
+    for vnic in ["s1", "s2"] {
+        let i = show_if(&bus, vnic);
+        assert_eq!(i["state"], "ok", "an interface over an etherstub is up: {i}");
+    }
     // The port's wire carried none of it.
     assert_eq!(wire(), wire_before, "frames between the zones reached i40e0's wire");
 

@@ -432,10 +432,13 @@ impl Core {
             .interface
             .keys()
             .map(|n| {
-                let up = v.resolve(n.as_str()).map(|l| v.ports_under(&l)).is_some_and(|ps| {
-                    ps.iter().any(|d| {
-                        self.hardware().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
-                    })
+                // Up: over an etherstub (a switch with no port, always
+                // there), or some port under its link has running rings.
+                let up = v.resolve(n.as_str()).is_some_and(|l| {
+                    matches!(v.switch_of(&l), Some(crate::Link::Etherstub(_)))
+                        || v.ports_under(&l).iter().any(|d| {
+                            self.hardware().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
+                        })
                 });
                 let drift = self.mirror.as_ref().and_then(|m| m.drift(n));
                 IfInfo {
