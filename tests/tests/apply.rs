@@ -257,6 +257,43 @@ fn apply_plans_runs_as_one_operation_and_show_config_applies_back_as_a_no_op() {
         26,
         "address.\"db0/v4\"",
     );
+    // What the verbs refuse, a document cannot do either.
+    let end = DOC.lines().count();
+    bad(
+        "ifstub.toml",
+        format!("{DOC}\n[interface.stub0]\n"),
+        "InvalidArgument",
+        end + 2,
+        "interface.stub0",
+    );
+    bad(
+        "ifprop.toml",
+        DOC.replace("[interface.web0]", "[interface.web0]\nprops = { \"ipv4.colour\" = \"on\" }"),
+        "InvalidArgument",
+        25,
+        "interface.web0.props.\"ipv4.colour\"",
+    );
+    bad(
+        "dupaddr.toml",
+        format!("{DOC}\n[interface.db0]\n\n[address.\"db0/v4\"]\naddr = \"192.0.2.10/24\"\n"),
+        "Exists",
+        end + 4,
+        "address.\"db0/v4\"",
+    );
+    bad(
+        "proto.toml",
+        format!("{DOC}\n[proto]\n\"ipv4.colour\" = \"1\"\n"),
+        "InvalidArgument",
+        end + 3,
+        "proto.\"ipv4.colour\"",
+    );
+    bad(
+        "macunder.toml",
+        DOC.replace("mac = \"2:8:20:0:0:1\"", "mac = \"2:8:20:0:0:9\""),
+        "Busy",
+        9,
+        "vnic.web0.mac",
+    );
     let json_doc = String::from_utf8(netadm(&bus, &["--json", "show-config"]).stdout).unwrap();
     bad(
         "unknown.json",

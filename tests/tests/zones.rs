@@ -97,6 +97,19 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
     // The TAP is in the zone, not in netadmd's namespace.
     assert!(has_link(&z, "zvnic0"), "no zvnic0 in zone {z}");
     assert!(!has_link(&a, "zvnic0"), "zvnic0 is in netadmd's namespace");
+    // Router advertisements are not heeded there either (no SLAAC until an
+    // addrconf object asks for it).
+    let ra = realnet::run(&[
+        "ip",
+        "netns",
+        "exec",
+        &z,
+        "sysctl",
+        "-n",
+        "net.ipv6.conf.zvnic0.accept_ra",
+    ])
+    .unwrap();
+    assert_eq!(ra.trim(), "0", "accept_ra in the zone");
     let i = show_if(&bus, "zvnic0");
     assert_eq!(
         (i["state"].as_str(), i["kernel_device"].as_str()),
@@ -181,8 +194,21 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
     assert!(has_link(&z, "zvnic0") && !has_link(&a, "zvnic0"));
     ping_from(&z);
 
+    let doc = show_config(&bus);
     json(&bus, &["delete-if", "zvnic0"]);
     assert!(!has_link(&z, "zvnic0"), "delete-if leaves the TAP in the zone");
+
+    // show-config applied back makes the VNIC with its zone and its IP
+    // interface in one operation (the interface the same document adds
+    // does not make the zone busy).
+    json(&bus, &["delete-vnic", "zvnic0"]);
+    let f = dir.join("back.toml");
+    std::fs::write(&f, &doc).unwrap();
+    let r = json(&bus, &["apply", "-f", f.to_str().unwrap()]);
+    assert_eq!(r["changed"], true, "{r}");
+    assert!(has_link(&z, "zvnic0") && !has_link(&a, "zvnic0"), "apply did not make it in {z}");
+    assert_eq!(show_if(&bus, "zvnic0")["state"], "ok");
+    ping_from(&z);
     drop(daemon);
     drop(made);
 }

@@ -83,11 +83,37 @@ impl Core {
                     continue;
                 }
                 let pn = p.to_string();
-                ops::check_prop(&v, name, link, *p, val)
+                // A zone changes only under no IP interface: the one the
+                // device has now, not one the document adds with it.
+                let at = if *p == PropName::Zone { cur } else { &v };
+                ops::check_prop(at, name, link, *p, val)
                     .map_err(|err| e(&[sec, key, "props", &pn], err))?;
             }
             Ok(())
         };
+        // An IP interface that stays keeps its device, made for the MAC,
+        // VLAN and link under it: those change only without one.
+        for (n, a, b) in cur.st.vnic.diff(&d.vnic) {
+            if let (Some(a), Some(b)) = (a, b)
+                && (a.over != b.over || a.mac != b.mac || a.vid != b.vid)
+                && cur.st.interface.contains_key(n)
+                && d.interface.contains_key(n)
+            {
+                let key = if a.over != b.over {
+                    "over"
+                } else if a.mac != b.mac {
+                    "mac"
+                } else {
+                    "vid"
+                };
+                return Err(e(
+                    &["vnic", n.as_str(), key],
+                    CoreError::busy(format!(
+                        "VNIC {n} has an IP interface; its link, MAC or VLAN changes only without one (delete-if {n} first, or leave the interface out of this document)"
+                    )),
+                ));
+            }
+        }
         // What VNICs are over first: the checks below follow VNICs to
         // their ports.
         for (n, _, b) in cur.st.vnic.diff(&d.vnic) {
@@ -224,6 +250,81 @@ impl Core {
                 return Err(e(&["interface", k], CoreError::busy(format!("{i} is a port of {a}"))));
             }
             self.kernel_name(i).map_err(|err| e(&["interface", k], err))?;
+            let Some(l) = v.resolve(k) else { continue };
+            if matches!(l, Link::Etherstub(_)) {
+                return Err(e(
+                    &["interface", k],
+                    CoreError::invalid_argument(format!(
+                        "{i} is an etherstub; an IP interface goes on a VNIC over it"
+                    )),
+                ));
+            }
+            // Its properties, as set-ifprop checks them.
+            let conf = b.expect("checked above");
+            let zone = crate::mirror::zone_of(&v, &l);
+            let link_mtu = v.mtu(&l);
+            for (pk, val) in &conf.props {
+                let checked = match (pk.split_once('.'), &zone) {
+                    (_, Some(z)) => Err(CoreError::not_supported(format!(
+                        "interface properties of {i}: its IP interface is in zone {z}, where netadm does not set them yet"
+                    ))),
+                    (Some((proto, name)), None) => {
+                        crate::ifprop::Def::find(proto, name).and_then(|d| d.check(val, link_mtu))
+                    }
+                    (None, None) => Err(CoreError::invalid_argument(format!(
+                        "interface property {pk:?}: expected PROTO.PROPERTY, e.g. ipv4.forwarding"
+                    ))),
+                };
+                checked.map_err(|err| e(&["interface", k, "props", pk], err))?;
+            }
+        }
+        // Addresses as create-addr and set-addrprop check them: one address
+        // per IP, one DHCP and one addrconf object per interface, nothing
+        // netadm does only in its own namespace on an interface in a zone.
+        for (a, _, b) in cur.st.address.diff(&d.address) {
+            let Some(conf) = b else { continue };
+            let k = a.to_string();
+            let zone =
+                v.resolve(a.interface().as_str()).and_then(|l| crate::mirror::zone_of(&v, &l));
+            if let Some(z) = zone
+                && (conf.kind != netadm_config::AddrType::Static || conf.deprecated)
+            {
+                return Err(e(
+                    &["address", &k],
+                    CoreError::not_supported(format!(
+                        "{a}: its IP interface is in zone {z}, where netadm has no DHCP, addrconf or deprecated addresses yet"
+                    )),
+                ));
+            }
+            let clash = d.address.iter().find(|(o, c)| {
+                *o != a
+                    && match conf.kind {
+                        netadm_config::AddrType::Static => {
+                            conf.fixed_addr().is_some()
+                                && c.fixed_addr().map(|x| x.0) == conf.fixed_addr().map(|x| x.0)
+                        }
+                        kind => o.interface() == a.interface() && c.kind == kind,
+                    }
+            });
+            if let Some((o, _)) = clash {
+                return Err(e(
+                    &["address", &k],
+                    CoreError::exists(format!("{a} clashes with address object {o}")),
+                ));
+            }
+        }
+        // Protocol properties, as set-prop checks them.
+        for (pk, _, b) in cur.st.proto.diff(&d.proto) {
+            let Some(val) = b else { continue };
+            let checked = match pk.split_once('.') {
+                Some((proto, name)) => {
+                    crate::proto::Def::find(proto, name).and_then(|d| d.check(val))
+                }
+                None => Err(CoreError::invalid_argument(format!(
+                    "protocol property {pk:?}: expected PROTO.PROPERTY, e.g. ipv4.ttl"
+                ))),
+            };
+            checked.map_err(|err| e(&["proto", pk], err))?;
         }
         for (a, _, b) in cur.st.address.diff(&d.address) {
             if b.is_some() && !d.interface.contains_key(a.interface()) {

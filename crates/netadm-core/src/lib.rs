@@ -353,21 +353,25 @@ impl Core {
     /// gets a typed `Busy` error at once (it used to wait for a lock never
     /// released, so the daemon never exited).
     pub fn quiesce(&self) {
-        let _m = self.mutation.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.stopping.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return;
+        {
+            let _m = self.mutation.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.stopping.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            if let Some(s) = &self.store
+                && s.journal_pending()
+            {
+                // Best effort: should this fail, the journal still holds
+                // every change and the next start replays it.
+                let _ = s.save(&self.persisted_arc());
+            }
         }
         // The checkpoint's waiter stops waiting (the checkpoint stays on
-        // disk for the next netadmd).
+        // disk for the next netadmd). Taken after the mutation lock is let
+        // go: apply and rollback hold the checkpoint's lock while they wait
+        // for the mutation lock, so holding both here would deadlock.
         drop(self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner));
         self.checkpoint_cv.notify_all();
-        if let Some(s) = &self.store
-            && s.journal_pending()
-        {
-            // Best effort: should this fail, the journal still holds every
-            // change and the next start replays it.
-            let _ = s.save(&self.persisted_arc());
-        }
     }
 
     /// Takes the mutation lock, unless the daemon is stopping. A lock a

@@ -546,7 +546,8 @@ impl Core {
             else {
                 continue;
             };
-            if b.is_none() && addr(a)?.is_none() {
+            // Gone, or of another type now (apply may change it in place).
+            if b.is_none_or(|b| b.kind != a.kind) && addr(a)?.is_none() {
                 // A DHCP address: given back, and removed, by its client.
                 if let Some(c) = i.dhcp.remove(obj) {
                     c.release();
@@ -640,8 +641,11 @@ impl Core {
                         // No router advertisements heeded, no SLAAC, until
                         // an addrconf address object asks for them (before
                         // the device comes up: it solicits routers then).
-                        if ns.is_none() {
-                            slaac_off(n);
+                        // (/proc/sys/net is the namespace of the thread
+                        // that opens it: a zone's is written from there.)
+                        match &ns {
+                            None => slaac_off(n),
+                            Some(z) => z.ns.run(|| slaac_off(n)).map_err(kerr)?,
                         }
                         #[cfg(feature = "failpoints")]
                         fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
@@ -724,7 +728,7 @@ impl Core {
             else {
                 continue;
             };
-            if a.is_none() && addr(b)?.is_none() {
+            if a.is_none_or(|a| a.kind != b.kind) && addr(b)?.is_none() {
                 if b.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
                     let c = crate::dhcp::Client::start(
                         obj.interface().as_str(),

@@ -1295,6 +1295,9 @@ impl Core {
                     )));
                 };
                 f(a)?;
+                if a.deprecated {
+                    not_in_zone(v, obj.interface(), "a deprecated address")?;
+                }
                 Ok(st)
             })
         })
@@ -1335,7 +1338,13 @@ impl Core {
                             ip.0
                         )));
                     }
+                    if a.kind != AddrType::Static || a.deprecated {
+                        not_in_zone(v, &n, &format!("enable-if with {o}"))?;
+                    }
                     st.address.insert(o.clone(), a.clone());
+                }
+                if !conf.props.is_empty() {
+                    not_in_zone(v, &n, "enable-if with interface properties")?;
                 }
                 Ok(st)
             })
