@@ -297,7 +297,13 @@ fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 match tx.retry_in() {
                     _ if left.is_zero() => break,
-                    Some(d) => std::thread::sleep(d.min(left)),
+                    // Waits on the interface's stop (an event), at most
+                    // until the limiter has room: stopping never waits.
+                    Some(d) => {
+                        if stopped_within(stop, d.min(left)) {
+                            return;
+                        }
+                    }
                     None => std::thread::yield_now(),
                 }
             }
@@ -373,6 +379,15 @@ impl BusyPoll {
         let half = self.window / 2;
         self.window = if half < Self::MIN { Duration::ZERO } else { half };
     }
+}
+
+/// Waits up to `d` for the stop descriptor `stop` to be signalled;
+/// whether it was (an interrupted wait is not: the caller looks again).
+fn stopped_within(stop: std::os::fd::RawFd, d: std::time::Duration) -> bool {
+    let mut fd = libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 };
+    let ms = d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd; a bounded timeout.
+    unsafe { libc::poll(&mut fd, 1, ms) == 1 }
 }
 
 /// Whether the kernel has queued a frame on `tap` (a poll that does not
