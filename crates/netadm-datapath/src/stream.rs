@@ -208,21 +208,27 @@ impl Stream {
         let _ = rx.latency.record(latency);
     }
 
-    /// The books now.
+    /// The books now. The receive lock is held only to copy them: the
+    /// percentiles are read from the copy, so a reader polling the books
+    /// (a test's wait, `show-traffic` in a loop) never holds up the
+    /// interrupt thread recording arrivals, however wide the histogram
+    /// has grown (reading it walks every bucket).
     pub fn stats(&self) -> StreamStats {
         let sent = self.sent.load(Ordering::Relaxed);
         let since = self.held_since.load(Ordering::Relaxed);
         let ongoing = if since == 0 { 0 } else { self.now().saturating_sub(since) };
-        let rx = self.rx.lock().unwrap();
-        let l = &rx.latency;
+        let (received, bytes, reordered, duplicated, foreign, l) = {
+            let rx = self.rx.lock().unwrap();
+            (rx.received, rx.bytes, rx.reordered, rx.duplicated, rx.foreign, rx.latency.clone())
+        };
         StreamStats {
             sent,
-            received: rx.received,
-            lost: sent.saturating_sub(rx.received),
-            reordered: rx.reordered,
-            duplicated: rx.duplicated,
-            rx_bytes: rx.bytes,
-            foreign: rx.foreign,
+            received,
+            lost: sent.saturating_sub(received),
+            reordered,
+            duplicated,
+            rx_bytes: bytes,
+            foreign,
             latency_avg_ns: l.mean() as u64,
             latency_p50_ns: l.value_at_quantile(0.50),
             latency_p99_ns: l.value_at_quantile(0.99),
