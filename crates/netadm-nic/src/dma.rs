@@ -646,6 +646,57 @@ impl DmaRing {
         self.tail().wrapping_sub(head).min(limit.wrapping_sub(head))
     }
 
+    /// Device (RX): the posted buffers from the head on, up to `limit`
+    /// and not past the ring's last slot, as one piece of the region
+    /// (they are consecutive there): where the device may write a frame
+    /// before [`Self::device_commit_upto`] describes it. Empty when none
+    /// is posted.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::device_process`]: the device's one thread; `limit` is
+    /// a tail the driver published. The bytes are the device's until it
+    /// advances the head past them.
+    pub unsafe fn device_posted_run(&self, limit: u32) -> (*mut u8, usize) {
+        let head = self.head();
+        let to_end = self.slots - (head & (self.slots - 1));
+        let n = self.device_owned_upto(limit).min(to_end);
+        (self.slot_ptr(head).0, n as usize * self.buf_size as usize)
+    }
+
+    /// Device (RX): describes the `len` bytes it wrote at the start of
+    /// [`Self::device_posted_run`] as one frame with its offload context
+    /// (a chain of full buffers, the last holding the rest) and advances
+    /// the head past it, as [`Self::device_fill_upto`] does after its
+    /// copy. Returns false, describing nothing, when they do not fit.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::device_posted_run`], whose bytes the frame must be.
+    pub unsafe fn device_commit_upto(&self, limit: u32, len: usize, off: Offload) -> bool {
+        let n = self.slots_for(len);
+        let head = self.head.load(Ordering::Relaxed);
+        let to_end = self.slots - (head & (self.slots - 1));
+        if self.device_owned_upto(limit).min(to_end) < n {
+            return false;
+        }
+        let bs = self.buf_size as usize;
+        for i in 0..n {
+            let part = (len - (i as usize * bs).min(len)).min(bs);
+            // SAFETY: the slot lies in [head, limit): posted to the device.
+            unsafe {
+                *self.slot_ptr(head.wrapping_add(i)).1 = Desc {
+                    len: part as u32,
+                    eop: i + 1 == n,
+                    off: if i == 0 { off } else { Offload::NONE },
+                };
+            }
+        }
+        self.head.store(head.wrapping_add(n), Ordering::Release);
+        self.done.store(head.wrapping_add(n), Ordering::Release);
+        true
+    }
+
     /// Device (RX): writes `frame` with its offload context into as many
     /// posted buffers as it needs and advances the head. Returns false,
     /// writing nothing, when too few buffers are posted.
@@ -855,6 +906,37 @@ mod tests {
                 got.push((f.to_vec(), region.contains(&(f.as_ptr() as usize))))
             });
             assert_eq!(got, vec![(frame(3), false)], "gathered into the scratch buffer");
+        }
+    }
+
+    #[test]
+    fn a_frame_written_into_the_posted_run_is_described_in_place_and_never_past_the_end() {
+        let acct = DmaAccount::new();
+        let rx = DmaRing::new(8, 128, &acct).unwrap();
+        let frame: Vec<u8> = (0..300u32).map(|i| (i * 3) as u8).collect();
+        let mut scratch = vec![];
+        // SAFETY: this test's one thread plays both sides of the ring.
+        unsafe {
+            assert_eq!(rx.device_posted_run(rx.tail()).1, 0, "nothing posted");
+            let limit = rx.driver_post_all();
+            assert_eq!(rx.device_posted_run(limit).1, 6 * 128 + 2 * 128);
+            assert_eq!(rx.device_posted_run(limit - 4).1, 4 * 128, "only up to the doorbell");
+            let (at, room) = rx.device_posted_run(limit);
+            std::slice::from_raw_parts_mut(at, room)[..300].copy_from_slice(&frame);
+            assert!(rx.device_commit_upto(limit, 300, Offload::NONE));
+            let mut got = vec![];
+            rx.driver_reap_frames(8, &mut scratch, |f, _| got.push(f.to_vec()));
+            assert_eq!(got, vec![frame.clone()], "three buffers, one frame");
+            let limit = rx.driver_post_all();
+            assert!(rx.device_fill(&[1; 256], Offload::NONE), "slots 3, 4");
+            assert_eq!(
+                rx.device_posted_run(limit).1,
+                3 * 128,
+                "slots 5-7: the run stops at the end"
+            );
+            assert!(!rx.device_commit_upto(limit, 400, Offload::NONE), "4 slots do not fit 3");
+            assert!(rx.device_commit_upto(limit, 384, Offload::NONE));
+            assert_eq!(rx.completed(), 5);
         }
     }
 

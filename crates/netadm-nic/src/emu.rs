@@ -69,6 +69,10 @@ const LINGER: Duration = Duration::from_micros(50);
 /// room for each: a virtio-net header and the largest superframe.
 const PACKET_BATCH: usize = 8;
 const PACKET_SLOT: usize = VNET_HDR_LEN + 65536 + 1024;
+/// A frame off an afpacket wire at least this long (a GSO superframe)
+/// makes the next read go straight into the posted buffers of the RX
+/// queue it went to; a shorter one returns reads to the batch.
+const DIRECT_MIN: usize = 16 * 1024;
 
 /// Frames a wire holds in flight towards a port before it drops them.
 const WIRE_SLOTS: u32 = 4096;
@@ -974,6 +978,11 @@ struct Engine {
     /// Where frames read off an afpacket wire land first: PACKET_BATCH
     /// slots of PACKET_SLOT bytes.
     packet_buf: Vec<u8>,
+    /// The queue (index into `live`) the last large frame off the
+    /// afpacket wire went to: the next read lands in its posted buffers.
+    rx_direct: Option<usize>,
+    /// The queue the last delivered frame went to.
+    last_rx_q: usize,
     /// Frames went into the cable peer's inbox since it was last woken.
     peer_pushed: bool,
     /// TX queues with completions not yet written back, per vector, and
@@ -1014,6 +1023,8 @@ impl Engine {
             seg: Vec::new(),
             wire_scratch: Vec::new(),
             packet_buf: Vec::new(),
+            rx_direct: None,
+            last_rx_q: 0,
             peer_pushed: false,
             wb_by_vector: vec![Vec::new(); nv],
             wb_listed: vec![false; sh.regs.len()],
@@ -1535,6 +1546,14 @@ impl Engine {
         bufs.resize(PACKET_BATCH * PACKET_SLOT, 0);
         let mut n = 0;
         while n < ENGINE_BUDGET && inbox.device_owned() == 0 {
+            match self.receive_direct(sock) {
+                Some(true) => {
+                    n += 1;
+                    continue;
+                }
+                Some(false) => break, // the socket is empty
+                None => {}
+            }
             let base = bufs.as_mut_ptr();
             let mut iov: [libc::iovec; PACKET_BATCH] = std::array::from_fn(|i| libc::iovec {
                 // SAFETY: within `bufs`, which holds PACKET_BATCH slots.
@@ -1586,22 +1605,7 @@ impl Engine {
                     off = crate::vlan::push_tci(frame, off, tci, &mut tagged);
                     frame = &tagged;
                 }
-                // Straight into the RX ring, unless frames already wait.
-                if inbox.device_owned() == 0 && self.deliver(frame, off) != Delivery::NoBuffer {
-                    continue;
-                }
-                // SAFETY: an afpacket port has no cable: this engine thread
-                // is its inbox's only producer (and, in `receive_wire`, its
-                // only consumer).
-                let pushed = unsafe {
-                    if inbox.free() < inbox.slots_for(frame.len()) {
-                        inbox.driver_reclaim();
-                    }
-                    inbox.driver_push_frame(frame, off)
-                };
-                if !pushed {
-                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                }
+                self.take_packet(frame, off, None);
             }
             if (got as usize) < PACKET_BATCH {
                 break; // the socket is empty
@@ -1614,6 +1618,93 @@ impl Engine {
         }
         self.packet_buf = bufs;
         n > 0
+    }
+
+    /// One frame off an afpacket wire: straight into its RX ring, unless
+    /// frames already wait in the receive packet buffer (then behind
+    /// them). `at` is the queue in whose posted buffers it already lies.
+    fn take_packet(&mut self, frame: &[u8], off: Offload, at: Option<usize>) {
+        let inbox = Arc::clone(&self.sh.inbox);
+        if inbox.device_owned() == 0 && self.deliver_at(frame, off, at) != Delivery::NoBuffer {
+            self.rx_direct = (frame.len() >= DIRECT_MIN).then_some(self.last_rx_q);
+            return;
+        }
+        self.rx_direct = None;
+        // SAFETY: an afpacket port has no cable: this engine thread is its
+        // inbox's only producer (and, in `receive_wire`, its only
+        // consumer).
+        let pushed = unsafe {
+            if inbox.free() < inbox.slots_for(frame.len()) {
+                inbox.driver_reclaim();
+            }
+            inbox.driver_push_frame(frame, off)
+        };
+        if !pushed {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// While large frames (GSO superframes) come off the afpacket wire,
+    /// reads the next one straight into the posted RX buffers of the
+    /// queue the last one went to — the device writing into the buffers
+    /// the driver posted, one copy less than through the batch buffer.
+    /// Should the frame belong to another queue (its headers decide:
+    /// filters, RSS), it is copied there from these buffers, which stay
+    /// the device's. None when not reading this way (no large frame
+    /// last, or too few consecutive buffers posted for the largest
+    /// frame); else whether a frame was read.
+    fn receive_direct(&mut self, sock: std::os::fd::RawFd) -> Option<bool> {
+        let q = self.rx_direct?;
+        let ring = self.live.get(q)?.as_ref()?;
+        let limit = self.sh.tails[q].load(Ordering::Acquire);
+        // SAFETY: this engine thread is the only device-side user; `limit`
+        // is a tail the driver published.
+        let (ptr, room) = unsafe { ring.device_posted_run(limit) };
+        if room < PACKET_SLOT - VNET_HDR_LEN {
+            return None;
+        }
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        let mut iov = [
+            libc::iovec { iov_base: hdr.as_mut_ptr().cast(), iov_len: VNET_HDR_LEN },
+            libc::iovec { iov_base: ptr.cast(), iov_len: room },
+        ];
+        let mut aux = AuxBuf::default();
+        // SAFETY: msghdr is plain data; all-zero is a valid value.
+        let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+        m.msg_iov = iov.as_mut_ptr();
+        m.msg_iovlen = 2;
+        m.msg_control = aux.as_mut_ptr().cast();
+        m.msg_controllen = std::mem::size_of::<AuxBuf>();
+        // SAFETY: the header's iovecs point at `hdr` and at posted buffers
+        // the device owns (`room` bytes of one piece), all outliving the
+        // call.
+        let got = unsafe { libc::recvmsg(sock, &mut m, libc::MSG_DONTWAIT) };
+        if got <= 0 {
+            return Some(false);
+        }
+        let len = (got as usize).min(VNET_HDR_LEN + room);
+        if len <= VNET_HDR_LEN {
+            return Some(true);
+        }
+        if !self.sh.carrier.load(Ordering::Acquire) {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+            return Some(true);
+        }
+        let mut off = Offload::from_vnet(&hdr);
+        // SAFETY: the kernel wrote these bytes into the device's buffers,
+        // which nothing else touches until the head moves past them.
+        let frame = unsafe { std::slice::from_raw_parts(ptr, len - VNET_HDR_LEN) };
+        if let Some((tci, tpid)) = auxdata_vlan(&m)
+            && tpid == crate::vlan::TPID
+        {
+            // The tag goes back where the wire had it: no longer in place.
+            let mut tagged = Vec::new();
+            off = crate::vlan::push_tci(frame, off, tci, &mut tagged);
+            self.take_packet(&tagged, off, None);
+        } else {
+            self.take_packet(frame, off, Some(q));
+        }
+        Some(true)
     }
 
     /// Rebuilds the engine's filter lookup if the driver changed filters.
@@ -1650,7 +1741,14 @@ impl Engine {
     /// afpacket wire (the kernel's GRO, as a virtio NIC's guest TSO
     /// hands it) spans several buffers; a complete TCP/UDP frame has its
     /// checksum verified and reported when RX checksumming is on.
-    fn deliver(&mut self, frame: &[u8], mut off: Offload) -> Delivery {
+    fn deliver(&mut self, frame: &[u8], off: Offload) -> Delivery {
+        self.deliver_at(frame, off, None)
+    }
+
+    /// As [`Self::deliver`], for a frame that may already lie in the
+    /// posted buffers of queue `at` (see [`Self::receive_direct`]): if it
+    /// is steered there, the device only describes it.
+    fn deliver_at(&mut self, frame: &[u8], mut off: Offload, at: Option<usize>) -> Delivery {
         if let Some(vid) = crate::vlan::vid(frame)
             && !self.sh.vlan_filter.passes(vid)
         {
@@ -1687,7 +1785,17 @@ impl Engine {
         let limit = self.sh.tails[q].load(Ordering::Acquire);
         // SAFETY: this engine thread is the only device-side user; `limit`
         // is a tail the driver published.
-        if unsafe { ring.device_fill_upto(limit, frame, off) } {
+        // SAFETY: as above; a frame `at` this queue is the bytes at the
+        // start of its posted run.
+        let placed = unsafe {
+            if at == Some(q) {
+                ring.device_commit_upto(limit, frame.len(), off)
+            } else {
+                ring.device_fill_upto(limit, frame, off)
+            }
+        };
+        if placed {
+            self.last_rx_q = q;
             self.sh.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
             self.sh.counters.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
             self.cause[self.sh.regs[q].vector.load(Ordering::Acquire) as usize] = true;
