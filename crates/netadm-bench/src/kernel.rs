@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::floor;
 use crate::procs::{await_line, binaries, lines, private_bus};
 use crate::realnet::{self, Netns, Reaped, Toggled, run as cmd};
 
@@ -89,7 +90,7 @@ fn remove_stale() {
         let Some(rest) = name.strip_prefix(NS_PREFIX) else { continue };
         let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
         let tail = &rest[pid.len()..];
-        if pid.is_empty() || !matches!(tail, "a" | "b" | "c" | "d") {
+        if pid.is_empty() || !matches!(tail, "a" | "b" | "c" | "d" | "e" | "f") {
             continue;
         }
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -177,6 +178,26 @@ fn start_netadm(
     n.run(&["create-if", "aggr0"])?;
     n.run(&["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"])?;
     Ok((daemon, n))
+}
+
+/// The floor's far address (`br0` in F); its TAP `tp0` in E is .1.
+const FLOOR_FAR: &str = "203.0.113.2";
+
+/// Starts the floor's forwarder in `e` (this program, `floor-forwarder`)
+/// and gives its TAP the address.
+fn start_floor(e: &str) -> Result<Reaped, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let mut child = realnet::dies_with_us(Some(e), me)
+        .args(["floor-forwarder", "tp0", "ve0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run the floor forwarder: {e}"))?;
+    let out = lines(child.stdout.take().expect("piped"));
+    let fwd = Reaped(child);
+    await_line(out, "the floor forwarder", "ready", READY)?;
+    cmd(&["ip", "-n", e, "addr", "add", "203.0.113.1/24", "dev", "tp0"])?;
+    cmd(&["ip", "-n", e, "link", "set", "tp0", "mtu", "1500", "up"])?;
+    Ok(fwd)
 }
 
 /// vc0 in `c` (198.51.100.1/24) paired with vd0 in `d` (.2), MTU 1500.
@@ -369,20 +390,25 @@ pub fn run(o: Opts) -> Result<(), String> {
     };
     let pid = std::process::id();
     let names: Vec<String> =
-        ["a", "b", "c", "d"].iter().map(|l| format!("{NS_PREFIX}{pid}{l}")).collect();
+        ["a", "b", "c", "d", "e", "f"].iter().map(|l| format!("{NS_PREFIX}{pid}{l}")).collect();
     say(&format!("namespaces {} ...", names.join(" ")));
     // Guards drop in reverse order: processes, then the directory, then
     // the namespaces (with every device in them).
     let ns = Netns::new(&names)?;
     let (a, b, c, d) = (ns.name(0), ns.name(1), ns.name(2), ns.name(3));
+    let (e, f) = (ns.name(4), ns.name(5));
     realnet::netadm_far_side(a, b)?;
     veth_pair(c, d)?;
+    floor::far_side(e, f, FLOOR_FAR)?;
     let dir = TempDir::new()?;
     let (_bus, addr) = private_bus(&dir.0)?;
     say("netadmd, aggr0, aggr0/v4 ...");
     let (daemon, n) = start_netadm(a, &dir.0, &addr, &netadmd, cli)?;
+    say("floor: one-thread TAP <-> AF_PACKET forwarder ...");
+    let _floor = start_floor(e)?;
     await_path(a, "192.0.2.2")?;
     await_path(c, "198.51.100.2")?;
+    await_path(e, FLOOR_FAR)?;
 
     let sides = [
         Side {
@@ -426,6 +452,8 @@ pub fn run(o: Opts) -> Result<(), String> {
             ping_cpu_pct = used.map(|u| u as f64 / wall.elapsed().as_nanos() as f64 * 100.0);
         }
     }
+    say(&format!("floor: {} pings ...", o.pings));
+    let floor_rtt = ping(e, FLOOR_FAR, o.pings)?;
     // The veth's far side now matches netadm's: 9000, so only the toggling
     // side's MTU limits what is sent towards the far side.
     cmd(&["ip", "-n", d, "link", "set", "vd0", "mtu", "9000"])?;
@@ -452,18 +480,19 @@ pub fn run(o: Opts) -> Result<(), String> {
         fwd: fwd[i],
         rev: rev[i],
     };
-    report(&o, &fig(0), &fig(1));
+    report(&o, &fig(0), &fig(1), &floor_rtt);
     Ok(())
 }
 
-const NOTES: [&str; 4] = [
+const NOTES: [&str; 5] = [
     "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2); veth: vc0 (C) - vd0 (D); offloads as the kernel sets them on both",
     "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
     "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
+    "floor: the least a datapath through a TAP and an AF_PACKET socket can cost, on the same kind of topology (E: TAP tp0 203.0.113.1, one thread in E moving frames between it and a socket on veth ve0, whose peer is bridged in F, br0 203.0.113.2): it sleeps in poll(2) and is woken once per ping, as netadm's TAP reader is; netadm adds its device's thread (a doorbell wakes it) and its rings",
     "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed), measured from the first MTU change at 1 s (before it, TCP slow start); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
 ];
 
-fn report(o: &Opts, n: &Figures, v: &Figures) {
+fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt) {
     let ratio = |a: f64, b: f64| if b > 0.0 { Some(a / b) } else { None };
     if o.json {
         let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "median": r.median_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": o.pings});
@@ -485,7 +514,13 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
             "throughput_reverse_gbps": {"netadm": n.rev_gbps, "veth": v.rev_gbps, "ratio": ratio(n.rev_gbps, v.rev_gbps)},
             "throughput_reverse_retransmits": {"netadm": n.rev_retransmits, "veth": v.rev_retransmits},
             "throughput_gbps_offloads_off": {"netadm": n.no_offload_gbps},
-            "rtt_ms": {"netadm": rtt(&n.rtt), "veth": rtt(&v.rtt), "avg_ratio": ratio(n.rtt.avg_ms, v.rtt.avg_ms)},
+            "rtt_ms": {
+                "netadm": rtt(&n.rtt), "veth": rtt(&v.rtt), "floor": rtt(floor),
+                "avg_ratio": ratio(n.rtt.avg_ms, v.rtt.avg_ms),
+                "median_ratio": ratio(n.rtt.median_ms, v.rtt.median_ms),
+                "floor_median_ratio": ratio(floor.median_ms, v.rtt.median_ms),
+                "netadm_over_floor_median_ms": n.rtt.median_ms - floor.median_ms,
+            },
             "ping_netadmd_cpu_pct": n.ping_cpu_pct,
             "mtu_toggle": {"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)},
             "mtu_toggle_reverse": {"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)},
@@ -532,6 +567,22 @@ fn report(o: &Opts, n: &Figures, v: &Figures) {
             "  netadmd CPU during the pings (% of one CPU)", "-", "-"
         );
     }
+    let fl = |what: &str, r: &Rtt| {
+        let x = ratio(r.median_ms, v.rtt.median_ms).map_or("-".into(), |x| format!("{x:.2}"));
+        println!("{what:<58} {:>10.3} {:>10.3} {:>10.3} {x:>12}", r.median_ms, r.avg_ms, r.p99_ms);
+    };
+    println!(
+        "{:<58} {:>10} {:>10} {:>10} {:>12}",
+        "  ping RTT against its floor (ms)", "MEDIAN", "AVG", "P99", "MEDIAN/VETH"
+    );
+    fl("    veth", &v.rtt);
+    fl("    floor: one thread, TAP <-> AF_PACKET, woken once", floor);
+    fl("    netadm", &n.rtt);
+    println!(
+        "{:<58} {:>10.3}",
+        "    netadm beyond the floor (median, ms)",
+        n.rtt.median_ms - floor.median_ms
+    );
     for (title, a, b) in [
         ("MTU toggled every second, A/C sending", &n.fwd, &v.fwd),
         ("MTU toggled every second, B/D sending (-R)", &n.rev, &v.rev),

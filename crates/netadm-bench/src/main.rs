@@ -13,6 +13,7 @@
 
 mod apply;
 mod datapath;
+mod floor;
 mod kernel;
 mod mtu;
 mod procs;
@@ -42,6 +43,8 @@ fn main() -> ExitCode {
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
         Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
         Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
+        // Not a benchmark: the `kernel` benchmark's floor, run by it.
+        Some("floor-forwarder") => floor::forwarder(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

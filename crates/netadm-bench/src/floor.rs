@@ -1,0 +1,166 @@
+//! The floor of the `kernel` benchmark's round trip: the smallest
+//! userspace datapath with the kernel crossings netadm's has.
+//!
+//! One thread moves frames between a TAP device (the IP interface, as
+//! netadm's kernel mirror makes) and an `AF_PACKET` socket on a veth whose
+//! peer is bridged on the far side (as an afpacket wire): it sleeps in
+//! `poll(2)` on both, and when woken moves what each holds to the other,
+//! one `read`/`send` and one `recv`/`write` per frame. No rings, no
+//! emulated device, no second thread: a ping through it costs the same
+//! kernel work as one through netadm (TAP read and write, the veth, the
+//! far side's bridge) and exactly one wake-up, the least a datapath that
+//! sleeps while idle can have. netadm's own share of a round trip is what
+//! it takes beyond this.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::realnet::run as cmd;
+
+/// The floor's far side: veth `ve0` in `e`, its peer `vf0` bridged in `f`
+/// (`br0`, `addr`/24), as netadm's far side is (one link instead of two).
+pub fn far_side(e: &str, f: &str, addr: &str) -> Result<(), String> {
+    cmd(&[
+        "ip", "link", "add", "ve0", "netns", e, "type", "veth", "peer", "name", "vf0", "netns", f,
+    ])?;
+    cmd(&["ip", "-n", e, "link", "set", "ve0", "mtu", "9000", "up"])?;
+    cmd(&["ip", "-n", f, "link", "set", "vf0", "mtu", "9000", "up"])?;
+    cmd(&["ip", "-n", f, "link", "add", "br0", "type", "bridge"])?;
+    cmd(&["ip", "-n", f, "link", "set", "vf0", "master", "br0"])?;
+    cmd(&["ip", "-n", f, "link", "set", "br0", "mtu", "9000", "up"])?;
+    cmd(&["ip", "-n", f, "addr", "add", &format!("{addr}/24"), "dev", "br0"])?;
+    Ok(())
+}
+
+fn last_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// A TAP device `name` (no packet information, no virtio-net header),
+/// non-blocking.
+fn tap(name: &str) -> Result<OwnedFd, String> {
+    // SAFETY: open(2) of a constant path; checked.
+    let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK) };
+    if fd < 0 {
+        return Err(last_err("open /dev/net/tun"));
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero ifreq is valid; the name is copied in below.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    // SAFETY: TUNSETIFF reads and writes the ifreq we pass.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr) } < 0 {
+        return Err(last_err(&format!("TUNSETIFF {name}")));
+    }
+    Ok(fd)
+}
+
+/// A non-blocking `AF_PACKET` socket on `ifname`: every frame, promiscuous,
+/// not its own transmissions.
+fn packet(ifname: &str) -> Result<OwnedFd, String> {
+    let c = CString::new(ifname).map_err(|e| e.to_string())?;
+    // SAFETY: if_nametoindex reads a NUL-terminated string.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        return Err(format!("no interface {ifname}"));
+    }
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: socket(2); checked.
+    let fd = unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, proto.into())
+    };
+    if fd < 0 {
+        return Err(last_err("socket(AF_PACKET)"));
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero sockaddr_ll is valid; fields set below.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = index as i32;
+    // SAFETY: bind(2) with a sockaddr_ll of the size given.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(last_err(&format!("bind {ifname}")));
+    }
+    // SAFETY: an all-zero packet_mreq is valid; fields set below.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = index as i32;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt(2) with values of the sizes given.
+    let ok = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_ADD_MEMBERSHIP,
+            (&mr as *const libc::packet_mreq).cast(),
+            std::mem::size_of::<libc::packet_mreq>() as u32,
+        ) == 0
+            && libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_IGNORE_OUTGOING,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            ) == 0
+    };
+    if !ok {
+        return Err(last_err(&format!("setsockopt on {ifname}")));
+    }
+    Ok(fd)
+}
+
+/// `netadm-bench floor-forwarder TAP IFACE` (run by `kernel` in the
+/// floor's namespace): makes the TAP, binds the socket, prints `ready`,
+/// and forwards until killed.
+pub fn forwarder(args: &[String]) -> Result<(), String> {
+    let [tap_name, ifname] = args else {
+        return Err("floor-forwarder TAP IFACE".into());
+    };
+    let (t, p) = (tap(tap_name)?, packet(ifname)?);
+    println!("ready");
+    let mut buf = vec![0u8; 65536];
+    let mut fds = [
+        libc::pollfd { fd: t.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: p.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+    ];
+    loop {
+        // SAFETY: two valid pollfds, no timeout.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0
+            && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            return Err(last_err("poll"));
+        }
+        loop {
+            let mut moved = false;
+            // SAFETY: reads into and writes from `buf`, within its length.
+            unsafe {
+                let n = libc::read(t.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len());
+                if n > 0 {
+                    libc::send(p.as_raw_fd(), buf.as_ptr().cast(), n as usize, 0);
+                    moved = true;
+                }
+                let n = libc::recv(p.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0);
+                if n > 0 {
+                    libc::write(t.as_raw_fd(), buf.as_ptr().cast(), n as usize);
+                    moved = true;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+}
