@@ -237,13 +237,33 @@ fn message(kind: u8, xid: u32, mac: [u8; 6], ciaddr: Ipv4Addr, opts: &[(u8, &[u8
 }
 
 /// Parses an IPv4/UDP packet to port 68 carrying a BOOTREPLY for `xid`
-/// and `mac`; anything else is `None`.
+/// and `mac`; anything else is `None`. The socket sees every IPv4 packet
+/// on the link, whoever sent it: every length and bound is checked (the
+/// header length against 20 and the total length, the total length
+/// against what arrived, the UDP length against the total length), so a
+/// malformed one is ignored, never indexed past.
 fn parse(p: &[u8], xid: u32, mac: [u8; 6]) -> Option<Reply> {
-    let ihl = usize::from(*p.first()? & 0x0f) * 4;
-    if p.len() < ihl + 8 || p[9] != 17 || u16::from_be_bytes([p[ihl + 2], p[ihl + 3]]) != 68 {
+    let vihl = *p.first()?;
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    if vihl >> 4 != 4 || ihl < 20 || p.len() < ihl {
         return None;
     }
-    let m = &p[ihl + 8..];
+    // Up to the IP total length (what follows is link padding).
+    let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
+    let p = p.get(..total).filter(|p| p.len() >= ihl)?;
+    // UDP, not a fragment (more-fragments flag or an offset).
+    if p[9] != 17 || u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0 {
+        return None;
+    }
+    let udp = p.get(ihl..ihl + 8)?;
+    if u16::from_be_bytes([udp[2], udp[3]]) != 68 {
+        return None;
+    }
+    let ulen = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
+    if ulen < 8 {
+        return None;
+    }
+    let m = p.get(ihl + 8..ihl + ulen)?;
     if m.len() < 240 || m[0] != 2 || m[4..8] != xid.to_be_bytes() || m[28..34] != mac {
         return None;
     }
@@ -510,28 +530,115 @@ impl Run {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_reply_is_parsed_and_foreign_ones_ignored() {
-        let mac = [2, 0, 0, 0, 0, 1];
-        let mut m = message(ACK, 7, mac, Ipv4Addr::UNSPECIFIED, &[]);
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    /// An ACK for transaction 7 and `MAC` (192.0.2.100, server 192.0.2.1,
+    /// /24, 120 s, T1 5 s) with `opts` after those, as an IPv4 packet.
+    fn ack_packet(opts: &[u8]) -> Vec<u8> {
+        let mut m = message(ACK, 7, MAC, Ipv4Addr::UNSPECIFIED, &[]);
         m[0] = 2;
         m[16..20].copy_from_slice(&[192, 0, 2, 100]);
         // Replace the options: ACK, server, mask, lease, T1.
         m.truncate(240);
         m.extend_from_slice(&[53, 1, ACK, 54, 4, 192, 0, 2, 1, 1, 4, 255, 255, 255, 0]);
-        m.extend_from_slice(&[51, 4, 0, 0, 0, 120, 58, 4, 0, 0, 0, 5, 255]);
+        m.extend_from_slice(&[51, 4, 0, 0, 0, 120, 58, 4, 0, 0, 0, 5]);
+        m.extend_from_slice(opts);
         let mut p = udp_packet(Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::BROADCAST, &m);
         p[22..24].copy_from_slice(&68u16.to_be_bytes());
-        let r = parse(&p, 7, mac).expect("parsed");
+        p
+    }
+
+    #[test]
+    fn a_reply_is_parsed_and_foreign_ones_ignored() {
+        let p = ack_packet(&[255]);
+        let r = parse(&p, 7, MAC).expect("parsed");
         assert_eq!(
             (r.kind, r.yiaddr, r.secs, r.t1),
             (ACK, Ipv4Addr::new(192, 0, 2, 100), Some(120), Some(5))
         );
         assert_eq!(r.mask.map(|m| u32::from(m).leading_ones()), Some(24));
-        assert!(parse(&p, 8, mac).is_none(), "another transaction");
+        assert!(parse(&p, 8, MAC).is_none(), "another transaction");
         assert!(parse(&p, 7, [2, 0, 0, 0, 0, 2]).is_none(), "another client");
-        for cut in [0, 20, 27, 200, 250] {
-            let _ = parse(&p[..cut], 7, mac);
+        // Link padding after the IP total length is not read.
+        let mut padded = p.clone();
+        padded.extend_from_slice(&[0xee; 16]);
+        assert!(parse(&padded, 7, MAC).is_some(), "padded");
+    }
+
+    /// Whatever arrives on the socket, malformed as it may be: `None`,
+    /// never a panic.
+    #[test]
+    fn malformed_packets_are_ignored_without_panicking() {
+        let good = ack_packet(&[255]);
+        let bad = |p: &[u8], what: &str| {
+            let r = std::panic::catch_unwind(|| parse(p, 7, MAC).is_none());
+            assert!(
+                matches!(r, Ok(true)),
+                "{what}: {}",
+                if r.is_err() { "panicked" } else { "parsed" }
+            );
+        };
+        // Truncated anywhere (the IP total length says more).
+        for cut in 0..good.len() {
+            bad(&good[..cut], &format!("truncated to {cut}"));
         }
+        // IHL 0 (a 0-byte header), with 8 and 9 bytes: UDP at offset 0.
+        for n in [8, 9, 12, 28] {
+            let mut p = vec![0u8; n];
+            p[0] = 0x40;
+            p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+            bad(&p, &format!("IHL 0, {n} bytes"));
+        }
+        for ihl in 0..5u8 {
+            let mut p = good.clone();
+            p[0] = 0x40 | ihl;
+            bad(&p, &format!("IHL {ihl}"));
+        }
+        // IHL beyond the packet, and beyond the total length.
+        let mut p = good[..30].to_vec();
+        p[0] = 0x4f;
+        p[2..4].copy_from_slice(&30u16.to_be_bytes());
+        bad(&p, "IHL 60 in 30 bytes");
+        let mut p = good.clone();
+        p[2..4].copy_from_slice(&40u16.to_be_bytes());
+        p[0] = 0x4f;
+        bad(&p, "IHL 60, total length 40");
+        // Not IPv4.
+        let mut p = good.clone();
+        p[0] = 0x65;
+        bad(&p, "version 6");
+        // Total length: past the end, or shorter than the headers.
+        for total in [good.len() + 1, 65535, 0, 19, 27] {
+            let mut p = good.clone();
+            p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            bad(&p, &format!("total length {total}"));
+        }
+        // A fragment.
+        let mut p = good.clone();
+        p[6] = 0x20;
+        bad(&p, "more fragments");
+        // UDP length: shorter than its header, past the end, too short
+        // for a BOOTP message.
+        for ulen in [0, 7, good.len() - 20 + 1, 65535, 8, 100] {
+            let mut p = good.clone();
+            p[24..26].copy_from_slice(&(ulen as u16).to_be_bytes());
+            bad(&p, &format!("UDP length {ulen}"));
+        }
+        // Options running past the end: a length beyond it, a code with
+        // no length byte.
+        bad(&ack_packet(&[51, 200, 0, 0]), "option length past the end");
+        bad(&ack_packet(&[51]), "option code without length");
+        // Zero-length options: the message type's, and others (which are
+        // then simply absent).
+        let mut p = ack_packet(&[]);
+        let at = 20 + 8 + 240;
+        p[at..at + 3].copy_from_slice(&[53, 0, 0]);
+        bad(&p, "zero-length message type");
+        let r = parse(&ack_packet(&[54, 0, 51, 0, 58, 0, 1, 0, 255]), 7, MAC).expect("parsed");
+        assert_eq!(
+            (r.server, r.secs, r.t1, r.mask),
+            (None, None, None, None),
+            "zero-length options"
+        );
     }
 }
