@@ -346,3 +346,35 @@ fn addrconf_gives_a_link_local_and_a_slaac_address_from_router_advertisements() 
 fn rows_of<'a>(v: &'a serde_json::Value, ifname: &str) -> &'a serde_json::Value {
     rows(v, "ifname", ifname)[0]
 }
+
+#[test]
+fn an_ack_with_an_unusable_subnet_mask_is_not_installed() {
+    if !have_prerequisites() {
+        return;
+    }
+    // dnsmasq hands out a subnet mask with a hole in it.
+    let far = Far::new(
+        "dm",
+        "192.0.2.1/24",
+        &[
+            "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
+            "--dhcp-option=option:netmask,255.0.255.0",
+        ],
+    );
+    let (a, bus, rx) = (&far.a, &far.bus, &far.log);
+    let daemon = far.netadmd();
+    json(bus, &["create-if", "i40e0"]);
+    let r = json(bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
+    let seen: Vec<String> = rx.try_iter().collect();
+    assert!(seen.iter().any(|l| l.contains("DHCPACK")), "dnsmasq acked: {seen:#?}");
+    assert!(
+        seen.iter().any(|l| l.contains("netmask") && l.contains("255.0.255.0")),
+        "with the broken mask: {seen:#?}"
+    );
+    assert_eq!(r["notes"].as_array().map(Vec::len), Some(1), "no lease within the wait: {r}");
+    let row = dhcp_row(bus);
+    assert!(row["state"] != "ok", "{row}");
+    let out = realnet::run(&["ip", "-n", a, "-j", "-4", "addr", "show", "dev", "i40e0"]).unwrap();
+    assert!(!out.contains("192.0.2."), "nothing in the kernel: {out}");
+    drop(daemon);
+}

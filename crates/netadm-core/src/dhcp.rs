@@ -60,6 +60,48 @@ impl Lease {
     }
 }
 
+/// The lease an ACK `r` from MAC `from` grants (`old`: the lease it
+/// renews, whose values stand in for options the ACK leaves out), checked
+/// before it goes near the kernel: a unicast address that is neither its
+/// subnet's network nor its broadcast address, a contiguous subnet mask
+/// (prefix 1..=32), a lease of at least a second (the kernel refuses a
+/// valid lifetime of 0), a server to renew with. T1 and T2 that are not
+/// 0 < T1 < T2 < lease are the RFC 2131 defaults instead (0.5 and 0.875
+/// of the lease).
+fn lease_of(r: &Reply, from: [u8; 6], old: Option<&Lease>, at: Instant) -> Result<Lease, String> {
+    let ip = r.yiaddr;
+    if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback() {
+        return Err(format!("address {ip} is not a unicast address"));
+    }
+    let prefix = match r.mask {
+        None => old.map_or(32, |l| l.prefix),
+        Some(m) => {
+            let bits = u32::from(m);
+            if bits.leading_ones() == 0 || bits.count_ones() != bits.leading_ones() {
+                return Err(format!("subnet mask {m} is not a contiguous one of 1 to 32 bits"));
+            }
+            bits.leading_ones() as u8
+        }
+    };
+    let hostmask = u32::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+    let host = u32::from(ip) & hostmask;
+    if prefix <= 30 && (host == 0 || host == hostmask) {
+        return Err(format!("address {ip} is its /{prefix} subnet's network or broadcast address"));
+    }
+    let secs = r.secs.or(old.map(|l| l.secs)).unwrap_or(3600);
+    if secs == 0 {
+        return Err("lease time 0".to_owned());
+    }
+    let server =
+        r.server.or(old.map(|l| l.server)).ok_or_else(|| "no server identifier".to_owned())?;
+    let defaults = (secs / 2, (u64::from(secs) * 7 / 8) as u32);
+    let (t1, t2) = match (r.t1.unwrap_or(defaults.0), r.t2.unwrap_or(defaults.1)) {
+        (t1, t2) if 0 < t1 && t1 < t2 && t2 < secs => (t1, t2),
+        _ => defaults,
+    };
+    Ok(Lease { ip, prefix, server, server_mac: from, secs, t1, t2, at })
+}
+
 type Shared = Arc<(Mutex<Status>, Condvar)>;
 
 /// A running client; dropping it stops it and leaves the lease (as a
@@ -171,6 +213,7 @@ struct Run {
 }
 
 /// A DHCP message received: its type and options, and the fields used.
+#[derive(Clone)]
 struct Reply {
     kind: u8,
     yiaddr: Ipv4Addr,
@@ -343,6 +386,22 @@ impl Run {
         }
     }
 
+    /// Waits until `until`, or until the client is stopped.
+    fn pause(&self, until: Instant) {
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.stopped() {
+                return;
+            }
+            let mut fd = libc::pollfd { fd: self.stop, events: libc::POLLIN, revents: 0 };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut fd, 1, ms) } > 0 {
+                self.stopping.store(true, Ordering::Release);
+            }
+        }
+    }
+
     fn send(&self, to: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, msg: &[u8]) {
         if let Err(e) = self.sock.send(to, &udp_packet(src, dst, msg)) {
             tracing::warn!(interface = %self.name, "DHCP: {e}");
@@ -356,13 +415,19 @@ impl Run {
         while !self.stopped() {
             lease = match lease {
                 None => {
-                    let got = self.obtain(backoff);
-                    backoff = if got.is_some() {
-                        Duration::from_secs(1)
+                    let started = Instant::now();
+                    let got = self.obtain(backoff).and_then(|l| self.install(l, false));
+                    if got.is_some() {
+                        backoff = Duration::from_secs(1);
                     } else {
-                        (backoff * 2).min(Duration::from_secs(16))
-                    };
-                    got.and_then(|l| self.install(l, false))
+                        // An attempt takes `backoff` at least: a server
+                        // that answers at once with what cannot be used (a
+                        // NAK, a lease the kernel refuses) is not asked
+                        // again at round-trip speed.
+                        self.pause(started + backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(16));
+                    }
+                    got
                 }
                 Some(l) => self.keep(l),
             };
@@ -413,20 +478,12 @@ impl Run {
         loop {
             match self.wait(xid, deadline) {
                 Wait::Got(r, from) if r.kind == ACK => {
-                    let secs = r.secs.or(old.map(|l| l.secs)).unwrap_or(3600);
-                    let prefix = r.mask.map_or(old.map_or(32, |l| l.prefix), |m| {
-                        u32::from(m).leading_ones() as u8
-                    });
-                    return Some(Lease {
-                        ip: r.yiaddr,
-                        prefix,
-                        server: r.server.or(old.map(|l| l.server))?,
-                        server_mac: from,
-                        secs,
-                        t1: r.t1.unwrap_or(secs / 2),
-                        t2: r.t2.unwrap_or(secs / 8 * 7),
-                        at: Instant::now(),
-                    });
+                    match lease_of(&r, from, old, Instant::now()) {
+                        Ok(l) => return Some(l),
+                        // Not usable: as if it had not come (another
+                        // server may answer, or the next attempt).
+                        Err(e) => tracing::warn!(interface = %self.name, "DHCP: ACK ignored: {e}"),
+                    }
                 }
                 Wait::Got(r, _) if r.kind == NAK => return None,
                 Wait::Got(..) => continue,
@@ -640,5 +697,80 @@ mod tests {
             (None, None, None, None),
             "zero-length options"
         );
+    }
+
+    fn ack_reply(
+        ip: [u8; 4],
+        mask: Option<[u8; 4]>,
+        secs: u32,
+        t: (Option<u32>, Option<u32>),
+    ) -> Reply {
+        Reply {
+            kind: ACK,
+            yiaddr: Ipv4Addr::from(ip),
+            server: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            mask: mask.map(Ipv4Addr::from),
+            secs: Some(secs),
+            t1: t.0,
+            t2: t.1,
+        }
+    }
+
+    #[test]
+    fn an_ack_is_validated_before_it_is_installed() {
+        let at = Instant::now();
+        let check = |r: &Reply| lease_of(r, [2, 0, 0, 0, 0, 9], None, at);
+        let fine = ack_reply([192, 0, 2, 100], Some([255, 255, 255, 0]), 120, (Some(4), Some(8)));
+        let l = check(&fine).expect("a good lease");
+        assert_eq!((l.ip, l.prefix, l.secs, l.t1, l.t2), (fine.yiaddr, 24, 120, 4, 8));
+        // Refused: not unicast, the subnet's own addresses, a mask with a
+        // hole or of 0 bits, a lease of 0, no server.
+        for (ip, mask, secs) in [
+            ([0, 0, 0, 0], Some([255, 255, 255, 0]), 120),
+            ([255, 255, 255, 255], None, 120),
+            ([224, 0, 0, 1], Some([255, 255, 255, 0]), 120),
+            ([239, 1, 2, 3], None, 120),
+            ([127, 0, 0, 5], Some([255, 0, 0, 0]), 120),
+            ([192, 0, 2, 0], Some([255, 255, 255, 0]), 120),
+            ([192, 0, 2, 255], Some([255, 255, 255, 0]), 120),
+            ([192, 0, 2, 100], Some([255, 0, 255, 0]), 120),
+            ([192, 0, 2, 100], Some([255, 255, 255, 1]), 120),
+            ([192, 0, 2, 100], Some([0, 0, 0, 0]), 120),
+            ([192, 0, 2, 100], Some([255, 255, 255, 0]), 0),
+        ] {
+            let r = ack_reply(ip, mask, secs, (None, None));
+            assert!(check(&r).is_err(), "{ip:?} {mask:?} {secs} s accepted");
+        }
+        let mut r = fine.clone();
+        r.server = None;
+        assert!(check(&r).is_err(), "no server");
+        // A renewal keeps the server (and prefix) it had.
+        let old = check(&fine).unwrap();
+        let mut r = fine.clone();
+        (r.server, r.mask) = (None, None);
+        let l = lease_of(&r, [2, 0, 0, 0, 0, 9], Some(&old), at).expect("renewal");
+        assert_eq!((l.server, l.prefix), (old.server, 24));
+        // Edge masks: /32 and /31 (no network or broadcast address).
+        assert!(check(&ack_reply([192, 0, 2, 0], Some([255; 4]), 60, (None, None))).is_ok());
+        let r = ack_reply([192, 0, 2, 0], Some([255, 255, 255, 254]), 60, (None, None));
+        assert!(check(&r).is_ok());
+        // A lease of 1 s is enough; T1 and T2 out of order, or not within
+        // the lease: the defaults (0.5 and 0.875 of it).
+        assert!(check(&ack_reply([192, 0, 2, 100], None, 1, (None, None))).is_ok());
+        for t in [
+            (Some(0), Some(8)),
+            (Some(8), Some(4)),
+            (Some(8), Some(8)),
+            (Some(4), Some(120)),
+            (Some(200), None),
+            (None, Some(30)),
+            (Some(u32::MAX), Some(u32::MAX)),
+        ] {
+            let l = check(&ack_reply([192, 0, 2, 100], None, 120, t)).unwrap();
+            assert_eq!((l.t1, l.t2), (60, 105), "{t:?}");
+        }
+        // An infinite lease: the defaults without overflowing.
+        let l = check(&ack_reply([192, 0, 2, 100], None, u32::MAX, (None, None))).unwrap();
+        assert!(l.t1 < l.t2 && l.t2 < l.secs, "{l:?}");
     }
 }
