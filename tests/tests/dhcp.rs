@@ -43,6 +43,13 @@ fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, Option<u64>)> {
     })
 }
 
+/// Pings the DHCP server (192.0.2.1) from namespace `ns` over i40e0.
+fn ping_server(ns: &str) {
+    let ping = ["ping", "-c", "1", "-W", "5", "-I", "i40e0", "192.0.2.1"];
+    realnet::run(&[&["ip", "netns", "exec", ns][..], &ping].concat())
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 fn dhcp_row(bus: &Bus) -> serde_json::Value {
     rows(&json(bus, &["show-addr"]), "addrobj", "i40e0/dh")[0].clone()
 }
@@ -52,6 +59,7 @@ fn dhcp_row(bus: &Bus) -> serde_json::Value {
 /// runs with `server_args`), a bus, and dnsmasq's log lines.
 struct Far {
     a: String,
+    b: String,
     bus: Bus,
     dir: std::path::PathBuf,
     hw: std::path::PathBuf,
@@ -59,6 +67,49 @@ struct Far {
     // Dropped in this order: dnsmasq, then the namespaces.
     _server: Reaped,
     _ns: realnet::Netns,
+}
+
+/// dnsmasq in namespace `b` with `server_args` (its lease file in `dir`),
+/// started, and its log lines.
+fn serve(
+    b: &str,
+    dir: &std::path::Path,
+    server_args: &[&str],
+) -> (Reaped, std::sync::mpsc::Receiver<String>) {
+    let mut server = realnet::dies_with_us(Some(b), "dnsmasq")
+        .args([
+            "--no-daemon",
+            "--conf-file=/dev/null",
+            "--port=0",
+            "--no-resolv",
+            "--no-hosts",
+            "--user=root",
+            "--interface=vb0",
+            "--bind-interfaces",
+            "--log-dhcp",
+            "--log-facility=-",
+        ])
+        .args(server_args)
+        .arg(format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(server.stderr.take().unwrap());
+    let (tx, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in out.lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let server = Reaped(server);
+    let started = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let l = log.recv_timeout(started.saturating_duration_since(std::time::Instant::now()));
+        if l.expect("dnsmasq did not start").contains("]: started") {
+            break;
+        }
+    }
+    (server, log)
 }
 
 impl Far {
@@ -79,46 +130,22 @@ impl Far {
         }
         let bus = Bus::start();
         let dir = bus.subdir("far");
-        let mut server = realnet::dies_with_us(Some(&b), "dnsmasq")
-            .args([
-                "--no-daemon",
-                "--conf-file=/dev/null",
-                "--port=0",
-                "--no-resolv",
-                "--no-hosts",
-                "--user=root",
-                "--interface=vb0",
-                "--bind-interfaces",
-                "--log-dhcp",
-                "--log-facility=-",
-            ])
-            .args(server_args)
-            .arg(format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = BufReader::new(server.stderr.take().unwrap());
-        let (tx, log) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in out.lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let server = Reaped(server);
-        let started = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let l = log.recv_timeout(started.saturating_duration_since(std::time::Instant::now()));
-            if l.expect("dnsmasq did not start").contains("]: started") {
-                break;
-            }
-        }
+        let (server, log) = serve(&b, &dir, server_args);
         let hw = dir.join("hw.toml");
         std::fs::write(
             &hw,
             "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n",
         )
         .unwrap();
-        Far { a, bus, dir, hw, log, _server: server, _ns: ns }
+        Far { a, b, bus, dir, hw, log, _server: server, _ns: ns }
+    }
+
+    /// Restarts dnsmasq with `server_args`, its leases forgotten.
+    fn restart_server(&mut self, server_args: &[&str]) {
+        let _ = self._server.0.kill();
+        self._server.0.wait().unwrap();
+        let _ = std::fs::remove_file(self.dir.join("dnsmasq.leases"));
+        (self._server, self.log) = serve(&self.b, &self.dir, server_args);
     }
 
     fn netadmd(&self) -> Reaped {
@@ -174,21 +201,7 @@ fn a_dhcp_address_is_leased_renewed_at_t1_persisted_and_released_on_delete() {
     // In the kernel with the lease's lifetime, and usable.
     let (p, valid) = kernel_addr(a, "i40e0", ip).expect("in the kernel");
     assert!(p == 24 && valid.is_some_and(|v| v <= 120), "lifetime of a 2-minute lease: {valid:?}");
-    realnet::run(&[
-        "ip",
-        "netns",
-        "exec",
-        a,
-        "ping",
-        "-c",
-        "1",
-        "-W",
-        "5",
-        "-I",
-        "i40e0",
-        "192.0.2.1",
-    ])
-    .unwrap_or_else(|e| panic!("{e}"));
+    ping_server(a);
     // dnsmasq holds it for this interface's MAC.
     let mac = realnet::run(&["ip", "-n", a, "-j", "link", "show", "dev", "i40e0"]).unwrap();
     let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
@@ -376,5 +389,47 @@ fn an_ack_with_an_unusable_subnet_mask_is_not_installed() {
     assert!(row["state"] != "ok", "{row}");
     let out = realnet::run(&["ip", "-n", a, "-j", "-4", "addr", "show", "dev", "i40e0"]).unwrap();
     assert!(!out.contains("192.0.2."), "nothing in the kernel: {out}");
+    drop(daemon);
+}
+
+#[test]
+fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
+    if !have_prerequisites() {
+        return;
+    }
+    let range = |r: &str| format!("--dhcp-range={r},255.255.255.0,2m");
+    let args = |r: &str| {
+        let mut v = vec!["--dhcp-authoritative".to_owned(), range(r)];
+        v.extend(["--dhcp-option=option:T1,4", "--dhcp-option=option:T2,8"].map(str::to_owned));
+        v
+    };
+    let first = args("192.0.2.100,192.0.2.150");
+    let mut far =
+        Far::new("dn", "192.0.2.1/24", &first.iter().map(String::as_str).collect::<Vec<_>>());
+    let daemon = far.netadmd();
+    json(&far.bus, &["create-if", "i40e0"]);
+    json(&far.bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
+    let row = dhcp_row(&far.bus);
+    let old = row["addr"].as_str().unwrap().split_once('/').unwrap().0.to_owned();
+    assert!(old.starts_with("192.0.2.1"), "from the first range: {row}");
+
+    // The server, restarted authoritative for another range, knows the
+    // lease no more: it NAKs the renewal at T1.
+    let second = args("192.0.2.200,192.0.2.250");
+    far.restart_server(&second.iter().map(String::as_str).collect::<Vec<_>>());
+    let (a, bus) = (&far.a, &far.bus);
+    let new_addr = || {
+        let row = dhcp_row(bus);
+        let ip = row["addr"].as_str()?.split_once('/')?.0.to_owned();
+        ip.strip_prefix("192.0.2.2").is_some_and(|_| row["state"] == "ok").then_some(ip)
+    };
+    wait_for("a lease from the new range", || new_addr().is_some());
+    let ip = new_addr().unwrap();
+    assert!(kernel_addr(a, "i40e0", &old).is_none(), "the revoked {old} left the kernel");
+    assert!(kernel_addr(a, "i40e0", &ip).is_some(), "{ip} in the kernel");
+    let seen: Vec<String> = far.log.try_iter().collect();
+    let naks = seen.iter().filter(|l| l.contains("DHCPNAK")).count();
+    assert!((1..=2).contains(&naks), "one NAK, not a REQUEST/NAK storm: {seen:#?}");
+    ping_server(a);
     drop(daemon);
 }

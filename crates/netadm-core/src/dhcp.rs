@@ -102,6 +102,32 @@ fn lease_of(r: &Reply, from: [u8; 6], old: Option<&Lease>, at: Instant) -> Resul
     Ok(Lease { ip, prefix, server, server_mac: from, secs, t1, t2, at })
 }
 
+/// What a server answered a REQUEST.
+enum Answer {
+    /// An ACK: the lease it grants.
+    Lease(Lease),
+    /// A NAK: the address is not (or no longer) ours.
+    Nak,
+    /// Nothing by the deadline (or the client stopped).
+    Timeout,
+}
+
+/// What reply `r` (from MAC `from`) answers to a REQUEST (`old`: the lease
+/// it renews): `None` if it is no answer (an OFFER, say), an error if it
+/// is an ACK that cannot be used ([`lease_of`]).
+fn answer(
+    r: &Reply,
+    from: [u8; 6],
+    old: Option<&Lease>,
+    at: Instant,
+) -> Option<Result<Answer, String>> {
+    match r.kind {
+        ACK => Some(lease_of(r, from, old, at).map(Answer::Lease)),
+        NAK => Some(Ok(Answer::Nak)),
+        _ => None,
+    }
+}
+
 type Shared = Arc<(Mutex<Status>, Condvar)>;
 
 /// A running client; dropping it stops it and leaves the lease (as a
@@ -470,24 +496,22 @@ impl Run {
         let opts: [(u8, &[u8]); 2] = [(50, &offer.yiaddr.octets()), (54, &server.octets())];
         let req = message(REQUEST, xid, self.mac, zero, &opts);
         self.send(BROADCAST, zero, Ipv4Addr::BROADCAST, &req);
-        self.ack(xid, deadline, None)
+        match self.ack(xid, deadline, None) {
+            Answer::Lease(l) => Some(l),
+            Answer::Nak | Answer::Timeout => None,
+        }
     }
 
-    /// Waits for the ACK (a lease) or NAK (`None`) to `xid`.
-    fn ack(&self, xid: u32, deadline: Instant, old: Option<&Lease>) -> Option<Lease> {
+    /// Waits for the answer to REQUEST `xid` until `deadline`: an ACK
+    /// (one that is not usable is logged and ignored), a NAK, or nothing
+    /// (also when the client stops).
+    fn ack(&self, xid: u32, deadline: Instant, old: Option<&Lease>) -> Answer {
         loop {
-            match self.wait(xid, deadline) {
-                Wait::Got(r, from) if r.kind == ACK => {
-                    match lease_of(&r, from, old, Instant::now()) {
-                        Ok(l) => return Some(l),
-                        // Not usable: as if it had not come (another
-                        // server may answer, or the next attempt).
-                        Err(e) => tracing::warn!(interface = %self.name, "DHCP: ACK ignored: {e}"),
-                    }
-                }
-                Wait::Got(r, _) if r.kind == NAK => return None,
-                Wait::Got(..) => continue,
-                _ => return None,
+            let Wait::Got(r, from) = self.wait(xid, deadline) else { return Answer::Timeout };
+            match answer(&r, from, old, Instant::now()) {
+                Some(Ok(a)) => return a,
+                Some(Err(e)) => tracing::warn!(interface = %self.name, "DHCP: ACK ignored: {e}"),
+                None => {}
             }
         }
     }
@@ -560,15 +584,22 @@ impl Run {
             let wait =
                 (next.saturating_duration_since(Instant::now()) / 2).max(Duration::from_secs(1));
             let deadline = (Instant::now() + wait).min(l.when(l.secs));
-            let got = self.ack(xid, deadline, Some(&l));
-            if self.stopped() {
-                return Some(l);
-            }
-            if let Some(n) = got {
-                if n.ip != l.ip {
-                    self.drop_lease(&l);
+            match self.ack(xid, deadline, Some(&l)) {
+                _ if self.stopped() => return Some(l),
+                Answer::Lease(n) => {
+                    if n.ip != l.ip {
+                        self.drop_lease(&l);
+                    }
+                    return self.install(n, true);
                 }
-                return self.install(n, true);
+                // The server revokes it (RFC 2131 4.4.5): the address
+                // goes now, and the client starts over with a DISCOVER.
+                Answer::Nak => {
+                    tracing::warn!(interface = %self.name, address = %l.ip, "DHCP: NAK on renewal");
+                    self.drop_lease(&l);
+                    return None;
+                }
+                Answer::Timeout => {}
             }
         }
         // Expired: the kernel has removed it already.
@@ -772,5 +803,32 @@ mod tests {
         // An infinite lease: the defaults without overflowing.
         let l = check(&ack_reply([192, 0, 2, 100], None, u32::MAX, (None, None))).unwrap();
         assert!(l.t1 < l.t2 && l.t2 < l.secs, "{l:?}");
+    }
+
+    #[test]
+    fn a_nak_is_told_apart_from_an_ack_and_from_no_answer() {
+        let at = Instant::now();
+        let fine = ack_reply([192, 0, 2, 100], Some([255, 255, 255, 0]), 120, (None, None));
+        let old = lease_of(&fine, [2, 0, 0, 0, 0, 9], None, at).unwrap();
+        let kind = |k: u8| {
+            let mut r = fine.clone();
+            r.kind = k;
+            answer(&r, [2, 0, 0, 0, 0, 9], Some(&old), at)
+        };
+        assert!(matches!(kind(ACK), Some(Ok(Answer::Lease(l))) if l.ip == old.ip));
+        assert!(matches!(kind(NAK), Some(Ok(Answer::Nak))));
+        assert!(kind(OFFER).is_none(), "an OFFER answers no REQUEST");
+        let mut bad = fine.clone();
+        bad.secs = Some(0);
+        assert!(matches!(answer(&bad, [2, 0, 0, 0, 0, 9], None, at), Some(Err(_))));
+        // A NAK as the server sends it (no address, no lease options).
+        let mut m = message(NAK, 7, MAC, Ipv4Addr::UNSPECIFIED, &[]);
+        m[0] = 2;
+        m.truncate(240);
+        m.extend_from_slice(&[53, 1, NAK, 54, 4, 192, 0, 2, 1, 255]);
+        let mut p = udp_packet(Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::BROADCAST, &m);
+        p[22..24].copy_from_slice(&68u16.to_be_bytes());
+        let r = parse(&p, 7, MAC).expect("parsed");
+        assert!(matches!(answer(&r, [2, 0, 0, 0, 0, 9], Some(&old), at), Some(Ok(Answer::Nak))));
     }
 }
