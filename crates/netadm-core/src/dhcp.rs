@@ -131,7 +131,8 @@ fn answer(
 type Shared = Arc<(Mutex<Status>, Condvar)>;
 
 /// A running client; dropping it stops it and leaves the lease (as a
-/// daemon that exits does); [`Client::release`] gives the lease back.
+/// daemon that exits does), unless [`Client::release_when_dropped`] was
+/// called: then it gives the lease back.
 pub(crate) struct Client {
     stop: OwnedFd,
     release: Arc<AtomicBool>,
@@ -189,9 +190,10 @@ impl Client {
         Watch(self.status.clone())
     }
 
-    /// Stops it, giving the lease back (DHCPRELEASE) and removing the
-    /// address.
-    pub(crate) fn release(self) {
+    /// Has it give the lease back (DHCPRELEASE) and remove the address
+    /// when it is stopped (dropped): which waits for its thread, so the
+    /// caller drops it once it holds no lock others wait on.
+    pub(crate) fn release_when_dropped(&self) {
         self.release.store(true, Ordering::Release);
     }
 }

@@ -176,9 +176,12 @@ impl Mirror {
         i.drift.clone()
     }
 
-    /// Lets go of interface `name`'s device (`refresh-if`).
+    /// Lets go of interface `name`'s device (`refresh-if`): the caller
+    /// drops it (stopping its DHCP clients and reader), not under the
+    /// interfaces' lock.
     pub(crate) fn forget(&self, name: &LinkName) -> Option<MirrorIf> {
-        self.ifs.lock().unwrap().remove(name)
+        let mut ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        ifs.remove(name)
     }
 
     /// The switch of link `l`, made on first use; switches no interface is
@@ -550,6 +553,13 @@ impl Core {
         let addr = |a: &netadm_config::AddrConf| {
             a.check().map_err(|e| CoreError::invalid_argument(e.to_string()))
         };
+        // DHCP clients and interfaces that go are stopped once the
+        // interfaces' lock is let go (declared before the guard, dropped
+        // after it, on every return): a client's release waits for its
+        // thread, an interface's drop for its reader and its clients';
+        // show-if, show-addr and the kernel-events watcher do not wait
+        // for them.
+        let mut gone: (Vec<crate::dhcp::Client>, Vec<MirrorIf>) = Default::default();
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         // What the change touches: what it removes or adds, and the
         // interfaces whose link it can have changed (not every interface).
@@ -565,7 +575,8 @@ impl Core {
             if b.is_none_or(|b| b.kind != a.kind) && addr(a)?.is_none() {
                 // A DHCP address: given back, and removed, by its client.
                 if let Some(c) = i.dhcp.remove(obj) {
-                    c.release();
+                    c.release_when_dropped();
+                    gone.0.push(c);
                 }
                 if a.kind == AddrType::Addrconf {
                     let nl = i.nl.clone();
@@ -592,6 +603,7 @@ impl Core {
                 for p in self.hardware().ports() {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
+                gone.1.push(i);
             }
         }
         // Interfaces that come: those the change adds, and any the kernel
