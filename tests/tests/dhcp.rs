@@ -43,6 +43,15 @@ fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, Option<u64>)> {
     })
 }
 
+/// dnsmasq's arguments: DHCP only (no DNS), its shortest lease (2
+/// minutes) from 192.0.2.100-150, with T1 = 4 s and T2 = 8 s.
+const SHORT_T1: &[&str] = &[
+    "--dhcp-authoritative",
+    "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
+    "--dhcp-option=option:T1,4",
+    "--dhcp-option=option:T2,8",
+];
+
 /// Pings the DHCP server (192.0.2.1) from namespace `ns` over i40e0.
 fn ping_server(ns: &str) {
     let ping = ["ping", "-c", "1", "-W", "5", "-I", "i40e0", "192.0.2.1"];
@@ -165,18 +174,7 @@ fn a_dhcp_address_is_leased_renewed_at_t1_persisted_and_released_on_delete() {
     if !have_prerequisites() {
         return;
     }
-    // dnsmasq: DHCP only (no DNS), its shortest lease (2 minutes) with
-    // T1 = 4 s and T2 = 8 s.
-    let far = Far::new(
-        "dh",
-        "192.0.2.1/24",
-        &[
-            "--dhcp-authoritative",
-            "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
-            "--dhcp-option=option:T1,4",
-            "--dhcp-option=option:T2,8",
-        ],
-    );
+    let far = Far::new("dh", "192.0.2.1/24", SHORT_T1);
     let (a, bus, dir, rx) = (&far.a, &far.bus, &far.dir, &far.log);
     let leases = dir.join("dnsmasq.leases");
     let daemon = far.netadmd();
@@ -430,6 +428,45 @@ fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
     let seen: Vec<String> = far.log.try_iter().collect();
     let naks = seen.iter().filter(|l| l.contains("DHCPNAK")).count();
     assert!((1..=2).contains(&naks), "one NAK, not a REQUEST/NAK storm: {seen:#?}");
+    ping_server(a);
+    drop(daemon);
+}
+
+#[test]
+fn a_dhcp_lease_is_still_renewed_after_the_device_goes_down_and_up() {
+    if !have_prerequisites() {
+        return;
+    }
+    let far = Far::new("dd", "192.0.2.1/24", SHORT_T1);
+    let (a, bus) = (&far.a, &far.bus);
+    let leases = far.dir.join("dnsmasq.leases");
+    let daemon = far.netadmd();
+    json(bus, &["create-if", "i40e0"]);
+    json(bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
+    let row = dhcp_row(bus);
+    let ip = row["addr"].as_str().unwrap().split_once('/').unwrap().0.to_owned();
+    // Down and up: the client's packet socket fails a read with ENETDOWN
+    // (the error waits on the socket until it is read).
+    realnet::run(&["ip", "-n", a, "link", "set", "i40e0", "down"]).unwrap();
+    realnet::run(&["ip", "-n", a, "link", "set", "i40e0", "up"]).unwrap();
+    let (expiry, _) = lease(&leases, &ip).expect("dnsmasq's lease");
+    // Renewed at T1 still: dnsmasq extends the lease.
+    wait_for("a renewal after down and up", || {
+        lease(&leases, &ip).is_some_and(|(e, _)| e > expiry)
+    });
+    let after = dhcp_row(bus);
+    assert!(after["addr"] == row["addr"] && after["state"] == "ok", "{after}");
+    assert!(kernel_addr(a, "i40e0", &ip).is_some(), "{ip} in the kernel");
+    ping_server(a);
+
+    // Deleted behind netadm's back: the client ends, and the lease is
+    // no longer shown as held; refresh-if makes the device and a client
+    // anew, which leases again.
+    realnet::run(&["ip", "-n", a, "link", "del", "i40e0"]).unwrap();
+    wait_for("the lease to be let go with the device", || dhcp_row(bus)["state"] != "ok");
+    assert_eq!(dhcp_row(bus)["addr"], "", "{}", dhcp_row(bus));
+    json(bus, &["refresh-if", "i40e0"]);
+    wait_for("a lease on the new device", || dhcp_row(bus)["state"] == "ok");
     ping_server(a);
     drop(daemon);
 }

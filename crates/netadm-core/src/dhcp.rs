@@ -12,6 +12,7 @@
 //! DHCPRELEASE and removes the address. Every wait is for a packet or a
 //! deadline (poll), never a fixed sleep.
 
+use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -172,6 +173,8 @@ impl Client {
             status: status.clone(),
             leased,
             name: name.to_owned(),
+            faults: Cell::new(0),
+            gone: Cell::new(false),
         };
         let thread = std::thread::Builder::new()
             .name(format!("dhcp-{name}"))
@@ -238,6 +241,23 @@ struct Run {
     status: Shared,
     leased: Leased,
     name: String,
+    /// Socket errors in a row (the wait before retrying grows with them).
+    faults: Cell<u32>,
+    /// The device is gone: the client ends, forgetting its lease.
+    gone: Cell<bool>,
+}
+
+/// What came on the socket by a deadline.
+enum Recv {
+    Got(usize, [u8; 6]),
+    Timeout,
+    Stop,
+}
+
+/// How long to wait before reading again after `faults` socket errors in
+/// a row: 250 ms, doubling to 16 s.
+fn fault_wait(faults: u32) -> Duration {
+    Duration::from_millis(250) * (1 << faults.min(6))
 }
 
 /// A DHCP message received: its type and options, and the fields used.
@@ -389,27 +409,57 @@ impl Run {
         self.stopping.load(Ordering::Acquire)
     }
 
+    /// The next packet on the socket, until `deadline`. A socket error
+    /// is waited out (on the stop descriptor) and the read retried: the
+    /// device going down, say, fails one read with ENETDOWN, and once it
+    /// is up again the socket receives again. Only a device that is gone
+    /// (deleted behind netadm's back: `refresh-if` starts a new client)
+    /// ends the client.
+    fn recv(&self, buf: &mut [u8], deadline: Instant) -> Recv {
+        loop {
+            match self.sock.recv(buf, deadline, self.stop) {
+                Ok(Some((n, from))) => {
+                    self.faults.set(0);
+                    return Recv::Got(n, from);
+                }
+                Ok(None) if Instant::now() >= deadline => return Recv::Timeout,
+                Ok(None) => {
+                    self.stopping.store(true, Ordering::Release);
+                    return Recv::Stop;
+                }
+                Err(e)
+                    if matches!(self.del.link(self.index), Err(KernelError::NotFound { .. })) =>
+                {
+                    tracing::warn!(interface = %self.name, "DHCP: {e}; the device is gone");
+                    self.gone.set(true);
+                    self.stopping.store(true, Ordering::Release);
+                    return Recv::Stop;
+                }
+                Err(e) => {
+                    let wait = fault_wait(self.faults.get());
+                    self.faults.set(self.faults.get().saturating_add(1));
+                    tracing::warn!(interface = %self.name, "DHCP: {e}; reading again in {wait:?}");
+                    self.pause((Instant::now() + wait).min(deadline));
+                    if self.stopped() {
+                        return Recv::Stop;
+                    }
+                }
+            }
+        }
+    }
+
     /// Waits for a reply to `xid` until `deadline`.
     fn wait(&self, xid: u32, deadline: Instant) -> Wait {
         let mut buf = vec![0u8; 2048];
         loop {
-            match self.sock.recv(&mut buf, deadline, self.stop) {
-                Ok(Some((n, from))) => {
+            match self.recv(&mut buf, deadline) {
+                Recv::Got(n, from) => {
                     if let Some(r) = parse(&buf[..n], xid, self.mac) {
                         return Wait::Got(r, from);
                     }
                 }
-                Ok(None) if Instant::now() >= deadline => return Wait::Timeout,
-                Ok(None) => {
-                    self.stopping.store(true, Ordering::Release);
-                    return Wait::Stop;
-                }
-                Err(e) => {
-                    // The device is gone: nothing more to do here.
-                    tracing::warn!(interface = %self.name, "DHCP: {e}");
-                    self.stopping.store(true, Ordering::Release);
-                    return Wait::Stop;
-                }
+                Recv::Timeout => return Wait::Timeout,
+                Recv::Stop => return Wait::Stop,
             }
         }
     }
@@ -471,6 +521,9 @@ impl Run {
                 }
                 self.forget(&l);
                 tracing::info!(interface = %self.name, address = %l.ip, "DHCP lease released");
+            } else if self.gone.get() {
+                // Gone with the device: not shown as held any more.
+                self.forget(&l);
             }
         }
     }
@@ -555,19 +608,8 @@ impl Run {
         let mut buf = vec![0u8; 2048];
         // Bound: nothing to do until T1 but drain what arrives.
         while Instant::now() < l.when(l.t1) {
-            match self.sock.recv(&mut buf, l.when(l.t1), self.stop) {
-                Ok(None) if Instant::now() < l.when(l.t1) => {
-                    self.stopping.store(true, Ordering::Release);
-                    return Some(l);
-                }
-                Err(e) => {
-                    // The device is gone (deleted behind netadm's back):
-                    // nothing to renew on; refresh-if starts a new client.
-                    tracing::warn!(interface = %self.name, "DHCP: {e}");
-                    self.stopping.store(true, Ordering::Release);
-                    return Some(l);
-                }
-                _ => {}
+            if let Recv::Stop = self.recv(&mut buf, l.when(l.t1)) {
+                return Some(l);
             }
         }
         while Instant::now() < l.when(l.secs) {
