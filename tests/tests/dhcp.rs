@@ -298,6 +298,16 @@ fn a_vnic_in_a_zone_leases_there_and_releases_on_delete() {
     let ifs = json(bus, &["show-if"]);
     assert_eq!(rows(&ifs, "ifname", "zv0")[0]["state"], "ok", "{ifs}");
 
+    // Persisted: a new netadmd makes the device in the zone again and
+    // leases there at start.
+    drop(daemon);
+    let daemon = far.netadmd();
+    let row = || rows(&json(bus, &["show-addr"]), "addrobj", "zv0/dh")[0].clone();
+    wait_for("the lease in the zone after a restart", || row()["state"] == "ok");
+    let addr = row()["addr"].as_str().unwrap().to_owned();
+    let ip = addr.split_once('/').unwrap().0;
+    assert!(kernel_addr(&z, "zv0", ip).is_some_and(|(_, v)| v.is_some()), "{addr}");
+
     // Released on delete: gone from the zone and from dnsmasq's leases.
     json(bus, &["delete-addr", "zv0/dh"]);
     assert!(kernel_addr(&z, "zv0", ip).is_none(), "removed from the zone's kernel");
