@@ -287,12 +287,12 @@ impl Core {
             let zone =
                 v.resolve(a.interface().as_str()).and_then(|l| crate::mirror::zone_of(&v, &l));
             if let Some(z) = zone
-                && (conf.kind != netadm_config::AddrType::Static || conf.deprecated)
+                && conf.kind == netadm_config::AddrType::Addrconf
             {
                 return Err(e(
                     &["address", &k],
                     CoreError::not_supported(format!(
-                        "{a}: its IP interface is in zone {z}, where netadm has no DHCP, addrconf or deprecated addresses yet"
+                        "{a}: its IP interface is in zone {z}, where netadm has no addrconf addresses yet"
                     )),
                 ));
             }
