@@ -245,6 +245,91 @@ fn a_dhcp_address_is_leased_renewed_at_t1_persisted_and_released_on_delete() {
     drop(daemon);
 }
 
+/// A VNIC whose IP interface is in a zone (a network namespace of its
+/// own, `z`) leases there: the DHCP client's packet socket is made in the
+/// zone and the lease is installed over the zone's rtnetlink connection,
+/// so the address is on the device in `z` with the lease's lifetime, and
+/// dnsmasq's side reaches it. delete-addr gives it back.
+#[test]
+fn a_vnic_in_a_zone_leases_there_and_releases_on_delete() {
+    if !have_prerequisites() {
+        return;
+    }
+    let far = Far::new(
+        "dz",
+        "192.0.2.1/24",
+        // No ping check before an offer: it would leave the far side's
+        // neighbour entry for the address failed, and the ping from
+        // there below would wait out the kernel's retry.
+        &[
+            "--dhcp-authoritative",
+            "--no-ping",
+            "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
+        ],
+    );
+    let (a, b, bus, rx) = (&far.a, &far.b, &far.bus, &far.log);
+    let leases = far.dir.join("dnsmasq.leases");
+    let z = format!("dzz{}", std::process::id());
+    let zone = realnet::Netns::new(std::slice::from_ref(&z)).unwrap_or_else(|e| panic!("{e}"));
+    let daemon = far.netadmd();
+
+    // The zone numbers its devices otherwise than netadmd's namespace
+    // does (a veth pair first, zv0 after it): a packet socket made in the
+    // wrong namespace would find no device of zv0's index there, instead
+    // of the veth under the port (index 2 in both), which would carry the
+    // exchange around netadm's datapath unnoticed.
+    let veth = ["ip", "-n", &z, "link", "add", "zx0", "type", "veth", "peer", "name", "zx1"];
+    realnet::run(&veth).unwrap_or_else(|e| panic!("{e}"));
+    json(bus, &["create-vnic", "-l", "i40e0", "-p", &format!("zone={z}"), "zv0"]);
+    json(bus, &["create-if", "zv0"]);
+    let r = json(bus, &["create-addr", "-T", "dhcp", "zv0/dh"]);
+    eprintln!("create-addr -T dhcp in a zone: {} us in the daemon", r["timing"]["total_us"]);
+    assert_eq!(r["notes"].as_array().map(Vec::len), Some(0), "a lease within the wait: {r}");
+    let row = rows(&json(bus, &["show-addr"]), "addrobj", "zv0/dh")[0].clone();
+    assert_eq!((&row["type"], &row["state"]), (&"dhcp".into(), &"ok".into()), "{row}");
+    let (ip, prefix) = row["addr"].as_str().unwrap().split_once('/').unwrap();
+    assert!(ip.starts_with("192.0.2.") && prefix == "24", "from the server's range: {row}");
+    // On the device in the zone, with the lease's lifetime; nothing of it
+    // in netadmd's namespace.
+    let (p, valid) = kernel_addr(&z, "zv0", ip).expect("in the zone's kernel");
+    assert!(p == 24 && valid.is_some_and(|v| v <= 120), "lifetime of a 2-minute lease: {valid:?}");
+    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zv0"]).unwrap();
+    assert!(text.contains(&format!("{ip}/24")), "{text}");
+    let here = realnet::run(&["ip", "-n", a, "addr"]).unwrap();
+    assert!(!here.contains(ip), "the lease is in netadmd's namespace:\n{here}");
+    // Usable: the server's side reaches it.
+    realnet::run(&["ip", "netns", "exec", b, "ping", "-c", "1", "-W", "5", ip])
+        .unwrap_or_else(|e| panic!("{e}"));
+    // dnsmasq holds it for the VNIC's MAC; not drift.
+    let mac = realnet::run(&["ip", "-n", &z, "-j", "link", "show", "dev", "zv0"]).unwrap();
+    let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
+    let (_, holder) = lease(&leases, ip).expect("dnsmasq's lease file holds it");
+    assert_eq!(holder, mac[0]["address"].as_str().unwrap());
+    let ifs = json(bus, &["show-if"]);
+    assert_eq!(rows(&ifs, "ifname", "zv0")[0]["state"], "ok", "{ifs}");
+
+    // Persisted: a new netadmd makes the device in the zone again and
+    // leases there at start.
+    drop(daemon);
+    let daemon = far.netadmd();
+    let row = || rows(&json(bus, &["show-addr"]), "addrobj", "zv0/dh")[0].clone();
+    wait_for("the lease in the zone after a restart", || row()["state"] == "ok");
+    let addr = row()["addr"].as_str().unwrap().to_owned();
+    let ip = addr.split_once('/').unwrap().0;
+    assert!(kernel_addr(&z, "zv0", ip).is_some_and(|(_, v)| v.is_some()), "{addr}");
+
+    // Released on delete: gone from the zone and from dnsmasq's leases.
+    json(bus, &["delete-addr", "zv0/dh"]);
+    assert!(kernel_addr(&z, "zv0", ip).is_none(), "removed from the zone's kernel");
+    wait_for("dnsmasq to drop the released lease", || lease(&leases, ip).is_none());
+    let seen: Vec<String> = rx.try_iter().collect();
+    assert!(seen.iter().any(|l| l.contains("DHCPRELEASE")), "{seen:#?}");
+    json(bus, &["delete-if", "zv0"]);
+    json(bus, &["delete-vnic", "zv0"]);
+    drop(daemon);
+    drop(zone);
+}
+
 /// `/proc/sys/net/ipv6/conf/DEV/KEY` as namespace `ns` has it.
 fn sysctl6(ns: &str, dev: &str, key: &str) -> String {
     let p = format!("/proc/sys/net/ipv6/conf/{dev}/{key}");

@@ -3,7 +3,8 @@
 //! veth whose far end is bridged and addressed (192.0.2.2/24) in another
 //! (`b`). A VNIC over that port gets `zone` = a third namespace (`z`): its
 //! IP interface's TAP is made there, not in netadmd's, the address is added
-//! there, and ping from `z` crosses netadm's rings and the wire to `b`. The
+//! (and deprecated) there, and ping from `z` crosses netadm's rings and the
+//! wire to `b` (DHCP in a zone: tests/dhcp.rs). The
 //! zone is persisted and replayed by the next netadmd; bad zones are typed
 //! errors that change nothing; the zone deleted under netadm is reported
 //! by `show-if`, survived by a restart, and `refresh-if` makes the device
@@ -60,6 +61,15 @@ fn daemon_in(a: &str, bus: &Bus, dir: &std::path::Path) -> Reaped {
     )
     .unwrap();
     Reaped(netadmd_in_netns(a, bus, &hw, &dir.join("state")))
+}
+
+/// Whether the kernel has `ip` on `dev` in `ns` deprecated (its preferred
+/// lifetime over; with a valid lifetime of for ever the kernel reports
+/// both as for ever, and the flag).
+fn deprecated(ns: &str, dev: &str, ip: &str) -> Option<bool> {
+    let out = realnet::run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["addr_info"].as_array()?.iter().find(|a| a["local"] == ip).map(|a| a["deprecated"] == true)
 }
 
 fn zone_of(bus: &Bus, link: &str) -> serde_json::Value {
@@ -126,11 +136,19 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
     json(&bus, &["delete-addr", "zvnic0/v4b"]);
     let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
     assert!(!text.contains("198.51.100.1") && text.contains("192.0.2.1/24"), "{text}");
+    // Deprecated there: preferred lifetime 0 in the zone's kernel (over
+    // the zone's connection), and back.
+    json(&bus, &["set-addrprop", "-p", "deprecated=on", "zvnic0/v4"]);
+    assert_eq!(deprecated(&z, "zvnic0", "192.0.2.1"), Some(true));
+    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
+    assert!(text.contains("deprecated"), "{text}");
+    assert_eq!(show_if(&bus, "zvnic0")["state"], "ok", "not drift");
+    json(&bus, &["set-addrprop", "-p", "deprecated=off", "zvnic0/v4"]);
+    assert_eq!(deprecated(&z, "zvnic0", "192.0.2.1"), Some(false));
     // What acts in netadmd's own namespace so far is refused in a zone,
     // with nothing changed.
     let before = json(&bus, &["show-addr"]);
     for args in [
-        &["create-addr", "-T", "dhcp", "zvnic0/dhcp"][..],
         &["create-addr", "-T", "addrconf", "zvnic0/v6"][..],
         &["set-ifprop", "-p", "forwarding=on", "-m", "ipv4", "zvnic0"][..],
     ] {

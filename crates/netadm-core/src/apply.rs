@@ -287,12 +287,12 @@ impl Core {
             let zone =
                 v.resolve(a.interface().as_str()).and_then(|l| crate::mirror::zone_of(&v, &l));
             if let Some(z) = zone
-                && (conf.kind != netadm_config::AddrType::Static || conf.deprecated)
+                && conf.kind == netadm_config::AddrType::Addrconf
             {
                 return Err(e(
                     &["address", &k],
                     CoreError::not_supported(format!(
-                        "{a}: its IP interface is in zone {z}, where netadm has no DHCP, addrconf or deprecated addresses yet"
+                        "{a}: its IP interface is in zone {z}, where netadm has no addrconf addresses yet"
                     )),
                 ));
             }
@@ -588,20 +588,27 @@ impl Core {
             });
         }
         // The checkpoint is on disk before anything changes: a netadmd that
-        // dies part way rolls back when it starts again.
-        let armed = (confirm_timeout_s > 0).then(|| Checkpoint {
-            deadline: SystemTime::now() + Duration::from_secs(confirm_timeout_s.into()),
-            state: self.persisted_arc(),
-        });
-        if let (Some(c), Some(s)) = (&armed, &self.store) {
-            s.save_checkpoint(ms(c.deadline), &c.state)
-                .map_err(|e| CoreError::persistence(format!("cannot arm the checkpoint: {e}")))?;
-        }
+        // dies part way rolls back when it starts again. It is taken under
+        // the mutation lock, from the persistent configuration this apply
+        // starts from: a verb committing just before is kept by a rollback.
+        let mut armed: Option<Checkpoint> = None;
         let (mut steps, mut validated) = (vec![], false);
         let res = self.mutate_with("apply", "document", progress, true, |v, persisted, _t| {
             self.check_document(&doc, v)?;
             steps = self.plan_apply(v.st, persisted, &doc.state)?;
             validated = true;
+            if confirm_timeout_s > 0 {
+                let c = Checkpoint {
+                    deadline: SystemTime::now() + Duration::from_secs(confirm_timeout_s.into()),
+                    state: Arc::new(persisted.clone()),
+                };
+                if let Some(s) = &self.store {
+                    s.save_checkpoint(ms(c.deadline), &c.state).map_err(|e| {
+                        CoreError::persistence(format!("cannot arm the checkpoint: {e}"))
+                    })?;
+                }
+                armed = Some(c);
+            }
             // Running and persistent become the document: one state, one
             // allocation, as after a restart.
             Ok(Change { running: doc.state.clone(), persisted: None, same: true })
@@ -609,12 +616,25 @@ impl Core {
         let result = match res {
             Ok(r) => r,
             Err(e) => {
-                if armed.is_some()
-                    && let Some(s) = &self.store
-                {
-                    let _ = s.clear_checkpoint();
-                }
-                return Err(if validated { name_step(&steps, e) } else { e });
+                let e = if validated { name_step(&steps, e) } else { e };
+                // Everything was put back; so must the checkpoint file be,
+                // or the next netadmd would roll back what came after.
+                let Some(c) = armed else { return Err(e) };
+                let Some(Err(why)) = self.store.as_ref().map(|s| s.clear_checkpoint()) else {
+                    return Err(e);
+                };
+                // It could not be removed: armed it stays, here too, so
+                // that `confirm` (which removes it) or its deadline ends it.
+                *cp = Some(c);
+                self.checkpoint_cv.notify_all();
+                return Err(CoreError {
+                    kind: e.kind,
+                    message: format!(
+                        "{}; the checkpoint file could not be removed ({why}), so the checkpoint \
+                         stays armed: `netadm confirm` disarms it",
+                        e.message
+                    ),
+                });
             }
         };
         let confirm_deadline_ms = armed.as_ref().map_or(0, |c| ms(c.deadline));
@@ -647,6 +667,17 @@ impl Core {
     /// now, through the pipeline, and disarms it.
     pub fn rollback(&self, progress: Progress<'_>) -> Result<OpResult, CoreError> {
         let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
+        self.rollback_armed(&mut cp, progress)
+    }
+
+    /// Rolls back the checkpoint in `cp`, whose lock the caller holds from
+    /// deciding to until done (a confirm or a new apply cannot come in
+    /// between), and disarms it.
+    fn rollback_armed(
+        &self,
+        cp: &mut Option<Checkpoint>,
+        progress: Progress<'_>,
+    ) -> Result<OpResult, CoreError> {
         let Some(c) = cp.clone() else {
             return Err(CoreError::not_found("no checkpoint is armed"));
         };
@@ -699,19 +730,18 @@ impl Core {
     /// time). `Ok(None)` if nothing was due. Should the rollback fail, the
     /// checkpoint stays armed and is tried again 10 s later.
     pub fn rollback_due(&self) -> Result<Option<OpResult>, CoreError> {
-        {
-            let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
-            match &mut *cp {
-                Some(c) if c.deadline <= SystemTime::now() => {}
-                _ => return Ok(None),
-            }
+        let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*cp {
+            Some(c) if c.deadline <= SystemTime::now() => {}
+            _ => return Ok(None),
         }
-        self.rollback(&|_, _, _| {}).map(Some).inspect_err(|_| {
-            let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(c) = &mut *cp {
-                c.deadline = SystemTime::now() + Duration::from_secs(10);
-            }
-        })
+        let r = self.rollback_armed(&mut cp, &|_, _, _| {});
+        if r.is_err()
+            && let Some(c) = &mut *cp
+        {
+            c.deadline = SystemTime::now() + Duration::from_secs(10);
+        }
+        r.map(Some)
     }
 }
 

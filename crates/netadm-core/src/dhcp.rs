@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use netadm_kernel::{KernelError, Lifetimes, Netlink, PacketSocket};
+use netadm_kernel::{KernelError, Netlink, PacketSocket};
 
 use crate::CoreError;
 
@@ -147,24 +147,24 @@ pub(crate) struct Client {
 pub(crate) type Leased = Arc<Mutex<Vec<(IpAddr, u8)>>>;
 
 impl Client {
-    /// Starts a client on interface `index` (MAC `mac`) for `name`.
+    /// Starts a client on interface `index` (MAC `mac`) for `name`,
+    /// speaking through `sock` (an IPv4 packet socket on it) and
+    /// installing its lease over `nl` (the connection in the interface's
+    /// network namespace: the daemon's, or its zone's).
     pub(crate) fn start(
         name: &str,
+        sock: PacketSocket,
+        nl: Arc<Netlink>,
         index: u32,
         mac: [u8; 6],
         leased: Leased,
     ) -> Result<Self, CoreError> {
-        let hw = |e: KernelError| CoreError::hardware(format!("DHCP on {name}: {e}"));
-        let sock = PacketSocket::open(index, 0x0800).map_err(hw)?;
-        let nl = Lifetimes::open().map_err(hw)?;
-        let del = Netlink::open().map_err(hw)?;
         let stop = crate::drift::eventfd()?;
         let release = Arc::new(AtomicBool::new(false));
         let status: Shared = Arc::default();
         let run = Run {
             sock,
             nl,
-            del,
             index,
             mac,
             stop: stop.as_raw_fd(),
@@ -231,8 +231,7 @@ impl Drop for Client {
 
 struct Run {
     sock: PacketSocket,
-    nl: Lifetimes,
-    del: Netlink,
+    nl: Arc<Netlink>,
     index: u32,
     mac: [u8; 6],
     stop: std::os::fd::RawFd,
@@ -427,9 +426,7 @@ impl Run {
                     self.stopping.store(true, Ordering::Release);
                     return Recv::Stop;
                 }
-                Err(e)
-                    if matches!(self.del.link(self.index), Err(KernelError::NotFound { .. })) =>
-                {
+                Err(e) if matches!(self.nl.link(self.index), Err(KernelError::NotFound { .. })) => {
                     tracing::warn!(interface = %self.name, "DHCP: {e}; the device is gone");
                     self.gone.set(true);
                     self.stopping.store(true, Ordering::Release);
@@ -515,7 +512,7 @@ impl Run {
                 let msg =
                     message(RELEASE, random_xid(), self.mac, l.ip, &[(54, &l.server.octets())]);
                 self.send(l.server_mac, l.ip, l.server, &msg);
-                match self.del.del_addr(self.index, IpAddr::V4(l.ip), l.prefix) {
+                match self.nl.del_addr(self.index, IpAddr::V4(l.ip), l.prefix) {
                     Ok(()) | Err(KernelError::NotFound { .. }) => {}
                     Err(e) => tracing::warn!(interface = %self.name, "DHCP release: {e}"),
                 }
@@ -581,7 +578,7 @@ impl Run {
                 leased.push(a);
             }
         }
-        if let Err(e) = self.nl.set(self.index, a.0, a.1, l.secs, l.secs) {
+        if let Err(e) = self.nl.set_address_lifetimes(self.index, a.0, a.1, l.secs, l.secs) {
             tracing::warn!(interface = %self.name, "DHCP: {e}");
             self.forget(&l);
             return None;
@@ -652,7 +649,7 @@ impl Run {
     }
 
     fn drop_lease(&self, l: &Lease) {
-        let _ = self.del.del_addr(self.index, IpAddr::V4(l.ip), l.prefix);
+        let _ = self.nl.del_addr(self.index, IpAddr::V4(l.ip), l.prefix);
         self.forget(l);
         tracing::warn!(interface = %self.name, address = %l.ip, "DHCP lease lost");
     }

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 
 use netadm_config::{AddrType, LinkState};
 use netadm_datapath::{Forward, VSwitch};
-use netadm_kernel::{KernelError, Netlink, Netns, Tap, sysctl};
+use netadm_kernel::{KernelError, Netlink, Netns, PacketSocket, Tap, sysctl};
 use netadm_model::{AddrObj, LinkName, PropName};
 
 use crate::drift::{Drift, Watcher};
@@ -78,8 +78,6 @@ pub(crate) struct Mirror {
     /// Stopped first: it holds the other two.
     _watch: Watcher,
     nl: Arc<Netlink>,
-    /// Address lifetimes: a deprecated static address's preferred one, 0.
-    lifetimes: netadm_kernel::Lifetimes,
     ifs: Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>,
     /// The virtual switch of each link interfaces are on (a port, an
     /// aggregation or an etherstub), made with its first interface.
@@ -136,15 +134,7 @@ impl Mirror {
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let watch = Watcher::start(events, ifs.clone())?;
-        let lifetimes = netadm_kernel::Lifetimes::open().map_err(kerr)?;
-        Ok(Self {
-            _watch: watch,
-            nl,
-            lifetimes,
-            ifs,
-            switches: Mutex::default(),
-            zones: Mutex::default(),
-        })
+        Ok(Self { _watch: watch, nl, ifs, switches: Mutex::default(), zones: Mutex::default() })
     }
 
     /// Zone `z`, opened (again, if its name no longer names the namespace
@@ -757,8 +747,21 @@ impl Core {
             };
             if a.is_none_or(|a| a.kind != b.kind) && addr(b)?.is_none() {
                 if b.kind == AddrType::Dhcp && !i.dhcp.contains_key(obj) {
+                    // Its packet socket is made in the interface's
+                    // namespace (a zone's, from a thread inside it); the
+                    // lease goes in over the interface's connection.
+                    let open = || PacketSocket::open(i.index, 0x0800);
+                    let sock = match &i.ns {
+                        None => open(),
+                        Some(z) => z.ns.run(open).map_err(kerr)?,
+                    }
+                    .map_err(|e| {
+                        CoreError::hardware(format!("DHCP on {}: {e}", obj.interface()))
+                    })?;
                     let c = crate::dhcp::Client::start(
                         obj.interface().as_str(),
+                        sock,
+                        i.nl.clone(),
                         i.index,
                         i.mac,
                         i.leased.clone(),
@@ -790,7 +793,7 @@ impl Core {
             let deprecated_before = was == now && a.is_some_and(|a| a.deprecated);
             if b.deprecated != deprecated_before {
                 let preferred = if b.deprecated { 0 } else { u32::MAX };
-                m.lifetimes.set(i.index, ip, p, u32::MAX, preferred).map_err(kerr)?;
+                i.nl.set_address_lifetimes(i.index, ip, p, u32::MAX, preferred).map_err(kerr)?;
             }
         }
         // Protocol properties: the namespace's, set or back to default.

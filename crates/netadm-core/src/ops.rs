@@ -1052,7 +1052,7 @@ impl Core {
                 {
                     return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
                 }
-                if kind != AddrType::Static {
+                if kind == AddrType::Addrconf {
                     not_in_zone(v, obj.interface(), &format!("-T {}", kind.as_str()))?;
                 }
                 if kind != AddrType::Static
@@ -1295,9 +1295,6 @@ impl Core {
                     )));
                 };
                 f(a)?;
-                if a.deprecated {
-                    not_in_zone(v, obj.interface(), "a deprecated address")?;
-                }
                 Ok(st)
             })
         })
@@ -1338,7 +1335,7 @@ impl Core {
                             ip.0
                         )));
                     }
-                    if a.kind != AddrType::Static || a.deprecated {
+                    if a.kind == AddrType::Addrconf {
                         not_in_zone(v, &n, &format!("enable-if with {o}"))?;
                     }
                     st.address.insert(o.clone(), a.clone());
@@ -1525,8 +1522,8 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
 }
 
 /// Refuses `what` on interface `ifname` when its device lives in a zone:
-/// the DHCP client's packet socket and the interface properties under
-/// `/proc/sys/net` act in netadmd's own network namespace so far.
+/// addrconf and the interface properties under `/proc/sys/net` act in
+/// netadmd's own network namespace so far.
 fn not_in_zone(v: &View<'_>, ifname: &LinkName, what: &str) -> Result<(), CoreError> {
     match v.resolve(ifname.as_str()).and_then(|l| crate::mirror::zone_of(v, &l)) {
         Some(z) => Err(CoreError::not_supported(format!(

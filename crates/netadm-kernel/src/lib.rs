@@ -3,24 +3,25 @@
 //!
 //! The `rtnetlink` crate speaks `NETLINK_ROUTE`: links are brought up and
 //! given an MTU with `RTM_NEWLINK`, read with `RTM_GETLINK`; addresses are
-//! added, removed and listed with `RTM_NEWADDR`, `RTM_DELADDR` and an
+//! added (with lifetimes, `IFA_CACHEINFO`, for DHCP leases and deprecated
+//! addresses), removed and listed with `RTM_NEWADDR`, `RTM_DELADDR` and an
 //! `RTM_GETADDR` dump. Every request asks for an acknowledgement, so a
 //! refusal comes back as the kernel's own errno, typed. Its connections
 //! run on the daemon's tokio runtime (see `rt`); this crate's interface
 //! stays synchronous, with every wait bounded.
 
-mod dynaddr;
 mod events;
 mod netlink;
 mod netns;
+mod packet;
 mod rt;
 pub mod sysctl;
 mod tap;
 
-pub use dynaddr::{Lifetimes, PacketSocket};
 pub use events::{Events, Touched};
 pub use netlink::{KernelLink, Netlink};
 pub use netns::{NETNS_DIR, Netns};
+pub use packet::PacketSocket;
 pub use tap::Tap;
 
 /// Why a kernel operation failed.

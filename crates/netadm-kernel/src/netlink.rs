@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::AddressFamily;
-use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
+use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, CacheInfo};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::{LinkUnspec, MulticastGroup};
 use tokio::runtime::Handle;
@@ -156,6 +156,33 @@ impl Netlink {
         let req = self.h.address().add(index, ip, prefix).execute();
         self.wait(&format!("add {ip}/{prefix}"), req).map_err(|e| match e {
             KernelError::Exists { .. } => KernelError::Exists { what: format!("address {ip}") },
+            e => e,
+        })
+    }
+
+    /// Installs `ip/prefix` on interface `index`, valid for `valid` and
+    /// preferred for `preferred` seconds (`u32::MAX`: for ever; the kernel
+    /// removes it when `valid` runs out, and marks it deprecated when
+    /// `preferred` does); an address already there gets these lifetimes.
+    /// A DHCP lease (installed, then renewed in place) and a deprecated
+    /// address (preferred 0).
+    pub fn set_address_lifetimes(
+        &self,
+        index: u32,
+        ip: IpAddr,
+        prefix: u8,
+        valid: u32,
+        preferred: u32,
+    ) -> Result<(), KernelError> {
+        let mut req = self.h.address().add(index, ip, prefix).replace();
+        let mut cache = CacheInfo::default();
+        (cache.ifa_valid, cache.ifa_preferred) = (valid, preferred);
+        req.message_mut().attributes.push(AddressAttribute::CacheInfo(cache));
+        let op = format!("install {ip}/{prefix} for {valid} s");
+        self.wait(&op, req.execute()).map_err(|e| match e {
+            KernelError::NotFound { .. } => {
+                KernelError::NotFound { what: format!("interface {index}") }
+            }
             e => e,
         })
     }

@@ -1593,6 +1593,10 @@ impl Engine {
                     self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
+                if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                    self.oversize_off_the_wire();
+                    continue;
+                }
                 let slot = &bufs[i * PACKET_SLOT..i * PACKET_SLOT + len];
                 let mut off =
                     Offload::from_vnet(slot[..VNET_HDR_LEN].try_into().expect("10 bytes"));
@@ -1618,6 +1622,14 @@ impl Engine {
         }
         self.packet_buf = bufs;
         n > 0
+    }
+
+    /// A frame off an afpacket wire larger than the device reads (a
+    /// superframe beyond 64 KiB, as BIG TCP makes): the socket cut it
+    /// short, so it is dropped whole and counted, never delivered cut.
+    fn oversize_off_the_wire(&mut self) {
+        self.sh.counters.rx_oversize.fetch_add(1, Ordering::Relaxed);
+        self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One frame off an afpacket wire: straight into its RX ring, unless
@@ -1663,6 +1675,9 @@ impl Engine {
         if room < PACKET_SLOT - VNET_HDR_LEN {
             return None;
         }
+        // No more than a batch slot takes: a frame is dropped, or not, the
+        // same whichever way it is read.
+        let room = room.min(PACKET_SLOT - VNET_HDR_LEN);
         let mut hdr = [0u8; VNET_HDR_LEN];
         let mut iov = [
             libc::iovec { iov_base: hdr.as_mut_ptr().cast(), iov_len: VNET_HDR_LEN },
@@ -1688,6 +1703,11 @@ impl Engine {
         }
         if !self.sh.carrier.load(Ordering::Acquire) {
             self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+            return Some(true);
+        }
+        if m.msg_flags & libc::MSG_TRUNC != 0 {
+            // Not committed: the buffers stay posted for the next frame.
+            self.oversize_off_the_wire();
             return Some(true);
         }
         let mut off = Offload::from_vnet(&hdr);

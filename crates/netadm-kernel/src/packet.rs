@@ -1,26 +1,15 @@
-//! What dynamic addresses need of the kernel: an address installed with
-//! lifetimes (a DHCP lease: valid for the lease, renewed in place), and a
-//! packet socket on an interface (a DHCP client speaks before it has an
-//! address, so it builds its own IPv4 and UDP headers).
-//!
-//! Kept apart from `netlink.rs` on purpose: its own small `NETLINK_ROUTE`
-//! socket, so this module does not depend on how that one is built.
+//! A packet socket on an interface, for what speaks before the interface
+//! has an address: netadmd's DHCP client builds its own IPv4 and UDP
+//! headers. A socket belongs to the network namespace it was made in:
+//! for an interface in a zone, open it on a thread inside the zone
+//! ([`crate::Netns::run`]); it is used from any thread after that. (The
+//! lease itself is installed over the interface's rtnetlink connection:
+//! [`crate::Netlink::set_address_lifetimes`].)
 
-use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use crate::KernelError;
-
-const RTM_NEWADDR: u16 = 20;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_ACK: u16 = 4;
-const NLM_F_REPLACE: u16 = 0x100;
-const NLM_F_CREATE: u16 = 0x400;
-const IFA_ADDRESS: u16 = 1;
-const IFA_LOCAL: u16 = 2;
-const IFA_CACHEINFO: u16 = 6;
 
 fn io(op: &str) -> KernelError {
     KernelError::Io { op: op.into(), source: std::io::Error::last_os_error() }
@@ -34,117 +23,6 @@ fn socket(domain: i32, ty: i32, proto: i32, op: &str) -> Result<OwnedFd, KernelE
     }
     // SAFETY: a fresh descriptor we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Addresses with lifetimes, over a socket of their own.
-#[derive(Debug)]
-pub struct Lifetimes {
-    fd: OwnedFd,
-}
-
-impl Lifetimes {
-    /// Opens the socket in this thread's network namespace.
-    pub fn open() -> Result<Self, KernelError> {
-        let fd = socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE, "open rtnetlink")?;
-        let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
-        // SAFETY: setsockopt reading a timeval of the size given.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io("bound rtnetlink waits"));
-        }
-        Ok(Self { fd })
-    }
-
-    /// Installs `ip/prefix` on interface `index`, valid for `valid` and
-    /// preferred for `preferred` seconds (the kernel removes it when
-    /// `valid` runs out); an address already there gets these lifetimes.
-    pub fn set(
-        &self,
-        index: u32,
-        ip: IpAddr,
-        prefix: u8,
-        valid: u32,
-        preferred: u32,
-    ) -> Result<(), KernelError> {
-        let op = format!("install {ip}/{prefix} for {valid} s");
-        let (family, bytes) = match ip {
-            IpAddr::V4(a) => (libc::AF_INET as u8, a.octets().to_vec()),
-            IpAddr::V6(a) => (libc::AF_INET6 as u8, a.octets().to_vec()),
-        };
-        // struct ifaddrmsg, then the attributes.
-        let mut body = vec![family, prefix, 0, 0];
-        body.extend_from_slice(&index.to_ne_bytes());
-        let mut cache = Vec::with_capacity(16);
-        for v in [preferred, valid, 0, 0] {
-            cache.extend_from_slice(&v.to_ne_bytes());
-        }
-        for (ty, data) in
-            [(IFA_LOCAL, &bytes[..]), (IFA_ADDRESS, &bytes[..]), (IFA_CACHEINFO, &cache[..])]
-        {
-            if ty == IFA_LOCAL && family != libc::AF_INET as u8 {
-                continue;
-            }
-            body.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
-            body.extend_from_slice(&ty.to_ne_bytes());
-            body.extend_from_slice(data);
-            body.resize((body.len() + 3) & !3, 0);
-        }
-        let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
-        let mut msg = Vec::with_capacity(16 + body.len());
-        msg.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
-        msg.extend_from_slice(&RTM_NEWADDR.to_ne_bytes());
-        msg.extend_from_slice(&flags.to_ne_bytes());
-        msg.extend_from_slice(&1u32.to_ne_bytes());
-        msg.extend_from_slice(&0u32.to_ne_bytes());
-        msg.extend_from_slice(&body);
-        // SAFETY: the kernel as destination (zeroed sockaddr_nl); msg is
-        // valid for its length.
-        let n = unsafe {
-            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
-            sa.nl_family = libc::AF_NETLINK as u16;
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(io(&op));
-        }
-        let mut buf = [0u8; 1024];
-        // SAFETY: buf is valid for its length.
-        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 20 {
-            return Err(io(&op));
-        }
-        let ty = u16::from_ne_bytes([buf[4], buf[5]]);
-        let code = i32::from_ne_bytes(buf[16..20].try_into().expect("4 bytes"));
-        match (ty, code) {
-            (NLMSG_ERROR, 0) => Ok(()),
-            (NLMSG_ERROR, c) if c.wrapping_neg() == libc::ENODEV => {
-                Err(KernelError::NotFound { what: format!("interface {index}") })
-            }
-            (NLMSG_ERROR, c) => Err(KernelError::Refused {
-                op,
-                source: std::io::Error::from_raw_os_error(c.wrapping_neg()),
-            }),
-            _ => Err(KernelError::Io {
-                op,
-                source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not an ack"),
-            }),
-        }
-    }
 }
 
 /// An `AF_PACKET` datagram socket on one interface for one ethertype: the
