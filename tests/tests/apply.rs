@@ -288,6 +288,15 @@ fn apply_plans_runs_as_one_operation_and_show_config_applies_back_as_a_no_op() {
         "proto.\"ipv4.colour\"",
     );
     bad(
+        "vlanstub.toml",
+        format!(
+            "{DOC}\n[vnic.v9]\nover = \"stub0\"\nmac = \"2:8:20:0:0:9\"\nmac_mode = \"fixed\"\nvid = 9\nvlan = true\n"
+        ),
+        "InvalidArgument",
+        end + 3,
+        "vnic.v9.over",
+    );
+    bad(
         "macunder.toml",
         DOC.replace("mac = \"2:8:20:0:0:1\"", "mac = \"2:8:20:0:0:9\""),
         "Busy",

@@ -142,6 +142,16 @@ impl Core {
                         )),
                     ));
                 }
+                // As create-vlan refuses it: a switch has no wire to tag on.
+                Some(Link::Etherstub(_)) if conf.vlan => {
+                    return Err(e(
+                        &["vnic", k, "over"],
+                        CoreError::invalid_argument(format!(
+                            "{} is an etherstub; VLANs go over a physical link or an aggregation",
+                            conf.over
+                        )),
+                    ));
+                }
                 Some(_) => {}
             }
         }
