@@ -15,21 +15,10 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::realnet::run as cmd;
-
 /// The floor's far side: veth `ve0` in `e`, its peer `vf0` bridged in `f`
 /// (`br0`, `addr`/24), as netadm's far side is (one link instead of two).
 pub fn far_side(e: &str, f: &str, addr: &str) -> Result<(), String> {
-    cmd(&[
-        "ip", "link", "add", "ve0", "netns", e, "type", "veth", "peer", "name", "vf0", "netns", f,
-    ])?;
-    cmd(&["ip", "-n", e, "link", "set", "ve0", "mtu", "9000", "up"])?;
-    cmd(&["ip", "-n", f, "link", "set", "vf0", "mtu", "9000", "up"])?;
-    cmd(&["ip", "-n", f, "link", "add", "br0", "type", "bridge"])?;
-    cmd(&["ip", "-n", f, "link", "set", "vf0", "master", "br0"])?;
-    cmd(&["ip", "-n", f, "link", "set", "br0", "mtu", "9000", "up"])?;
-    cmd(&["ip", "-n", f, "addr", "add", &format!("{addr}/24"), "dev", "br0"])?;
-    Ok(())
+    crate::realnet::bridged_far_side(e, f, &[("ve0", "vf0")], addr)
 }
 
 fn last_err(what: &str) -> String {

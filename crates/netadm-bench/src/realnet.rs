@@ -79,20 +79,30 @@ impl Drop for Netns {
 /// wires superframes and partial checksums, which travel with their
 /// virtio-net header.
 pub fn netadm_far_side(a: &str, b: &str) -> Result<(), String> {
-    for i in 0..2 {
-        let (va, vb) = (format!("va{i}"), format!("vb{i}"));
+    bridged_far_side(a, b, &[("va0", "vb0"), ("va1", "vb1")], "192.0.2.2")
+}
+
+/// Veth pairs (near end in `a`, far end in `b`) whose far ends are
+/// bridged in `b` as br0 with `addr`/24, everything at MTU 9000.
+pub fn bridged_far_side(
+    a: &str,
+    b: &str,
+    pairs: &[(&str, &str)],
+    addr: &str,
+) -> Result<(), String> {
+    for (va, vb) in pairs {
         run(&[
-            "ip", "link", "add", &va, "netns", a, "type", "veth", "peer", "name", &vb, "netns", b,
+            "ip", "link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b,
         ])?;
-        run(&["ip", "-n", a, "link", "set", &va, "mtu", "9000", "up"])?;
-        run(&["ip", "-n", b, "link", "set", &vb, "mtu", "9000", "up"])?;
+        run(&["ip", "-n", a, "link", "set", va, "mtu", "9000", "up"])?;
+        run(&["ip", "-n", b, "link", "set", vb, "mtu", "9000", "up"])?;
     }
     run(&["ip", "-n", b, "link", "add", "br0", "type", "bridge"])?;
-    for i in 0..2 {
-        run(&["ip", "-n", b, "link", "set", &format!("vb{i}"), "master", "br0"])?;
+    for (_, vb) in pairs {
+        run(&["ip", "-n", b, "link", "set", vb, "master", "br0"])?;
     }
     run(&["ip", "-n", b, "link", "set", "br0", "mtu", "9000", "up"])?;
-    run(&["ip", "-n", b, "addr", "add", "192.0.2.2/24", "dev", "br0"])?;
+    run(&["ip", "-n", b, "addr", "add", &format!("{addr}/24"), "dev", "br0"])?;
     Ok(())
 }
 

@@ -126,34 +126,14 @@ impl Core {
                     CoreError::invalid_argument(format!("VNIC {n} is over itself")),
                 ));
             }
-            match v.resolve(conf.over.as_str()) {
-                None => {
-                    return Err(e(
-                        &["vnic", k, "over"],
-                        CoreError::not_found(format!("link {} does not exist", conf.over)),
-                    ));
-                }
-                Some(Link::Vnic(_)) => {
-                    return Err(e(
-                        &["vnic", k, "over"],
-                        CoreError::invalid_argument(format!(
-                            "{} is a VNIC; VNICs go over a physical link or an aggregation",
-                            conf.over
-                        )),
-                    ));
-                }
-                // As create-vlan refuses it: a switch has no wire to tag on.
-                Some(Link::Etherstub(_)) if conf.vlan => {
-                    return Err(e(
-                        &["vnic", k, "over"],
-                        CoreError::invalid_argument(format!(
-                            "{} is an etherstub; VLANs go over a physical link or an aggregation",
-                            conf.over
-                        )),
-                    ));
-                }
-                Some(_) => {}
-            }
+            let Some(link) = v.resolve(conf.over.as_str()) else {
+                return Err(e(
+                    &["vnic", k, "over"],
+                    CoreError::not_found(format!("link {} does not exist", conf.over)),
+                ));
+            };
+            ops::check_over(&v, conf.over.as_str(), &link, conf.vlan)
+                .map_err(|err| e(&["vnic", k, "over"], err))?;
         }
         for (dev, _, b) in cur.st.phys.diff(&d.phys) {
             let Some(conf) = b else { continue };

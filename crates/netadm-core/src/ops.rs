@@ -627,12 +627,7 @@ impl Core {
                     return Err(CoreError::exists(format!("link {vnic} already exists")));
                 }
                 let link = v.require(over)?;
-                if let Link::Vnic(o) = link {
-                    let what = if v.st.vnic[&o].vlan { "VLAN" } else { "VNIC" };
-                    return Err(CoreError::invalid_argument(format!(
-                        "{over} is a {what}; VNICs go over a physical link, an aggregation or an etherstub"
-                    )));
-                }
+                check_over(v, over, &link, false)?;
                 if let Some(a) = v.aggr_of(&over_n) {
                     return Err(CoreError::busy(format!(
                         "{over} is a port of {a}; create the VNIC over {a}"
@@ -743,18 +738,9 @@ impl Core {
                     return Err(CoreError::exists(format!("link {vlan} already exists")));
                 }
                 let link = v.require(over)?;
+                check_over(v, over, &link, true)?;
                 let mac = match &link {
-                    Link::Etherstub(_) => {
-                        return Err(CoreError::invalid_argument(format!(
-                            "{over} is an etherstub; VLANs go over a physical link or an aggregation"
-                        )));
-                    }
-                    Link::Vnic(o) => {
-                        let what = if v.st.vnic[o].vlan { "VLAN" } else { "VNIC" };
-                        return Err(CoreError::invalid_argument(format!(
-                            "{over} is a {what}; VLANs go over a physical link or an aggregation"
-                        )));
-                    }
+                    Link::Etherstub(_) | Link::Vnic(_) => unreachable!("refused by check_over"),
                     Link::Aggr(a) => v.st.aggr[a].mac.map_or_else(
                         || {
                             let first = v.ports_under(&link).into_iter().next();
@@ -1531,4 +1517,27 @@ fn not_in_zone(v: &View<'_>, ifname: &LinkName, what: &str) -> Result<(), CoreEr
         ))),
         None => Ok(()),
     }
+}
+
+/// What a VNIC (`vlan` false) or a VLAN link (`vlan` true) may go over, as
+/// create-vnic, create-vlan and apply check it: not a VNIC or a VLAN, and
+/// for a VLAN not an etherstub either (a switch has no wire to tag on).
+pub(crate) fn check_over(
+    v: &View<'_>,
+    over: &str,
+    link: &Link,
+    vlan: bool,
+) -> Result<(), CoreError> {
+    let what = match link {
+        Link::Vnic(o) if v.st.vnic[o].vlan => "a VLAN",
+        Link::Vnic(_) => "a VNIC",
+        Link::Etherstub(_) if vlan => "an etherstub",
+        _ => return Ok(()),
+    };
+    let goes = if vlan {
+        "VLANs go over a physical link or an aggregation"
+    } else {
+        "VNICs go over a physical link, an aggregation or an etherstub"
+    };
+    Err(CoreError::invalid_argument(format!("{over} is {what}; {goes}")))
 }
