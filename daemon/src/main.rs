@@ -9,6 +9,7 @@ mod auth;
 mod metrics;
 mod notify;
 mod service;
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

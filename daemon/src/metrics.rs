@@ -164,7 +164,7 @@ pub fn render(core: &Core) -> String {
         (
             "receive_packets",
             "Frames received.",
-            (|s| s.ipackets) as fn(&netadm_dbus::LinkStats) -> u64,
+            (|s| s.ipackets) as fn(&netadm_core::StatsRow) -> u64,
         ),
         ("receive_bytes", "Bytes received.", |s| s.rbytes),
         ("receive_drops", "Frames dropped on receive (no buffer, ring stopped).", |s| s.idrops),
@@ -230,7 +230,7 @@ pub fn render(core: &Core) -> String {
     }
 
     let traffic = core.show_traffic();
-    type Book = (&'static str, &'static str, &'static str, fn(&netadm_dbus::TrafficInfo) -> f64);
+    type Book = (&'static str, &'static str, &'static str, fn(&netadm_core::TrafficRow) -> f64);
     let books: [Book; 10] = [
         ("netadm_traffic_running", "gauge", "1 while the generator sends.", |t| {
             f64::from(u8::from(t.running))

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use netadm_core::{Core, CoreError, ErrorKind};
+use netadm_core::{Core, CoreError};
+
+use crate::wire::ToWire;
 
 use crate::auth::Authorizer;
 use netadm_dbus::{
@@ -17,22 +19,6 @@ use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
 use zbus::{Connection, interface};
 
-fn to_dbus(e: CoreError) -> Error {
-    let m = e.message;
-    match e.kind {
-        ErrorKind::NotFound => Error::NotFound(m),
-        ErrorKind::Exists => Error::Exists(m),
-        ErrorKind::InvalidName => Error::InvalidName(m),
-        ErrorKind::InvalidArgument => Error::InvalidArgument(m),
-        ErrorKind::InvalidValue => Error::InvalidValue(m),
-        ErrorKind::NotSupported => Error::NotSupported(m),
-        ErrorKind::Busy => Error::Busy(m),
-        ErrorKind::Hardware => Error::Hardware(m),
-        ErrorKind::Persistence => Error::Persistence(m),
-        ErrorKind::Internal => Error::Internal(m),
-    }
-}
-
 /// The manager object at [`ROOT_PATH`].
 struct Manager {
     core: Arc<Core>,
@@ -44,10 +30,10 @@ struct Manager {
 impl Manager {
     /// Runs a read on the blocking pool: reads take std locks, and nothing
     /// that can block may run on one of the runtime's async workers.
-    async fn read<T: Send + 'static>(
+    async fn read<T: ToWire + Send + 'static>(
         &self,
         f: impl FnOnce(&Core) -> T + Send + 'static,
-    ) -> Result<T, Error> {
+    ) -> Result<T::Wire, Error> {
         let core = self.core.clone();
         tokio::task::spawn_blocking(move || {
             // Test-only: `daemon.read=return(FIFO)` holds every read until
@@ -59,7 +45,7 @@ impl Manager {
                 eprintln!("failpoint daemon.read: holding a read until {fifo} is released");
                 let _ = std::fs::read(&fifo);
             }
-            f(&core)
+            f(&core).wire()
         })
         .await
         .map_err(|e| Error::Internal(format!("a read failed: {e}")))
@@ -68,13 +54,13 @@ impl Manager {
     /// Runs a mutation on the blocking pool, forwarding its progress as
     /// signals to everyone (clients filter on `caller`), then refreshes the
     /// link objects.
-    async fn mutate<T: Send + 'static>(
+    async fn mutate<T: ToWire + Send + 'static>(
         &self,
         hdr: &Header<'_>,
         emitter: &SignalEmitter<'_>,
         op: &'static str,
         f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<T, CoreError> + Send + 'static,
-    ) -> Result<T, Error> {
+    ) -> Result<T::Wire, Error> {
         self.auth.check(emitter.connection(), hdr, op).await.inspect_err(|e| {
             tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
         })?;
@@ -101,7 +87,7 @@ impl Manager {
         }
         let result = res.as_ref().map_or_else(|e| e.kind.as_str(), |_| "ok");
         crate::metrics::observe(op, result, started.elapsed());
-        let res = res.map_err(to_dbus)?;
+        let res = res.wire()?;
         // Only the link objects the change can have touched.
         let after = (self.core.running(), self.core.persisted_snapshot());
         let changed = self.core.links_changed((&before.0, &after.0), (&before.1, &after.1));
@@ -345,7 +331,7 @@ impl Manager {
         link: String,
         names: Vec<String>,
     ) -> Result<Vec<PropInfo>, Error> {
-        self.read(move |c| c.show_link_prop(&link, &names)).await?.map_err(to_dbus)
+        self.read(move |c| c.show_link_prop(&link, &names)).await?
     }
 
     async fn create_if(
@@ -413,7 +399,7 @@ impl Manager {
         proto: String,
         names: Vec<String>,
     ) -> Result<Vec<IfPropInfo>, Error> {
-        self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?.map_err(to_dbus)
+        self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?
     }
 
     async fn set_addr_prop(
@@ -449,7 +435,7 @@ impl Manager {
         addrobj: String,
         names: Vec<String>,
     ) -> Result<Vec<AddrPropInfo>, Error> {
-        self.read(move |c| c.show_addr_prop(&addrobj, &names)).await?.map_err(to_dbus)
+        self.read(move |c| c.show_addr_prop(&addrobj, &names)).await?
     }
 
     async fn set_prop(
@@ -481,7 +467,7 @@ impl Manager {
         proto: String,
         names: Vec<String>,
     ) -> Result<Vec<ProtoPropInfo>, Error> {
-        self.read(move |c| c.show_prop(&proto, &names)).await?.map_err(to_dbus)
+        self.read(move |c| c.show_prop(&proto, &names)).await?
     }
 
     async fn enable_if(
@@ -611,7 +597,7 @@ impl Manager {
                 return Err(Error::InvalidArgument(format!("format {f:?}: expected toml or json")));
             }
         };
-        self.read(move |c| c.show_config(running, json)).await?.map_err(to_dbus)
+        self.read(move |c| c.show_config(running, json)).await?
     }
 
     async fn apply(
@@ -667,7 +653,7 @@ impl Manager {
         tokio::task::spawn_blocking(move || core.set_strategy(&strategy))
             .await
             .map_err(|e| Error::Internal(e.to_string()))?
-            .map_err(to_dbus)
+            .wire()
     }
 
     #[zbus(property)]
@@ -752,6 +738,7 @@ async fn sync_links(
         None => core.show_link(),
         Some(names) => core.show_links_named(names),
     }
+    .wire()
     .into_iter()
     .map(|l| (l.link.clone(), l))
     .collect();

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::{ApplyReport, PlanStep, Report};
 use netadm_config::{Document, LinkState};
-use netadm_dbus::{ApplyResult, OpResult, PlanStep};
 use netadm_model::{LinkName, PropName};
 use netadm_nic::QueueId;
 use netadm_rings::RingState;
@@ -539,7 +539,7 @@ impl Core {
         dry_run: bool,
         confirm_timeout_s: u32,
         progress: Progress<'_>,
-    ) -> Result<ApplyResult, CoreError> {
+    ) -> Result<ApplyReport, CoreError> {
         let doc = Document::parse(text).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
         let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
         if dry_run {
@@ -548,12 +548,12 @@ impl Core {
             let persisted = self.persisted_arc();
             self.check_document(&doc, &View { hw: &self.hw, st: &cur })?;
             let steps = self.plan_apply(&cur, &persisted, &doc.state)?;
-            return Ok(ApplyResult {
+            return Ok(ApplyReport {
                 changed: !steps.is_empty(),
                 dry_run: true,
                 steps,
                 confirm_deadline_ms: 0,
-                result: OpResult { op: "apply".into(), ..Default::default() },
+                result: Report { op: "apply".into(), ..Default::default() },
             });
         }
         if confirm_timeout_s > 0
@@ -569,12 +569,12 @@ impl Core {
             *cur == doc.state && *persisted == doc.state
         };
         if unchanged {
-            return Ok(ApplyResult {
+            return Ok(ApplyReport {
                 changed: false,
                 dry_run: false,
                 steps: vec![],
                 confirm_deadline_ms: 0,
-                result: OpResult { op: "apply".into(), ..Default::default() },
+                result: Report { op: "apply".into(), ..Default::default() },
             });
         }
         // The checkpoint is on disk before anything changes: a netadmd that
@@ -632,12 +632,12 @@ impl Core {
             *cp = armed;
             self.checkpoint_cv.notify_all();
         }
-        Ok(ApplyResult { changed: true, dry_run: false, steps, confirm_deadline_ms, result })
+        Ok(ApplyReport { changed: true, dry_run: false, steps, confirm_deadline_ms, result })
     }
 
     /// `confirm`: keeps what the last `apply --confirm-timeout` made and
     /// disarms its checkpoint.
-    pub fn confirm(&self) -> Result<OpResult, CoreError> {
+    pub fn confirm(&self) -> Result<Report, CoreError> {
         let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
         let t = Timing::new();
         if cp.is_none() {
@@ -655,7 +655,7 @@ impl Core {
 
     /// `rollback`: puts back the configuration the armed checkpoint holds,
     /// now, through the pipeline, and disarms it.
-    pub fn rollback(&self, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+    pub fn rollback(&self, progress: Progress<'_>) -> Result<Report, CoreError> {
         let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
         self.rollback_armed(&mut cp, progress)
     }
@@ -667,7 +667,7 @@ impl Core {
         &self,
         cp: &mut Option<Checkpoint>,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         let Some(c) = cp.clone() else {
             return Err(CoreError::not_found("no checkpoint is armed"));
         };
@@ -719,7 +719,7 @@ impl Core {
     /// Rolls back the armed checkpoint if it is due (no confirm came in
     /// time). `Ok(None)` if nothing was due. Should the rollback fail, the
     /// checkpoint stays armed and is tried again 10 s later.
-    pub fn rollback_due(&self) -> Result<Option<OpResult>, CoreError> {
+    pub fn rollback_due(&self) -> Result<Option<Report>, CoreError> {
         let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
         match &*cp {
             Some(c) if c.deadline <= SystemTime::now() => {}

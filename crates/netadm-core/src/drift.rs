@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use netadm_dbus::OpResult;
+use crate::Report;
 use netadm_kernel::{Events, KernelError, Touched};
 use netadm_model::LinkName;
 
@@ -204,7 +204,7 @@ impl Core {
     /// `refresh-if`: puts interface `name`'s kernel device back as
     /// configured — a new TAP device with the link's MAC and MTU, up, with
     /// the configured addresses — whatever was done to the old one.
-    pub fn refresh_if(&self, name: &str) -> Result<OpResult, CoreError> {
+    pub fn refresh_if(&self, name: &str) -> Result<Report, CoreError> {
         let mut t = Timing::new();
         let res = (|| {
             let n: LinkName = name.parse()?;

@@ -37,6 +37,8 @@ mod mirror;
 mod ops;
 mod proto;
 mod qos;
+mod report;
+mod rows;
 mod traffic;
 mod view;
 mod vlan;
@@ -46,7 +48,6 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use netadm_config::{HardwareConfig, LinkState, Store};
-use netadm_dbus::{HistoryEntry, OpResult};
 use netadm_model::{PropName, PropValue};
 use netadm_nic::buf_size_for_mtu;
 use netadm_rings::{OpReport, Strategy};
@@ -58,6 +59,8 @@ pub use error::{CoreError, ErrorKind};
 pub use fail;
 pub use hw::{Driver, Hardware, NicWrap, Port};
 pub use links::{DEFAULT_MTU, Link, View};
+pub use report::{ApplyReport, HistoryEntry, PlanStep, Report};
+pub use rows::*;
 
 /// Reports progress of a long operation: (phase, done, total).
 pub type Progress<'a> = &'a (dyn Fn(&str, u32, u32) + Sync);
@@ -188,8 +191,8 @@ impl Timing {
         self.notes.push(s.into());
     }
 
-    pub(crate) fn finish(self, op: &str) -> OpResult {
-        OpResult {
+    pub(crate) fn finish(self, op: &str) -> Report {
+        Report {
             op: op.to_owned(),
             total_us: self.started.elapsed().as_micros() as u64,
             phases: self.phases,
@@ -386,7 +389,7 @@ impl Core {
     }
 
     /// Changes the ring lifecycle strategy (runtime only).
-    pub fn set_strategy(&self, s: &str) -> Result<OpResult, CoreError> {
+    pub fn set_strategy(&self, s: &str) -> Result<Report, CoreError> {
         let strategy: Strategy = s.parse().map_err(|e: netadm_rings::StrategyParseError| {
             CoreError::invalid_argument(e.to_string())
         })?;
@@ -406,7 +409,7 @@ impl Core {
         subject: &str,
         progress: Progress<'_>,
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate_with(op, subject, progress, false, f)
     }
 
@@ -421,7 +424,7 @@ impl Core {
         progress: Progress<'_>,
         verify: bool,
         f: impl FnOnce(&View<'_>, &LinkState, &mut Timing) -> Result<Change, CoreError>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         let _m = self.lock_mutation()?;
         let mut t = Timing::new();
         let cur = self.running();
@@ -570,7 +573,7 @@ impl Core {
         rings.and(kernel)
     }
 
-    pub(crate) fn record(&self, command: &str, res: Result<&OpResult, &CoreError>, total_us: u64) {
+    pub(crate) fn record(&self, command: &str, res: Result<&Report, &CoreError>, total_us: u64) {
         let seq = {
             let mut s = self.seq.lock().unwrap_or_else(PoisonError::into_inner);
             *s += 1;

@@ -9,7 +9,7 @@ use netadm_config::{AddrConf, AddrType, AggrConf, EtherstubConf, IfConf, LinkSta
 
 /// How long `create-addr -T dhcp` waits for a lease before answering.
 const DHCP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
-use netadm_dbus::OpResult;
+use crate::Report;
 use netadm_model::{
     AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, PropValue, VlanId,
 };
@@ -371,7 +371,7 @@ impl Core {
         mac: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("create-aggr", aggr, progress, |v, persisted, t| {
             let n = name(aggr)?;
             if ports.is_empty() {
@@ -438,7 +438,7 @@ impl Core {
         mac: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("modify-aggr", aggr, progress, |v, persisted, t| {
             let n = name(aggr)?;
             let policy: Option<AggrPolicy> =
@@ -483,7 +483,7 @@ impl Core {
         ports: &[String],
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("add-aggr", aggr, progress, |v, persisted, t| {
             let n = name(aggr)?;
             let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
@@ -517,7 +517,7 @@ impl Core {
         ports: &[String],
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("remove-aggr", aggr, progress, |v, persisted, t| {
             let n = name(aggr)?;
             let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
@@ -550,7 +550,7 @@ impl Core {
         aggr: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("delete-aggr", aggr, progress, |v, persisted, t| {
             let n = name(aggr)?;
             change(v, persisted, temporary, t, aggr, |v| {
@@ -574,7 +574,7 @@ impl Core {
         props: &BTreeMap<String, String>,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("create-vnic", vnic, progress, |v, persisted, t| {
             let n = name(vnic)?;
             let over_n = name(over)?;
@@ -687,7 +687,7 @@ impl Core {
         vnic: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("delete-vnic", vnic, progress, |v, persisted, t| {
             let n = name(vnic)?;
             change(v, persisted, temporary, t, vnic, |v| {
@@ -727,7 +727,7 @@ impl Core {
         vid: u16,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("create-vlan", vlan, progress, |v, persisted, t| {
             let n = name(vlan)?;
             let over_n = name(over)?;
@@ -787,7 +787,7 @@ impl Core {
         vlan: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("delete-vlan", vlan, progress, |v, persisted, t| {
             let n = name(vlan)?;
             change(v, persisted, temporary, t, vlan, |v| {
@@ -824,7 +824,7 @@ impl Core {
         stub: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("create-etherstub", stub, progress, |v, persisted, t| {
             let n = name(stub)?;
             change(v, persisted, temporary, t, stub, |v| {
@@ -844,7 +844,7 @@ impl Core {
         stub: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("delete-etherstub", stub, progress, |v, persisted, t| {
             let n = name(stub)?;
             change(v, persisted, temporary, t, stub, |v| {
@@ -872,7 +872,7 @@ impl Core {
         props: &BTreeMap<String, String>,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("set-linkprop", link, progress, |v, persisted, t| {
             if props.is_empty() {
                 return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
@@ -901,7 +901,7 @@ impl Core {
         names: &[String],
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("reset-linkprop", link, progress, |v, persisted, t| {
             let names: Vec<PropName> =
                 names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
@@ -955,7 +955,7 @@ impl Core {
         ifname: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("create-if", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             let res = change(v, persisted, temporary, t, ifname, |v| {
@@ -986,7 +986,7 @@ impl Core {
         ifname: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("delete-if", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             change(v, persisted, temporary, t, ifname, |v| {
@@ -1011,7 +1011,7 @@ impl Core {
         addr: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("create-addr", addrobj, progress, |v, persisted, t| {
             let obj: AddrObj = addrobj
                 .parse()
@@ -1087,7 +1087,7 @@ impl Core {
         addrobj: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("delete-addr", addrobj, progress, |v, persisted, t| {
             let obj: AddrObj = addrobj
                 .parse()
@@ -1113,7 +1113,7 @@ impl Core {
         props: &BTreeMap<String, String>,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("set-ifprop", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             if props.is_empty() {
@@ -1153,7 +1153,7 @@ impl Core {
         names: &[String],
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("reset-ifprop", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             if names.is_empty() {
@@ -1181,7 +1181,7 @@ impl Core {
         props: &BTreeMap<String, String>,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("set-prop", proto, progress, |v, persisted, t| {
             if props.is_empty() {
                 return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
@@ -1210,7 +1210,7 @@ impl Core {
         names: &[String],
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("reset-prop", proto, progress, |v, persisted, t| {
             if names.is_empty() {
                 return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
@@ -1234,7 +1234,7 @@ impl Core {
         props: &BTreeMap<String, String>,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.addr_prop("set-addrprop", addrobj, temporary, progress, |a| {
             if props.is_empty() {
                 return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
@@ -1250,7 +1250,7 @@ impl Core {
         names: &[String],
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.addr_prop("reset-addrprop", addrobj, temporary, progress, |a| {
             if names.is_empty() {
                 return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
@@ -1268,7 +1268,7 @@ impl Core {
         temporary: bool,
         progress: Progress<'_>,
         f: impl Fn(&mut AddrConf) -> Result<(), CoreError>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate(op, addrobj, progress, |v, persisted, t| {
             let obj: AddrObj = addrobj
                 .parse()
@@ -1289,7 +1289,7 @@ impl Core {
     /// `enable-if`: brings interface `ifname` back into the running
     /// system from its persistent configuration, with its addresses
     /// (ipadm's; it changes the running system only).
-    pub fn enable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+    pub fn enable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<Report, CoreError> {
         self.mutate("enable-if", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             let Some(conf) = persisted.interface.get(&n) else {
@@ -1336,7 +1336,7 @@ impl Core {
 
     /// `disable-if`: removes interface `ifname` and its addresses from the
     /// running system, keeping its persistent configuration (ipadm's).
-    pub fn disable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<OpResult, CoreError> {
+    pub fn disable_if(&self, ifname: &str, progress: Progress<'_>) -> Result<Report, CoreError> {
         self.mutate("disable-if", ifname, progress, |v, persisted, t| {
             let n = name(ifname)?;
             if !persisted.interface.contains_key(&n) && !v.st.interface.contains_key(&n) {
@@ -1371,7 +1371,7 @@ impl Core {
         up: bool,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         let op = if up { "up-addr" } else { "down-addr" };
         self.mutate(op, addrobj, progress, |v, persisted, t| {
             let obj: AddrObj = addrobj
@@ -1403,7 +1403,7 @@ impl Core {
         new: &str,
         temporary: bool,
         progress: Progress<'_>,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         self.mutate("rename-link", old, progress, |v, persisted, t| {
             let (o, n) = (name(old)?, name(new)?);
             change(v, persisted, temporary, t, old, |v| {

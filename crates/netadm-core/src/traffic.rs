@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::{Report, StatsRow, TrafficRow};
 use netadm_datapath::frame::HEADER;
 use netadm_datapath::tx::{AggrTx, HashLayers, Member, PortTx};
 use netadm_datapath::{GenConfig, Generator, Stream, Tx};
-use netadm_dbus::{LinkStats, OpResult, TrafficInfo};
 use netadm_model::AggrLayer;
 use netadm_model::LinkName;
 
@@ -44,7 +44,7 @@ impl Core {
         rate: u64,
         size: u32,
         flows: u32,
-    ) -> Result<OpResult, CoreError> {
+    ) -> Result<Report, CoreError> {
         let mut t = Timing::new();
         let res = self.start_traffic_inner(link, rate, size, flows, &mut t);
         let total = t.started.elapsed().as_micros() as u64;
@@ -137,7 +137,7 @@ impl Core {
     }
 
     /// `stop-traffic`: stops the generator on `link`; its books stay.
-    pub fn stop_traffic(&self, link: &str) -> Result<OpResult, CoreError> {
+    pub fn stop_traffic(&self, link: &str) -> Result<Report, CoreError> {
         let mut t = Timing::new();
         let res = (|| {
             let name: LinkName = link.parse()?;
@@ -162,13 +162,13 @@ impl Core {
     }
 
     /// `show-traffic`.
-    pub fn show_traffic(&self) -> Vec<TrafficInfo> {
+    pub fn show_traffic(&self) -> Vec<TrafficRow> {
         let entries = self.traffic.entries.lock().unwrap();
         entries
             .iter()
             .map(|(link, e)| {
                 let s = e.stream.stats();
-                TrafficInfo {
+                TrafficRow {
                     link: link.to_string(),
                     running: e.generator.is_some(),
                     rate: e.rate,
@@ -190,7 +190,7 @@ impl Core {
     }
 
     /// Traffic counters of every physical link and aggregation.
-    pub fn show_stats(&self) -> Vec<LinkStats> {
+    pub fn show_stats(&self) -> Vec<StatsRow> {
         let st = self.running();
         let v = View { hw: self.hardware(), st: &st };
         // Ports and aggregations only: VNICs have no counters of their own
@@ -200,7 +200,7 @@ impl Core {
         ports
             .chain(st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))))
             .map(|(name, l)| {
-                let mut s = LinkStats {
+                let mut s = StatsRow {
                     link: name.to_string(),
                     ipackets: 0,
                     rbytes: 0,
@@ -403,7 +403,7 @@ impl Core {
     /// `cut-cable` / `plug-cable`: drops or restores the carrier of a port's
     /// wire (both ends of a cable). Not persisted: it is the machine's
     /// state, not configuration.
-    pub fn set_carrier(&self, link: &str, up: bool) -> Result<OpResult, CoreError> {
+    pub fn set_carrier(&self, link: &str, up: bool) -> Result<Report, CoreError> {
         let mut t = Timing::new();
         let res = (|| {
             let st = self.running();

@@ -1,9 +1,9 @@
 //! The read-only verbs (`show-*`). Each works on a snapshot of the running
 //! configuration and never waits for a mutation.
 
-use netadm_dbus::{
-    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherstubInfo, IfInfo, IfPropInfo, LinkInfo,
-    PhysInfo, PropInfo, ProtoPropInfo, VlanInfo, VnicInfo,
+use crate::{
+    AddrPropRow, AddrRow, AggrPortRow, AggrRow, EtherstubRow, IfPropRow, IfRow, LinkRow, PhysRow,
+    PropRow, ProtoPropRow, VlanRow, VnicRow,
 };
 use netadm_model::{
     AddrObj, DEFAULT_PRIORITY, LinkClass, LinkName, Perm, PropName, PropSpec, PropValue,
@@ -27,7 +27,7 @@ fn link_info(
     link: &Link,
     vnic: Option<&VnicConf>,
     over_mtu: &mut dyn FnMut(&LinkName) -> Option<u32>,
-) -> LinkInfo {
+) -> LinkRow {
     // A VNIC's entry, looked up once (or given by a caller walking them).
     let vnic = match (link, vnic) {
         (Link::Vnic(n), None) => v.st.vnic.get(n),
@@ -56,7 +56,7 @@ fn link_info(
         }
         _ => (v.mtu(link), v.aggr_of(name).map(ToString::to_string).unwrap_or_default()),
     };
-    LinkInfo {
+    LinkRow {
         link: name.to_string(),
         class: match link {
             Link::Vnic(n) if v.st.vnic[n].vlan => "vlan".to_owned(),
@@ -76,13 +76,13 @@ impl Core {
     }
 
     /// `show-phys`.
-    pub fn show_phys(&self) -> Vec<PhysInfo> {
+    pub fn show_phys(&self) -> Vec<PhysRow> {
         let st = self.running();
         let v = self.view_of(&st);
         self.hardware()
             .ports()
             .iter()
-            .map(|p| PhysInfo {
+            .map(|p| PhysRow {
                 link: v.phys_name(&p.device).to_string(),
                 media: "Ethernet".into(),
                 state: if p.device_handle().carrier() { "up" } else { "down" }.into(),
@@ -98,7 +98,7 @@ impl Core {
     }
 
     /// `show-link`.
-    pub fn show_link(&self) -> Vec<LinkInfo> {
+    pub fn show_link(&self) -> Vec<LinkRow> {
         let st = self.running();
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
@@ -117,7 +117,7 @@ impl Core {
         let ports = self.hardware().ports().iter();
         let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
         let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
-        let mut out: Vec<LinkInfo> = ports
+        let mut out: Vec<LinkRow> = ports
             .chain(aggrs)
             .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu))
             .collect();
@@ -131,7 +131,7 @@ impl Core {
 
     /// `show-link` rows of the links among `names` that exist, each at the
     /// cost of its own lookups.
-    pub fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkInfo> {
+    pub fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkRow> {
         let st = self.running();
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
@@ -200,13 +200,13 @@ impl Core {
     }
 
     /// `show-aggr`.
-    pub fn show_aggr(&self) -> Vec<AggrInfo> {
+    pub fn show_aggr(&self) -> Vec<AggrRow> {
         let st = self.running();
         let v = self.view_of(&st);
         st.aggr
             .iter()
             .map(|(n, a)| {
-                let ports: Vec<AggrPortInfo> = a
+                let ports: Vec<AggrPortRow> = a
                     .ports
                     .iter()
                     .map(|p| {
@@ -219,7 +219,7 @@ impl Core {
                             && lacp.is_none_or(|s| {
                                 s & netadm_datapath::lacp::state::DISTRIBUTING != 0
                             });
-                        AggrPortInfo {
+                        AggrPortRow {
                             port: p.to_string(),
                             state: if attached { "attached" } else { "standby" }.into(),
                             speed: port.map_or(0, |p| p.speed),
@@ -233,7 +233,7 @@ impl Core {
                     .and_then(|p| v.device_of(p))
                     .and_then(|d| self.hardware().port(d.as_str()))
                     .map(|p| p.mac);
-                AggrInfo {
+                AggrRow {
                     link: n.to_string(),
                     policy: a.policy.to_string(),
                     addr_policy: if a.mac.is_some() { "fixed" } else { "auto" }.into(),
@@ -247,7 +247,7 @@ impl Core {
     }
 
     /// `show-vnic`.
-    pub fn show_vnic(&self) -> Vec<VnicInfo> {
+    pub fn show_vnic(&self) -> Vec<VnicRow> {
         let st = self.running();
         let v = self.view_of(&st);
         st.vnic.iter().filter(|(_, c)| !c.vlan).map(|(n, c)| self.vnic_info(&v, n, c)).collect()
@@ -255,7 +255,7 @@ impl Core {
 
     /// `show-vnic` rows of the VNICs among `names` that exist, each at the
     /// cost of its own lookup.
-    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicInfo> {
+    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicRow> {
         let st = self.running();
         let v = self.view_of(&st);
         names
@@ -266,14 +266,14 @@ impl Core {
             .collect()
     }
 
-    fn vnic_info(&self, v: &View<'_>, n: &LinkName, c: &netadm_config::VnicConf) -> VnicInfo {
+    fn vnic_info(&self, v: &View<'_>, n: &LinkName, c: &netadm_config::VnicConf) -> VnicRow {
         let speed = v
             .ports_under(&Link::Vnic(n.clone()))
             .iter()
             .filter_map(|d| self.hardware().port(d.as_str()))
             .map(|p| p.speed)
             .sum();
-        VnicInfo {
+        VnicRow {
             link: n.to_string(),
             over: c.over.to_string(),
             speed,
@@ -284,12 +284,12 @@ impl Core {
     }
 
     /// `show-vlan`.
-    pub fn show_vlan(&self) -> Vec<VlanInfo> {
+    pub fn show_vlan(&self) -> Vec<VlanRow> {
         self.running()
             .vnic
             .iter()
             .filter(|(_, c)| c.vlan)
-            .map(|(n, c)| VlanInfo {
+            .map(|(n, c)| VlanRow {
                 link: n.to_string(),
                 vid: c.vid.map_or(0, u16::from),
                 over: c.over.to_string(),
@@ -299,13 +299,13 @@ impl Core {
     }
 
     /// `show-etherstub`.
-    pub fn show_etherstub(&self) -> Vec<EtherstubInfo> {
-        self.running().etherstub.keys().map(|n| EtherstubInfo { link: n.to_string() }).collect()
+    pub fn show_etherstub(&self) -> Vec<EtherstubRow> {
+        self.running().etherstub.keys().map(|n| EtherstubRow { link: n.to_string() }).collect()
     }
 
     /// `show-linkprop`: properties of `link` (every link when empty),
     /// limited to `names` when given.
-    pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropInfo>, CoreError> {
+    pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropRow>, CoreError> {
         let st = self.running();
         let v = self.view_of(&st);
         let names: Vec<PropName> =
@@ -338,7 +338,7 @@ impl Core {
                     value = value.or(Some(PropValue::Text(DEFAULT_PRIORITY.to_owned())));
                     default = DEFAULT_PRIORITY.to_owned();
                 }
-                out.push(PropInfo {
+                out.push(PropRow {
                     link: name.to_string(),
                     property: spec.name.to_string(),
                     perm: spec.perm.to_string(),
@@ -424,11 +424,11 @@ impl Core {
     }
 
     /// `show-if`.
-    pub fn show_if(&self) -> Vec<IfInfo> {
+    pub fn show_if(&self) -> Vec<IfRow> {
         let st = self.running();
         let persisted = self.persisted_arc();
         let v = self.view_of(&st);
-        let mut rows: Vec<IfInfo> = st
+        let mut rows: Vec<IfRow> = st
             .interface
             .keys()
             .map(|n| {
@@ -441,7 +441,7 @@ impl Core {
                         })
                 });
                 let drift = self.mirror.as_ref().and_then(|m| m.drift(n));
-                IfInfo {
+                IfRow {
                     ifname: n.to_string(),
                     class: "ip".into(),
                     state: match &drift {
@@ -465,7 +465,7 @@ impl Core {
         // Persistent interfaces the running system does not have:
         // disabled (disable-if).
         rows.extend(persisted.interface.keys().filter(|n| !st.interface.contains_key(*n)).map(
-            |n| IfInfo {
+            |n| IfRow {
                 ifname: n.to_string(),
                 class: "ip".into(),
                 state: "disabled".into(),
@@ -487,7 +487,7 @@ impl Core {
         ifname: &str,
         proto: &str,
         names: &[String],
-    ) -> Result<Vec<IfPropInfo>, CoreError> {
+    ) -> Result<Vec<IfPropRow>, CoreError> {
         use crate::ifprop::{DEFS, Def};
         let st = self.running();
         let persisted = self.persisted_arc();
@@ -528,7 +528,7 @@ impl Core {
                     continue;
                 }
                 let configured = d.value(conf, link_mtu);
-                out.push(IfPropInfo {
+                out.push(IfPropRow {
                     ifname: n.to_string(),
                     property: d.name.into(),
                     proto: d.proto.into(),
@@ -553,11 +553,7 @@ impl Core {
 
     /// `show-prop`: protocol properties of `proto` (every protocol when
     /// empty), limited to `names` when given.
-    pub fn show_prop(
-        &self,
-        proto: &str,
-        names: &[String],
-    ) -> Result<Vec<ProtoPropInfo>, CoreError> {
+    pub fn show_prop(&self, proto: &str, names: &[String]) -> Result<Vec<ProtoPropRow>, CoreError> {
         use crate::proto::{DEFS, Def};
         if !proto.is_empty() && !DEFS.iter().any(|d| d.proto == proto) {
             Def::find(proto, "")?;
@@ -575,7 +571,7 @@ impl Core {
             .filter(|d| names.is_empty() || names.iter().any(|n| n == d.name))
             .map(|d| {
                 let configured = st.proto.get(&d.key()).cloned().unwrap_or_else(|| d.default());
-                ProtoPropInfo {
+                ProtoPropRow {
                     proto: d.proto.into(),
                     property: d.name.into(),
                     perm: "rw".into(),
@@ -599,7 +595,7 @@ impl Core {
         &self,
         addrobj: &str,
         names: &[String],
-    ) -> Result<Vec<AddrPropInfo>, CoreError> {
+    ) -> Result<Vec<AddrPropRow>, CoreError> {
         for n in names {
             crate::addrprop::check_name(n)?;
         }
@@ -637,7 +633,7 @@ impl Core {
                     .filter(|(perm, v, d, _)| perm == "rw" && v != d)
                     .map(|(_, v, _, _)| v)
                     .unwrap_or_default();
-                out.push(AddrPropInfo {
+                out.push(AddrPropRow {
                     addrobj: o.to_string(),
                     property: (*n).into(),
                     perm,
@@ -652,7 +648,7 @@ impl Core {
     }
 
     /// `show-addr`.
-    pub fn show_addr(&self) -> Vec<AddrInfo> {
+    pub fn show_addr(&self) -> Vec<AddrRow> {
         let st = self.running();
         let mut drift = BTreeMap::new();
         let mut out = vec![];
@@ -666,7 +662,7 @@ impl Core {
                     .map(|m| m.addrconf_addrs(o.interface()))
                     .unwrap_or_default();
                 let ll = addrs.first().filter(|a| crate::mirror::link_local(&a.0));
-                out.push(AddrInfo {
+                out.push(AddrRow {
                     addrobj: o.to_string(),
                     r#type: "addrconf".into(),
                     state: match (&self.mirror, ll) {
@@ -676,15 +672,15 @@ impl Core {
                     }
                     .into(),
                     addr: ll.map(|(ip, p)| format!("{ip}/{p}")).unwrap_or_default(),
-                    ..AddrInfo::default()
+                    ..AddrRow::default()
                 });
                 out.extend(addrs.iter().filter(|a| !crate::mirror::link_local(&a.0)).map(
-                    |(ip, p)| AddrInfo {
+                    |(ip, p)| AddrRow {
                         addrobj: format!("{}/?", o.interface()),
                         r#type: "addrconf".into(),
                         state: "ok".into(),
                         addr: format!("{ip}/{p}"),
-                        ..AddrInfo::default()
+                        ..AddrRow::default()
                     },
                 ));
                 continue;
@@ -711,12 +707,12 @@ impl Core {
                 } else {
                     (if missing { "missing" } else { "ok" }, a.addr.clone())
                 };
-                AddrInfo {
+                AddrRow {
                     addrobj: o.to_string(),
                     r#type: a.kind.as_str().into(),
                     state: state.into(),
                     addr,
-                    ..AddrInfo::default()
+                    ..AddrRow::default()
                 }
             });
         }
@@ -727,12 +723,12 @@ impl Core {
             if !st.interface.contains_key(o.interface())
                 && persisted.interface.contains_key(o.interface())
             {
-                out.push(AddrInfo {
+                out.push(AddrRow {
                     addrobj: o.to_string(),
                     r#type: a.kind.as_str().into(),
                     state: "disabled".into(),
                     addr: a.addr.clone(),
-                    ..AddrInfo::default()
+                    ..AddrRow::default()
                 });
             }
         }

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use netadm_config::Store;
+use netadm_core::Report;
 use netadm_core::{Core, CoreError, ErrorKind, fail};
-use netadm_dbus::OpResult;
 use netadm_rings::Strategy;
 
 mod common;
@@ -30,24 +30,24 @@ fn props(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
     kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-type Op = fn(&Core) -> Result<OpResult, CoreError>;
+type Op = fn(&Core) -> Result<Report, CoreError>;
 
-fn aggr(c: &Core, ports: &[&str]) -> Result<OpResult, CoreError> {
+fn aggr(c: &Core, ports: &[&str]) -> Result<Report, CoreError> {
     c.create_aggr("aggr0", &s(ports), "L2,L3", "off", "", "", false, &none)
 }
-fn aggr_if(c: &Core) -> Result<OpResult, CoreError> {
+fn aggr_if(c: &Core) -> Result<Report, CoreError> {
     aggr(c, &["i40e0", "i40e1"])?;
     c.create_if("aggr0", false, &none)
 }
-fn aggr_if_addr(c: &Core) -> Result<OpResult, CoreError> {
+fn aggr_if_addr(c: &Core) -> Result<Report, CoreError> {
     aggr_if(c)?;
     c.create_addr("aggr0/v4", "static", "192.0.2.1/24", false, &none)
 }
-fn vnic(c: &Core) -> Result<OpResult, CoreError> {
+fn vnic(c: &Core) -> Result<Report, CoreError> {
     c.create_vnic("vnic0", "i40e0", "02:00:00:00:00:01", 0, &props(&[]), false, &none)
 }
-fn nothing(_: &Core) -> Result<OpResult, CoreError> {
-    Ok(OpResult::default())
+fn nothing(_: &Core) -> Result<Report, CoreError> {
+    Ok(Report::default())
 }
 
 /// Every verb that goes through the pipeline: its name, the state it

@@ -49,7 +49,7 @@ fn mtu(v: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("mtu".to_string(), v.to_string())])
 }
 
-fn traffic(c: &Core) -> netadm_dbus::TrafficInfo {
+fn traffic(c: &Core) -> netadm_core::TrafficRow {
     c.show_traffic().into_iter().next().unwrap()
 }
 
@@ -65,7 +65,7 @@ const SLACK_US: f64 = 50_000.0;
 
 /// Senders were never held longer than [`PAUSE_BOUND_US`], nor longer than
 /// `bound_us`, `what` the test claims.
-fn assert_pause_below(t: &netadm_dbus::TrafficInfo, bound_us: f64, what: &str) {
+fn assert_pause_below(t: &netadm_core::TrafficRow, bound_us: f64, what: &str) {
     assert!(
         t.pause_max_us < PAUSE_BOUND_US && t.pause_max_us < bound_us,
         "senders held {:.0} us; {what}: under {:.0} us: {t:?}",
@@ -105,7 +105,7 @@ fn aggregation_under_traffic(c: &Core) {
 /// Stops the traffic, lets what is in flight arrive, and checks that
 /// nothing was lost, reordered or duplicated and that both members carried
 /// flows. Returns the books.
-fn finish_and_check(c: &Core) -> netadm_dbus::TrafficInfo {
+fn finish_and_check(c: &Core) -> netadm_core::TrafficRow {
     let before = traffic(c).received;
     wait_for("traffic to keep flowing", || traffic(c).received > before + 5_000);
     c.stop_traffic("aggr0").unwrap();
@@ -241,7 +241,7 @@ wire = { kind = "cable", peer = "atl1c1" }
 /// by a wire (odrops: a cut cable) or a port (idrops). Waits until every
 /// sent frame is accounted for, then checks that what the sink missed is
 /// no more than what was counted dropped, and returns the books.
-fn settle_cabled(c: &Core) -> netadm_dbus::TrafficInfo {
+fn settle_cabled(c: &Core) -> netadm_core::TrafficRow {
     let drops = || -> u64 {
         c.show_stats()
             .iter()
@@ -511,7 +511,7 @@ fn changing_rxrings_under_traffic_loses_nothing_and_pauses_senders_briefly() {
     assert_pause_below(&t, longest as f64 + SLACK_US, "no longer than the longest change");
 }
 
-fn stream(c: &Core, link: &str) -> netadm_dbus::TrafficInfo {
+fn stream(c: &Core, link: &str) -> netadm_core::TrafficRow {
     c.show_traffic().into_iter().find(|t| t.link == link).unwrap()
 }
 

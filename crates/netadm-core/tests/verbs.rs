@@ -43,7 +43,7 @@ fn refused(
     c: &Core,
     dir: &Path,
     kind: ErrorKind,
-    f: impl FnOnce(&Core) -> Result<netadm_dbus::OpResult, CoreError>,
+    f: impl FnOnce(&Core) -> Result<netadm_core::Report, CoreError>,
 ) -> String {
     let before = observe(c, dir);
     let err = f(c).expect_err("must be refused");

@@ -1,0 +1,113 @@
+//! The one place where the core's answers become the D-Bus contract's
+//! types (`netadm-dbus`), and its errors the contract's typed errors.
+
+use netadm_core::{CoreError, ErrorKind};
+use netadm_dbus as dbus;
+
+/// A core value as the D-Bus contract carries it.
+pub trait ToWire {
+    /// Its type on the bus.
+    type Wire: Send + 'static;
+    /// Converts it.
+    fn wire(self) -> Self::Wire;
+}
+
+/// A core error as the contract's typed error: kinds map one to one.
+pub fn error(e: CoreError) -> dbus::Error {
+    let m = e.message;
+    match e.kind {
+        ErrorKind::NotFound => dbus::Error::NotFound(m),
+        ErrorKind::Exists => dbus::Error::Exists(m),
+        ErrorKind::InvalidName => dbus::Error::InvalidName(m),
+        ErrorKind::InvalidArgument => dbus::Error::InvalidArgument(m),
+        ErrorKind::InvalidValue => dbus::Error::InvalidValue(m),
+        ErrorKind::NotSupported => dbus::Error::NotSupported(m),
+        ErrorKind::Busy => dbus::Error::Busy(m),
+        ErrorKind::Hardware => dbus::Error::Hardware(m),
+        ErrorKind::Persistence => dbus::Error::Persistence(m),
+        ErrorKind::Internal => dbus::Error::Internal(m),
+    }
+}
+
+/// Values the bus carries as they are.
+macro_rules! same {
+    ($($t:ty),*) => { $(impl ToWire for $t { type Wire = $t; fn wire(self) -> $t { self } })* };
+}
+same!(String, bool, u8, u16, u32, u64, f64);
+
+impl<T: ToWire> ToWire for Vec<T> {
+    type Wire = Vec<T::Wire>;
+    fn wire(self) -> Self::Wire {
+        self.into_iter().map(ToWire::wire).collect()
+    }
+}
+
+impl<A: ToWire, B: ToWire> ToWire for (A, B) {
+    type Wire = (A::Wire, B::Wire);
+    fn wire(self) -> Self::Wire {
+        (self.0.wire(), self.1.wire())
+    }
+}
+
+impl<T: ToWire> ToWire for Result<T, CoreError> {
+    type Wire = Result<T::Wire, dbus::Error>;
+    fn wire(self) -> Self::Wire {
+        self.map(ToWire::wire).map_err(error)
+    }
+}
+
+impl ToWire for std::collections::BTreeMap<String, u64> {
+    type Wire = Self;
+    fn wire(self) -> Self {
+        self
+    }
+}
+
+impl ToWire for std::collections::BTreeSet<String> {
+    type Wire = Self;
+    fn wire(self) -> Self {
+        self
+    }
+}
+
+/// A core type and its contract type with the same fields, each
+/// converted by its own [`ToWire`].
+macro_rules! fields {
+    ($($core:ident => $bus:ident { $($f:ident),* $(,)? })*) => {$(
+        impl ToWire for netadm_core::$core {
+            type Wire = dbus::$bus;
+            fn wire(self) -> dbus::$bus {
+                dbus::$bus { $($f: self.$f.wire()),* }
+            }
+        }
+    )*};
+}
+
+fields! {
+    Report => OpResult { op, total_us, phases, counts, notes }
+    HistoryEntry => HistoryEntry { seq, time_ms, command, ok, total_us, error }
+    PlanStep => PlanStep {
+        kind, object, action, rings_stopped, rings_started, rings_restarted, kernel_changes
+    }
+    ApplyReport => ApplyResult { changed, dry_run, steps, confirm_deadline_ms, result }
+    PhysRow => PhysInfo {
+        link, media, state, speed, duplex, device, driver, rings, rings_started, dma_bytes
+    }
+    LinkRow => LinkInfo { link, class, mtu, state, over, member_of, persistent }
+    AggrPortRow => AggrPortInfo { port, state, speed, lacp }
+    AggrRow => AggrInfo { link, policy, addr_policy, mac, lacp_mode, lacp_timer, ports }
+    VnicRow => VnicInfo { link, over, speed, macaddress, macaddrtype, vid }
+    VlanRow => VlanInfo { link, vid, over, flags }
+    EtherstubRow => EtherstubInfo { link }
+    PropRow => PropInfo { link, property, perm, value, default, possible }
+    IfPropRow => IfPropInfo { ifname, property, proto, perm, current, persistent, default, possible }
+    AddrPropRow => AddrPropInfo { addrobj, property, perm, current, persistent, default, possible }
+    ProtoPropRow => ProtoPropInfo { proto, property, perm, current, persistent, default, possible }
+    IfRow => IfInfo { ifname, class, state, current, persistent, kernel_device, drift }
+    AddrRow => AddrInfo { addrobj, r#type, state, addr, current, persistent }
+    TrafficRow => TrafficInfo {
+        link, running, rate, size, flows, sent, received, lost, reordered, duplicated,
+        latency_avg_us, latency_p99_us, latency_max_us, pause_max_us, paused_us
+    }
+    StatsRow => LinkStats { link, ipackets, rbytes, opackets, obytes, idrops, odrops }
+}
