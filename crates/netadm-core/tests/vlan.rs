@@ -2,8 +2,8 @@
 //! it and refuses, as a typed error that changes nothing, a VID more than
 //! it holds; an atl1c-class port (filtering in its driver) has no limit.
 
+use netadm_core::Driver;
 use netadm_core::ErrorKind;
-use netadm_core::hw::Driver;
 use netadm_rings::Strategy;
 
 mod common;

@@ -17,12 +17,14 @@ mod packet;
 mod rt;
 pub mod sysctl;
 mod tap;
+mod wake;
 
 pub use events::{Events, Touched};
 pub use netlink::{KernelLink, Netlink};
 pub use netns::{NETNS_DIR, Netns};
 pub use packet::PacketSocket;
 pub use tap::Tap;
+pub use wake::{eventfd, wake};
 
 /// Why a kernel operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use netadm_model::LinkName;
 
-use crate::hw::Driver;
-use crate::links::{Link, View};
-use crate::{Core, CoreError};
+use super::power::Driver;
+use crate::CoreError;
+use crate::view::{Link, View};
 
 /// The VIDs each port (by device name) carries in a configuration.
 fn wanted(v: &View<'_>) -> BTreeMap<LinkName, BTreeSet<u16>> {
@@ -41,26 +41,24 @@ pub(crate) fn check_room(v: &View<'_>) -> Result<(), CoreError> {
     Ok(())
 }
 
-impl Core {
-    /// Programs every i40e-class port's VLAN filter table with the VIDs
-    /// `v` puts over it; with `add_only`, only adds (before a change runs,
-    /// so its VLANs' frames are let in from the start; what goes is taken
-    /// out once the change is done or undone).
-    pub(crate) fn sync_vlan_filters(&self, v: &View<'_>, add_only: bool) {
-        let want = wanted(v);
-        let none = BTreeSet::new();
-        for p in self.hardware().ports() {
-            let Driver::I40e(d) = &p.driver else { continue };
-            let want = want.get(&p.device).unwrap_or(&none);
-            let have: BTreeSet<u16> = d.vlan_filter().into_iter().collect();
-            let gone = if add_only { vec![] } else { have.difference(want).copied().collect() };
-            for vid in gone {
-                let _ = d.set_vlan_filter(vid, false);
-            }
-            for &vid in want.difference(&have) {
-                if let Err(e) = d.set_vlan_filter(vid, true) {
-                    tracing::warn!(port = %p.device, vid, "VLAN filter: {e}");
-                }
+/// Programs every i40e-class port's VLAN filter table with the VIDs
+/// `v` puts over it; with `add_only`, only adds (before a change runs,
+/// so its VLANs' frames are let in from the start; what goes is taken
+/// out once the change is done or undone).
+pub(crate) fn sync_filters(v: &View<'_>, add_only: bool) {
+    let want = wanted(v);
+    let none = BTreeSet::new();
+    for p in v.hw.ports() {
+        let Driver::I40e(d) = &p.driver else { continue };
+        let want = want.get(&p.device).unwrap_or(&none);
+        let have: BTreeSet<u16> = d.vlan_filter().into_iter().collect();
+        let gone = if add_only { vec![] } else { have.difference(want).copied().collect() };
+        for vid in gone {
+            let _ = d.set_vlan_filter(vid, false);
+        }
+        for &vid in want.difference(&have) {
+            if let Err(e) = d.set_vlan_filter(vid, true) {
+                tracing::warn!(port = %p.device, vid, "VLAN filter: {e}");
             }
         }
     }

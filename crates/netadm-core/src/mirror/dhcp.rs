@@ -159,7 +159,7 @@ impl Client {
         mac: [u8; 6],
         leased: Leased,
     ) -> Result<Self, CoreError> {
-        let stop = crate::drift::eventfd()?;
+        let stop = netadm_kernel::eventfd().map_err(|e| CoreError::hardware(e.to_string()))?;
         let release = Arc::new(AtomicBool::new(false));
         let status: Shared = Arc::default();
         let run = Run {
@@ -222,7 +222,7 @@ impl Watch {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        crate::drift::wake(&self.stop);
+        netadm_kernel::wake(&self.stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -11,57 +11,17 @@
 //! `refresh-if` puts the configured state back by making the device anew.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::Report;
 use netadm_kernel::{Events, KernelError, Touched};
 use netadm_model::LinkName;
 
-use crate::mirror::MirrorIf;
-use crate::{Core, CoreError, Timing};
-
-/// How a mirrored interface's kernel device differs from what netadm set.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Drift {
-    /// The device is gone.
-    pub(crate) missing: bool,
-    /// What differs, one phrase each.
-    pub(crate) diffs: Vec<String>,
-    /// Configured addresses the device lacks.
-    pub(crate) absent: Vec<(IpAddr, u8)>,
-}
-
-impl Drift {
-    /// `missing` or `drifted`.
-    pub(crate) fn state(&self) -> &'static str {
-        if self.missing { "missing" } else { "drifted" }
-    }
-
-    /// What differs, for show-if and the log.
-    pub(crate) fn describe(&self) -> String {
-        if self.missing && self.diffs.is_empty() {
-            "the kernel device is gone".into()
-        } else {
-            self.diffs.join("; ")
-        }
-    }
-}
-
-/// An eventfd, to wake a thread blocked in poll(2).
-pub(crate) fn eventfd() -> Result<OwnedFd, CoreError> {
-    let flags = nix::sys::eventfd::EfdFlags::EFD_CLOEXEC;
-    nix::sys::eventfd::EventFd::from_flags(flags)
-        .map(OwnedFd::from)
-        .map_err(|e| CoreError::hardware(format!("eventfd: {e}")))
-}
-
-/// Wakes whatever polls `fd`.
-pub(crate) fn wake(fd: &OwnedFd) {
-    let _ = nix::unistd::write(fd, &1u64.to_ne_bytes());
-}
+use super::iface::{Drift, MirrorIf, link_local};
+use crate::CoreError;
+use crate::timing::Timing;
+use crate::view::View;
 
 fn fmt_mac(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
@@ -117,7 +77,6 @@ pub(crate) fn evaluate(n: &LinkName, i: &MirrorIf) -> Option<Drift> {
         d.diffs.push(format!("address {}/{} missing", w.0, w.1));
         d.absent.push(*w);
     }
-    let link_local = crate::mirror::link_local;
     // Leases the interface's DHCP clients hold are theirs, not drift.
     let leased = i.leased.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     for h in have
@@ -156,7 +115,7 @@ pub(crate) struct Watcher {
 impl Watcher {
     /// Starts watching the interfaces in `ifs` for what `events` hears.
     pub(crate) fn start(events: Events, ifs: Ifs) -> Result<Self, CoreError> {
-        let stop = eventfd()?;
+        let stop = netadm_kernel::eventfd().map_err(|e| CoreError::hardware(e.to_string()))?;
         let raw = stop.as_raw_fd();
         let thread = std::thread::Builder::new()
             .name("kernel-events".into())
@@ -168,7 +127,7 @@ impl Watcher {
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        wake(&self.stop);
+        netadm_kernel::wake(&self.stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -200,47 +159,38 @@ fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs) {
     }
 }
 
-impl Core {
+impl super::Mirror {
     /// `refresh-if`: puts interface `name`'s kernel device back as
     /// configured — a new TAP device with the link's MAC and MTU, up, with
-    /// the configured addresses — whatever was done to the old one.
-    pub fn refresh_if(&self, name: &str) -> Result<Report, CoreError> {
-        let mut t = Timing::new();
-        let res = (|| {
-            let n: LinkName = name.parse()?;
-            let _m = self.lock_mutation()?;
-            let st = self.running();
-            if !st.interface.contains_key(&n) {
-                return Err(CoreError::not_found(format!("IP interface {name} does not exist")));
+    /// the configured addresses — whatever was done to the old one. `v` is
+    /// the running configuration, held still by the caller.
+    pub(crate) fn refresh(
+        &self,
+        txs: &dyn super::LinkTx,
+        v: &View<'_>,
+        n: &LinkName,
+        t: &mut Timing,
+    ) -> Result<(), CoreError> {
+        let st = v.st;
+        t.phase("validate");
+        // Closing the old device's TAP removes it, if it still exists:
+        // its reader stops with it, and the ports stop writing to it.
+        if let Some(old) = self.forget(n) {
+            for p in v.hw.ports() {
+                p.classifier.set_vlan_endpoint(old.vid, old.mac, None);
             }
-            let Some(m) = &self.mirror else {
-                return Err(CoreError::not_supported(
-                    "this netadmd runs without a kernel mirror: there is no device to refresh",
-                ));
-            };
-            t.phase("validate");
-            // Closing the old device's TAP removes it, if it still exists:
-            // its reader stops with it, and the ports stop writing to it.
-            if let Some(old) = m.forget(&n) {
-                for p in self.hardware().ports() {
-                    p.classifier.set_vlan_endpoint(old.vid, old.mac, None);
-                }
-            }
-            let mut without = (*st).clone();
-            without.interface.remove(&n);
-            without.address.retain(|o, _| o.interface() != &n);
-            let res = self.sync_kernel(&without, &st, &mut t);
-            if res.is_err() {
-                // Not made (its zone is gone, say): still reported, as
-                // missing, rather than forgotten.
-                let _ = self.sync_kernel(&st, &st, &mut t);
-            }
-            tracing::info!(interface = %n, ok = res.is_ok(), "refresh-if: the kernel device was made anew");
-            res
-        })();
-        let total = t.started.elapsed().as_micros() as u64;
-        let res = res.map(|()| t.finish("refresh-if"));
-        self.record(&format!("refresh-if {name}"), res.as_ref(), total);
+        }
+        let mut without = st.clone();
+        without.interface.remove(n);
+        without.address.retain(|o, _| o.interface() != n);
+        let wv = View { hw: v.hw, st: &without };
+        let res = self.sync(txs, &wv, v, t);
+        if res.is_err() {
+            // Not made (its zone is gone, say): still reported, as
+            // missing, rather than forgotten.
+            let _ = self.sync(txs, v, v, t);
+        }
+        tracing::info!(interface = %n, ok = res.is_ok(), "refresh-if: the kernel device was made anew");
         res
     }
 }

@@ -1,6 +1,8 @@
 //! The read-only verbs (`show-*`). Each works on a snapshot of the running
 //! configuration and never waits for a mutation.
 
+pub(crate) mod rows;
+
 use crate::{
     AddrPropRow, AddrRow, AggrPortRow, AggrRow, EtherstubRow, IfPropRow, IfRow, LinkRow, PhysRow,
     PropRow, ProtoPropRow, VlanRow, VnicRow,
@@ -10,11 +12,13 @@ use netadm_model::{
 };
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use netadm_config::{Entry, LinkState, VnicConf, diff};
 
-use crate::links::{Link, View};
-use crate::{Core, CoreError};
+use crate::CoreError;
+use crate::machine::Machine;
+use crate::view::{Link, View};
 
 /// The `show-link` row of `link`, named `name`, under the running (`v`) and
 /// persistent (`pv`) configurations. `over_mtu` gives the MTU of a link
@@ -70,16 +74,34 @@ fn link_info(
     }
 }
 
-impl Core {
-    fn view_of<'a>(&'a self, st: &'a LinkState) -> View<'a> {
-        View { hw: self.hardware(), st }
+/// What a read sees: snapshots of the running and persistent
+/// configurations (taken once, never waiting for a mutation) and the
+/// machine.
+pub(crate) struct Reads<'a> {
+    /// The machine.
+    pub m: &'a Machine,
+    /// The running configuration.
+    pub running: Arc<LinkState>,
+    /// The persistent configuration.
+    pub persisted: Arc<LinkState>,
+}
+
+impl Reads<'_> {
+    fn view_of<'b>(&'b self, st: &'b LinkState) -> View<'b> {
+        View { hw: self.m.hw(), st }
+    }
+
+    /// Traffic counters of every physical link and aggregation.
+    pub(crate) fn stats(&self) -> Vec<crate::StatsRow> {
+        crate::datapath::traffic::stats(&self.view_of(&self.running))
     }
 
     /// `show-phys`.
-    pub fn show_phys(&self) -> Vec<PhysRow> {
-        let st = self.running();
+    pub(crate) fn show_phys(&self) -> Vec<PhysRow> {
+        let st = self.running.clone();
         let v = self.view_of(&st);
-        self.hardware()
+        self.m
+            .hw()
             .ports()
             .iter()
             .map(|p| PhysRow {
@@ -98,9 +120,9 @@ impl Core {
     }
 
     /// `show-link`.
-    pub fn show_link(&self) -> Vec<LinkRow> {
-        let st = self.running();
-        let persisted = self.persisted_arc();
+    pub(crate) fn show_link(&self) -> Vec<LinkRow> {
+        let st = self.running.clone();
+        let persisted = self.persisted.clone();
         let v = self.view_of(&st);
         let pv = self.view_of(&persisted);
         // The MTU of each link VNICs sit over, worked out once: there are
@@ -114,7 +136,7 @@ impl Core {
             mtus.insert(o.clone(), m);
             m
         };
-        let ports = self.hardware().ports().iter();
+        let ports = self.m.hw().ports().iter();
         let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
         let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
         let mut out: Vec<LinkRow> = ports
@@ -131,9 +153,9 @@ impl Core {
 
     /// `show-link` rows of the links among `names` that exist, each at the
     /// cost of its own lookups.
-    pub fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkRow> {
-        let st = self.running();
-        let persisted = self.persisted_arc();
+    pub(crate) fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkRow> {
+        let st = self.running.clone();
+        let persisted = self.persisted.clone();
         let v = self.view_of(&st);
         let pv = self.view_of(&persisted);
         names
@@ -150,12 +172,12 @@ impl Core {
     /// change): every port, every aggregation and VNIC whose entry changed
     /// in either, and the VNICs over a port or aggregation that changed
     /// (their MTU follows it). What is no longer there is among them.
-    pub fn links_changed(
+    pub(crate) fn links_changed(
         &self,
         running: (&LinkState, &LinkState),
         persisted: (&LinkState, &LinkState),
     ) -> BTreeSet<String> {
-        let hw = self.hardware();
+        let hw = self.m.hw();
         let mut out = BTreeSet::new();
         for st in [running.0, running.1] {
             let v = self.view_of(st);
@@ -194,14 +216,9 @@ impl Core {
         out
     }
 
-    /// A shared snapshot of the persistent configuration.
-    pub fn persisted_snapshot(&self) -> std::sync::Arc<LinkState> {
-        self.persisted_arc()
-    }
-
     /// `show-aggr`.
-    pub fn show_aggr(&self) -> Vec<AggrRow> {
-        let st = self.running();
+    pub(crate) fn show_aggr(&self) -> Vec<AggrRow> {
+        let st = self.running.clone();
         let v = self.view_of(&st);
         st.aggr
             .iter()
@@ -210,8 +227,8 @@ impl Core {
                     .ports
                     .iter()
                     .map(|p| {
-                        let port = v.device_of(p).and_then(|d| self.hardware().port(d.as_str()));
-                        let lacp = port.and_then(|p| self.lacp.actor_state(p.device.as_str()));
+                        let port = v.device_of(p).and_then(|d| self.m.hw().port(d.as_str()));
+                        let lacp = port.and_then(|p| self.m.datapath.lacp_state(p.device.as_str()));
                         // Attached: running, with carrier, and (with LACP)
                         // distributing; else standby.
                         let attached = port
@@ -231,7 +248,7 @@ impl Core {
                     .ports
                     .first()
                     .and_then(|p| v.device_of(p))
-                    .and_then(|d| self.hardware().port(d.as_str()))
+                    .and_then(|d| self.m.hw().port(d.as_str()))
                     .map(|p| p.mac);
                 AggrRow {
                     link: n.to_string(),
@@ -247,16 +264,16 @@ impl Core {
     }
 
     /// `show-vnic`.
-    pub fn show_vnic(&self) -> Vec<VnicRow> {
-        let st = self.running();
+    pub(crate) fn show_vnic(&self) -> Vec<VnicRow> {
+        let st = self.running.clone();
         let v = self.view_of(&st);
         st.vnic.iter().filter(|(_, c)| !c.vlan).map(|(n, c)| self.vnic_info(&v, n, c)).collect()
     }
 
     /// `show-vnic` rows of the VNICs among `names` that exist, each at the
     /// cost of its own lookup.
-    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicRow> {
-        let st = self.running();
+    pub(crate) fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicRow> {
+        let st = self.running.clone();
         let v = self.view_of(&st);
         names
             .iter()
@@ -270,7 +287,7 @@ impl Core {
         let speed = v
             .ports_under(&Link::Vnic(n.clone()))
             .iter()
-            .filter_map(|d| self.hardware().port(d.as_str()))
+            .filter_map(|d| self.m.hw().port(d.as_str()))
             .map(|p| p.speed)
             .sum();
         VnicRow {
@@ -284,8 +301,9 @@ impl Core {
     }
 
     /// `show-vlan`.
-    pub fn show_vlan(&self) -> Vec<VlanRow> {
-        self.running()
+    pub(crate) fn show_vlan(&self) -> Vec<VlanRow> {
+        self.running
+            .clone()
             .vnic
             .iter()
             .filter(|(_, c)| c.vlan)
@@ -299,14 +317,23 @@ impl Core {
     }
 
     /// `show-etherstub`.
-    pub fn show_etherstub(&self) -> Vec<EtherstubRow> {
-        self.running().etherstub.keys().map(|n| EtherstubRow { link: n.to_string() }).collect()
+    pub(crate) fn show_etherstub(&self) -> Vec<EtherstubRow> {
+        self.running
+            .clone()
+            .etherstub
+            .keys()
+            .map(|n| EtherstubRow { link: n.to_string() })
+            .collect()
     }
 
     /// `show-linkprop`: properties of `link` (every link when empty),
     /// limited to `names` when given.
-    pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropRow>, CoreError> {
-        let st = self.running();
+    pub(crate) fn show_link_prop(
+        &self,
+        link: &str,
+        names: &[String],
+    ) -> Result<Vec<PropRow>, CoreError> {
+        let st = self.running.clone();
         let v = self.view_of(&st);
         let names: Vec<PropName> =
             names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
@@ -357,7 +384,7 @@ impl Core {
 
     fn applicable(&self, l: &Link, p: PropName) -> bool {
         let class = match l {
-            Link::Phys(d) => self.hardware().port(d.as_str()).map(|p| p.class()),
+            Link::Phys(d) => self.m.hw().port(d.as_str()).map(|p| p.class()),
             _ => None,
         };
         use netadm_nic::NicClass::*;
@@ -367,7 +394,7 @@ impl Core {
             PropName::Tso => class == Some(I40e) || l.class() == LinkClass::Aggr,
             // They act on what a link sends through a port.
             PropName::Maxbw | PropName::Priority => {
-                let st = self.running();
+                let st = self.running.clone();
                 let v = self.view_of(&st);
                 !matches!(v.switch_of(l), Some(Link::Etherstub(_)))
             }
@@ -383,12 +410,12 @@ impl Core {
 
     fn possible(&self, l: &Link, spec: &PropSpec) -> String {
         if spec.name == PropName::Mtu {
-            let v = self.running();
+            let v = self.running.clone();
             let view = self.view_of(&v);
             let mut lo = 68;
             let mut hi = u32::MAX;
             for d in view.ports_under(l) {
-                if let Some(p) = self.hardware().port(d.as_str()) {
+                if let Some(p) = self.m.hw().port(d.as_str()) {
                     let (a, b) = p.mtu_range();
                     lo = lo.max(a);
                     hi = hi.min(b);
@@ -401,7 +428,7 @@ impl Core {
 
     fn prop_value(&self, v: &View<'_>, l: &Link, p: PropName) -> Option<PropValue> {
         let ports: Vec<_> =
-            v.ports_under(l).iter().filter_map(|d| self.hardware().port(d.as_str())).collect();
+            v.ports_under(l).iter().filter_map(|d| self.m.hw().port(d.as_str())).collect();
         let rings_started = || ports.iter().map(|p| u64::from(p.rings_started())).sum::<u64>();
         let rings_total = || ports.iter().map(|p| u64::from(p.engine.ring_count())).sum::<u64>();
         match p {
@@ -412,7 +439,7 @@ impl Core {
             PropName::RxRingsEffective | PropName::TxRingsEffective => match l {
                 // A VNIC: its own group's rings, else none dedicated.
                 Link::Vnic(n) => Some(PropValue::Uint(
-                    self.groups.lock().unwrap().get(n).map_or(0, |g| u64::from(g.count)),
+                    self.m.ports.group_of(n).map_or(0, |g| u64::from(g.count)),
                 )),
                 _ => Some(PropValue::Uint(rings_started())),
             },
@@ -424,9 +451,9 @@ impl Core {
     }
 
     /// `show-if`.
-    pub fn show_if(&self) -> Vec<IfRow> {
-        let st = self.running();
-        let persisted = self.persisted_arc();
+    pub(crate) fn show_if(&self) -> Vec<IfRow> {
+        let st = self.running.clone();
+        let persisted = self.persisted.clone();
         let v = self.view_of(&st);
         let mut rows: Vec<IfRow> = st
             .interface
@@ -435,12 +462,12 @@ impl Core {
                 // Up: over an etherstub (a switch with no port, always
                 // there), or some port under its link has running rings.
                 let up = v.resolve(n.as_str()).is_some_and(|l| {
-                    matches!(v.switch_of(&l), Some(crate::Link::Etherstub(_)))
+                    matches!(v.switch_of(&l), Some(Link::Etherstub(_)))
                         || v.ports_under(&l).iter().any(|d| {
-                            self.hardware().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
+                            self.m.hw().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
                         })
                 });
-                let drift = self.mirror.as_ref().and_then(|m| m.drift(n));
+                let drift = self.m.mirror.as_ref().and_then(|m| m.drift(n));
                 IfRow {
                     ifname: n.to_string(),
                     class: "ip".into(),
@@ -455,6 +482,7 @@ impl Core {
                     persistent: if persisted.interface.contains_key(n) { "-46" } else { "--" }
                         .into(),
                     kernel_device: self
+                        .m
                         .mirror
                         .as_ref()
                         .and_then(|m| m.device(n))
@@ -482,15 +510,15 @@ impl Core {
     /// `show-ifprop`: the properties of interface `ifname` (every
     /// interface when empty) of protocol `proto` (both when empty),
     /// limited to `names` when given.
-    pub fn show_if_prop(
+    pub(crate) fn show_if_prop(
         &self,
         ifname: &str,
         proto: &str,
         names: &[String],
     ) -> Result<Vec<IfPropRow>, CoreError> {
-        use crate::ifprop::{DEFS, Def};
-        let st = self.running();
-        let persisted = self.persisted_arc();
+        use crate::mirror::ifprop::{DEFS, Def};
+        let st = self.running.clone();
+        let persisted = self.persisted.clone();
         let v = self.view_of(&st);
         for n in names {
             if proto.is_empty() {
@@ -501,7 +529,7 @@ impl Core {
                 Def::find(proto, n)?;
             }
         }
-        if !proto.is_empty() && !crate::ifprop::PROTOS.contains(&proto) {
+        if !proto.is_empty() && !crate::mirror::ifprop::PROTOS.contains(&proto) {
             Def::find(proto, "")?;
         }
         let ifs: Vec<LinkName> = if ifname.is_empty() {
@@ -519,8 +547,8 @@ impl Core {
                 continue;
             };
             let link_mtu = v.mtu(&l);
-            let dev = self.mirror.as_ref().and_then(|m| m.device(&n));
-            let dev_mtu = crate::ifprop::if_mtu(Some(conf), link_mtu);
+            let dev = self.m.mirror.as_ref().and_then(|m| m.device(&n));
+            let dev_mtu = crate::mirror::ifprop::if_mtu(Some(conf), link_mtu);
             for d in DEFS {
                 if (!proto.is_empty() && d.proto != proto)
                     || (!names.is_empty() && !names.iter().any(|x| x == d.name))
@@ -553,8 +581,12 @@ impl Core {
 
     /// `show-prop`: protocol properties of `proto` (every protocol when
     /// empty), limited to `names` when given.
-    pub fn show_prop(&self, proto: &str, names: &[String]) -> Result<Vec<ProtoPropRow>, CoreError> {
-        use crate::proto::{DEFS, Def};
+    pub(crate) fn show_prop(
+        &self,
+        proto: &str,
+        names: &[String],
+    ) -> Result<Vec<ProtoPropRow>, CoreError> {
+        use crate::mirror::proto::{DEFS, Def};
         if !proto.is_empty() && !DEFS.iter().any(|d| d.proto == proto) {
             Def::find(proto, "")?;
         }
@@ -563,8 +595,8 @@ impl Core {
                 return Err(CoreError::invalid_argument(format!("no protocol property {n:?}")));
             }
         }
-        let st = self.running();
-        let persisted = self.persisted_arc();
+        let st = self.running.clone();
+        let persisted = self.persisted.clone();
         Ok(DEFS
             .iter()
             .filter(|d| proto.is_empty() || d.proto == proto)
@@ -576,7 +608,7 @@ impl Core {
                     property: d.name.into(),
                     perm: "rw".into(),
                     // The kernel's, when netadm runs it; else as configured.
-                    current: if self.mirror.is_some() {
+                    current: if self.m.mirror.is_some() {
                         d.current().unwrap_or(configured)
                     } else {
                         configured
@@ -591,16 +623,16 @@ impl Core {
 
     /// `show-addrprop`: the properties of static address object
     /// `addrobj` (every one when empty), limited to `names` when given.
-    pub fn show_addr_prop(
+    pub(crate) fn show_addr_prop(
         &self,
         addrobj: &str,
         names: &[String],
     ) -> Result<Vec<AddrPropRow>, CoreError> {
         for n in names {
-            crate::addrprop::check_name(n)?;
+            crate::mirror::addrprop::check_name(n)?;
         }
-        let st = self.running();
-        let persisted = self.persisted_arc();
+        let st = self.running.clone();
+        let persisted = self.persisted.clone();
         let objs: Vec<AddrObj> = if addrobj.is_empty() {
             st.address
                 .iter()
@@ -619,17 +651,17 @@ impl Core {
         let mut out = vec![];
         for o in objs {
             let a = &st.address[&o];
-            for n in crate::addrprop::NAMES {
+            for n in crate::mirror::addrprop::NAMES {
                 if !names.is_empty() && !names.iter().any(|x| x == n) {
                     continue;
                 }
-                let (perm, current, default, possible) = crate::addrprop::row(a, n);
+                let (perm, current, default, possible) = crate::mirror::addrprop::row(a, n);
                 // Persistent: what differs from the default in the
                 // persistent configuration.
                 let persistent = persisted
                     .address
                     .get(&o)
-                    .map(|p| crate::addrprop::row(p, n))
+                    .map(|p| crate::mirror::addrprop::row(p, n))
                     .filter(|(perm, v, d, _)| perm == "rw" && v != d)
                     .map(|(_, v, _, _)| v)
                     .unwrap_or_default();
@@ -648,8 +680,8 @@ impl Core {
     }
 
     /// `show-addr`.
-    pub fn show_addr(&self) -> Vec<AddrRow> {
-        let st = self.running();
+    pub(crate) fn show_addr(&self) -> Vec<AddrRow> {
+        let st = self.running.clone();
         let mut drift = BTreeMap::new();
         let mut out = vec![];
         for (o, a) in st.address.iter() {
@@ -657,6 +689,7 @@ impl Core {
                 // The link-local address under the object's name, each
                 // SLAAC one as `IF/?` (as illumos's ipadm lists them).
                 let addrs = self
+                    .m
                     .mirror
                     .as_ref()
                     .map(|m| m.addrconf_addrs(o.interface()))
@@ -665,7 +698,7 @@ impl Core {
                 out.push(AddrRow {
                     addrobj: o.to_string(),
                     r#type: "addrconf".into(),
-                    state: match (&self.mirror, ll) {
+                    state: match (&self.m.mirror, ll) {
                         (None, _) => "inaccessible",
                         (Some(_), None) => "tentative",
                         (Some(_), Some(_)) => "ok",
@@ -689,13 +722,13 @@ impl Core {
                 // Missing from the kernel: its device is gone, or it is.
                 let d = drift
                     .entry(o.interface())
-                    .or_insert_with(|| self.mirror.as_ref().and_then(|m| m.drift(o.interface())));
+                    .or_insert_with(|| self.m.mirror.as_ref().and_then(|m| m.drift(o.interface())));
                 let missing = d.as_ref().is_some_and(|d| {
                     d.missing || a.fixed_addr().is_some_and(|x| d.absent.contains(&x))
                 });
                 let (state, addr) = if a.kind == netadm_config::AddrType::Dhcp {
                     // Its lease, if its client holds one.
-                    match self.mirror.as_ref().and_then(|m| m.dhcp_status(o)) {
+                    match self.m.mirror.as_ref().and_then(|m| m.dhcp_status(o)) {
                         Some(s) => match s.addr {
                             Some((ip, p)) => ("ok", format!("{ip}/{p}")),
                             None => ("searching", String::new()),
@@ -718,7 +751,7 @@ impl Core {
         }
         // The addresses of disabled interfaces, as their configuration has
         // them.
-        let persisted = self.persisted_arc();
+        let persisted = self.persisted.clone();
         for (o, a) in persisted.address.iter() {
             if !st.interface.contains_key(o.interface())
                 && persisted.interface.contains_key(o.interface())

@@ -1,11 +1,14 @@
 //! Questions about a configuration: what a name refers to, what is built
 //! over what, and the MTU each link and port ends up with.
 
+pub(crate) mod check;
+pub(crate) mod delta;
+
 use netadm_config::LinkState;
 use netadm_model::{LinkClass, LinkName, PropName, PropValue};
 
 use crate::CoreError;
-use crate::hw::Hardware;
+use crate::ports::power::Hardware;
 
 /// What a link name refers to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,6 +39,7 @@ impl Link {
 pub const DEFAULT_MTU: u32 = 1500;
 
 /// A view of one configuration against the hardware.
+#[derive(Clone, Copy)]
 pub struct View<'a> {
     /// The hardware.
     pub hw: &'a Hardware,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use netadm_nic::{NicError, QueueId};
 use netadm_rings::{OpReport, RingError};
 
-use crate::hw::{Driver, Hardware, Port};
+use super::{Driver, Hardware, Port};
 
 /// How long in-flight frames get to drain before a steering flip.
 const DRAIN: Duration = Duration::from_secs(1);

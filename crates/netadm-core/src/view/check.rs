@@ -1,89 +1,114 @@
-//! What a change touches, found from the configurations before and after
-//! it. Both share every node the change did not copy, so their difference
-//! ([`netadm_config::Section::diff`]) costs what the change changed; the
-//! checks and the planning below start from it instead of walking every
-//! link.
+//! The invariants every configuration keeps: checked whole at start
+//! ([`check_state`]) and, for each change, where the change can break them
+//! ([`check_change`]): the entries it adds or changes, and what refers to
+//! the names it removes or renames. Debug builds hold the two to the same
+//! verdict on every change (`Pipeline::mutate`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use netadm_config::{Section, VnicConf};
-use netadm_model::{AddrObj, LinkName, MacAddr, PropName};
+use netadm_config::VnicConf;
+use netadm_model::{AddrObj, LinkName};
 
 use crate::CoreError;
-use crate::links::{Link, View};
+use crate::view::{Link, View};
 
-/// The port devices whose plan may differ between the two configurations:
-/// every port a changed entry runs on, before or after.
-pub(crate) fn ports_touched(vf: &View<'_>, vt: &View<'_>) -> BTreeSet<LinkName> {
-    let (from, to) = (vf.st, vt.st);
-    let mut out = BTreeSet::new();
-    let mut under = |v: &View<'_>, l: Option<Link>| {
-        if let Some(l) = l {
-            out.extend(v.ports_under(&l));
+/// Invariants every configuration must keep; checked before any change is
+/// executed and on the persistent configuration at start.
+pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
+    // Names are unique within each map; a clash is across them: a port's
+    // name or an aggregation's taken again further on.
+    let mut seen = BTreeSet::new();
+    for p in v.hw.ports() {
+        let n = v.phys_name(&p.device);
+        if !seen.insert(n.clone())
+            || v.st.aggr.contains_key(n.as_str())
+            || v.st.vnic.contains_key(n.as_str())
+            || v.st.etherstub.contains_key(n.as_str())
+        {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
         }
-    };
-    for (d, _, _) in from.phys.diff(&to.phys) {
-        under(vf, Some(Link::Phys(d.clone())));
     }
-    for (n, a, b) in from.aggr.diff(&to.aggr) {
-        under(vf, a.map(|_| Link::Aggr(n.clone())));
-        under(vt, b.map(|_| Link::Aggr(n.clone())));
+    for n in v.st.aggr.keys().chain(v.st.etherstub.keys()) {
+        if v.st.vnic.contains_key(n.as_str()) {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
+        }
     }
-    for (n, a, b) in from.vnic.diff(&to.vnic) {
-        under(vf, a.map(|_| Link::Vnic(n.clone())));
-        under(vt, b.map(|_| Link::Vnic(n.clone())));
+    for n in v.st.etherstub.keys() {
+        if v.st.aggr.contains_key(n.as_str()) {
+            return Err(CoreError::exists(format!("link name {n} is used twice")));
+        }
     }
-    for (n, _, _) in from.interface.diff(&to.interface) {
-        under(vf, vf.resolve(n.as_str()));
-        under(vt, vt.resolve(n.as_str()));
+    for d in v.st.phys.keys() {
+        if v.hw.port(d.as_str()).is_none() {
+            return Err(CoreError::not_found(format!(
+                "port {d} is configured but the hardware has no such port"
+            )));
+        }
     }
-    out
-}
-
-/// VNICs by MAC address, for one VNIC section, brought to the section it
-/// is asked about by their difference: the first question walks every
-/// VNIC, each after a change only what changed.
-#[derive(Default)]
-pub(crate) struct MacIndex {
-    of: Section<LinkName, VnicConf>,
-    by_mac: BTreeMap<MacAddr, BTreeSet<LinkName>>,
-}
-
-impl MacIndex {
-    /// The VNICs of `vnics` with MAC `mac`, in name order.
-    pub(crate) fn holders(
-        &mut self,
-        vnics: &Section<LinkName, VnicConf>,
-        mac: MacAddr,
-    ) -> Vec<LinkName> {
-        if !self.of.ptr_eq(vnics) {
-            for (n, a, b) in self.of.diff(vnics) {
-                if let Some(a) = a
-                    && let Some(set) = self.by_mac.get_mut(&a.mac)
-                {
-                    set.remove(n);
-                    if set.is_empty() {
-                        self.by_mac.remove(&a.mac);
-                    }
-                }
-                if let Some(b) = b {
-                    self.by_mac.entry(b.mac).or_default().insert(n.clone());
-                }
+    // The links VNICs sit over, each resolved once: there are few of them
+    // and many VNICs.
+    let mut overs: BTreeMap<&LinkName, Option<Link>> = BTreeMap::new();
+    for conf in v.st.vnic.values() {
+        overs.entry(&conf.over).or_insert_with(|| v.resolve(conf.over.as_str()));
+    }
+    let mut members = BTreeSet::new();
+    for (a, conf) in &v.st.aggr {
+        if conf.ports.is_empty() {
+            return Err(CoreError::invalid_argument(format!("aggregation {a} has no ports")));
+        }
+        for p in &conf.ports {
+            if !matches!(v.resolve(p.as_str()), Some(Link::Phys(_))) {
+                return Err(CoreError::not_found(format!(
+                    "aggregation {a}: port {p} is not a physical link"
+                )));
             }
-            self.of = vnics.clone();
+            if !members.insert(p.clone()) {
+                return Err(CoreError::busy(format!("port {p} is in two aggregations")));
+            }
+            if overs.contains_key(p) || v.st.interface.contains_key(p) {
+                return Err(CoreError::busy(format!(
+                    "port {p} of {a} has a VNIC or IP interface over it"
+                )));
+            }
         }
-        self.by_mac.get(&mac).map(|s| s.iter().cloned().collect()).unwrap_or_default()
     }
-}
-
-/// Whether a VNIC asks for a ring group of its own.
-pub(crate) fn asks_group(c: &VnicConf) -> bool {
-    c.props.contains_key(&PropName::RxRings) || c.props.contains_key(&PropName::TxRings)
-}
-
-/// Whether a VNIC the change adds or changes asks for a ring group.
-pub(crate) fn group_asked(vf: &View<'_>, vt: &View<'_>) -> bool {
-    vf.st.vnic.diff(&vt.st.vnic).any(|(_, _, b)| b.is_some_and(asks_group))
+    for (n, conf) in &v.st.vnic {
+        match overs.get(&conf.over).and_then(Option::as_ref) {
+            None => {
+                return Err(CoreError::not_found(format!(
+                    "VNIC {n}: link {} does not exist",
+                    conf.over
+                )));
+            }
+            Some(Link::Vnic(_)) => {
+                return Err(CoreError::invalid_argument(format!("VNIC {n} is over another VNIC")));
+            }
+            Some(_) if members.contains(&conf.over) => {
+                return Err(CoreError::busy(format!(
+                    "VNIC {n} is over aggregation port {}",
+                    conf.over
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    for i in v.st.interface.keys() {
+        if v.resolve(i.as_str()).is_none() {
+            return Err(CoreError::not_found(format!("IP interface {i}: no such link")));
+        }
+        if members.contains(i) {
+            return Err(CoreError::busy(format!("IP interface {i} is on an aggregation port")));
+        }
+    }
+    for a in v.st.address.keys() {
+        if !v.st.interface.contains_key(a.interface()) {
+            return Err(CoreError::not_found(format!(
+                "address {a}: no IP interface {}",
+                a.interface()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The invariants of `ops::check_state`, checked where the change from
@@ -266,11 +291,10 @@ fn check_interface(vt: &View<'_>, i: &LinkName) -> Result<(), CoreError> {
     }
     Ok(())
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hw::Hardware;
+    use crate::ports::Hardware;
     use netadm_config::{AddrConf, AggrConf, IfConf, LinkState, PhysConf};
     use netadm_model::MacAddr;
 
@@ -318,7 +342,7 @@ mod tests {
         base.vnic.insert(n("vnic1"), vnic("atl1c0", 1));
         base.interface.insert(n("vnic1"), IfConf::default());
         base.address.insert("vnic1/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
-        let full = |st: &LinkState| crate::ops::check_state(&View { hw: &hw, st });
+        let full = |st: &LinkState| check_state(&View { hw: &hw, st });
         full(&base).unwrap();
         type Edit = fn(&mut LinkState);
         let cases: &[(&str, Edit)] = &[

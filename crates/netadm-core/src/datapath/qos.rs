@@ -10,8 +10,7 @@ use netadm_datapath::Tx;
 use netadm_datapath::qos::{LinkQos, PortQos, ShapedTx};
 use netadm_model::{PRIORITIES, PropName, PropValue};
 
-use crate::Core;
-use crate::links::{Link, View};
+use crate::view::{Link, View};
 
 #[derive(Default)]
 pub(crate) struct Qos {
@@ -32,48 +31,44 @@ pub(crate) fn settings(v: &View<'_>, l: &Link) -> (u64, usize) {
     (maxbw, prio)
 }
 
-impl Core {
+impl Qos {
     /// `tx`, `l`'s transmit path, limited by its `maxbw` and given its
     /// priority on the port or aggregation under it.
     pub(crate) fn shaped(&self, v: &View<'_>, l: &Link, tx: Arc<dyn Tx>) -> Arc<dyn Tx> {
         let link = {
-            let mut m = self.qos.links.lock().unwrap();
+            let mut m = self.links.lock().unwrap();
             m.entry(l.clone()).or_default().clone()
         };
         let (maxbw, prio) = settings(v, l);
         link.set(maxbw, prio);
         let port = v.switch_of(l).map(|p| {
-            let q = self.qos.ports.lock().unwrap().entry(p.clone()).or_default().clone();
-            q.set_line(self.line_rate(v, &p));
+            let q = self.ports.lock().unwrap().entry(p.clone()).or_default().clone();
+            q.set_line(line_rate(v, &p));
             q
         });
         Arc::new(ShapedTx::new(tx, link, port))
     }
 
-    /// The line rate under link `l`, b/s: its ports' speeds together.
-    fn line_rate(&self, v: &View<'_>, l: &Link) -> u64 {
-        v.ports_under(l)
-            .iter()
-            .filter_map(|d| self.hardware().port(d.as_str()))
-            .map(|p| p.speed * 1_000_000)
-            .sum()
-    }
-
     /// Brings every link's limit and priority, and every port's line rate,
     /// to the running configuration; forgets links that are gone.
-    pub(crate) fn sync_qos(&self, v: &View<'_>) {
+    pub(crate) fn sync(&self, v: &View<'_>) {
         let alive = |l: &Link| v.resolve(v.name_of(l).as_str()).as_ref() == Some(l);
-        let mut links = self.qos.links.lock().unwrap();
+        let mut links = self.links.lock().unwrap();
         links.retain(|l, _| alive(l));
         for (l, q) in links.iter() {
             let (maxbw, prio) = settings(v, l);
             q.set(maxbw, prio);
         }
         drop(links);
-        let mut ports = self.qos.ports.lock().unwrap();
+        let mut ports = self.ports.lock().unwrap();
         ports.retain(|l, _| alive(l));
         for (l, q) in ports.iter() {
-            q.set_line(self.line_rate(v, l));
+            q.set_line(line_rate(v, l));
         }
     }
+}
+
+/// The line rate under link `l`, b/s: its ports' speeds together.
+fn line_rate(v: &View<'_>, l: &Link) -> u64 {
+    v.ports_under(l).iter().filter_map(|d| v.hw.port(d.as_str())).map(|p| p.speed * 1_000_000).sum()
 }

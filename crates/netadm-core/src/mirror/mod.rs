@@ -8,70 +8,30 @@
 //! link's transmit path; frames the link's ports receive for the TAP's MAC
 //! (and broadcast/multicast) are written to the TAP.
 
+pub(crate) mod addrprop;
+pub(crate) mod dhcp;
+pub(crate) mod drift;
+pub(crate) mod iface;
+pub(crate) mod ifprop;
+pub(crate) mod proto;
+pub(crate) mod tap;
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 
-use netadm_config::{AddrType, LinkState};
-use netadm_datapath::{Forward, VSwitch};
+use netadm_config::AddrType;
+use netadm_datapath::VSwitch;
 use netadm_kernel::{KernelError, Netlink, Netns, PacketSocket, Tap, sysctl};
 use netadm_model::{AddrObj, LinkName, PropName};
 
-use crate::drift::{Drift, Watcher};
-use crate::links::View;
-use crate::{Core, CoreError, Timing};
-
-pub(crate) struct MirrorIf {
-    /// Its DHCP clients, by address object (stopped before the TAP goes).
-    pub(crate) dhcp: BTreeMap<AddrObj, crate::dhcp::Client>,
-    /// The addresses they hold.
-    pub(crate) leased: crate::dhcp::Leased,
-    /// Whether it has an addrconf address object: the kernel's SLAAC
-    /// addresses are then its own, not drift.
-    pub(crate) addrconf: bool,
-    /// `None`: the device could not be made, its zone being gone (the
-    /// interface is reported missing until `refresh-if` makes it).
-    tap: Option<Arc<Tap>>,
-    /// The connection its device is configured over: the daemon's, or its
-    /// zone's.
-    pub(crate) nl: Arc<Netlink>,
-    /// Its zone, if it lives in one: as configured, and as opened.
-    pub(crate) zone: Option<String>,
-    pub(crate) ns: Option<Arc<Zone>>,
-    pub(crate) index: u32,
-    pub(crate) mac: [u8; 6],
-    /// The VLAN its frames are tagged with on the wire (0: untagged).
-    pub(crate) vid: u16,
-    /// What the mirror last set, for drift to be measured against.
-    pub(crate) want_mtu: u32,
-    pub(crate) want_addrs: Vec<(IpAddr, u8)>,
-    /// How the device differs from that, as last heard (`crate::drift`).
-    pub(crate) drift: Option<Drift>,
-    /// The offloads the TAP lets the kernel leave to netadm: (tx-csum, tso).
-    offload: (bool, bool),
-    /// The virtual switch it is on (its link's).
-    switch: Arc<VSwitch>,
-    stop: std::os::fd::OwnedFd,
-    reader: Option<JoinHandle<()>>,
-}
-
-impl Drop for MirrorIf {
-    fn drop(&mut self) {
-        self.switch.set_endpoint(self.vid, self.mac, None);
-        crate::drift::wake(&self.stop);
-        if let Some(t) = self.reader.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A zone: a network namespace and the rtnetlink connection opened in it
-/// (on the same runtime as the daemon's own).
-pub(crate) struct Zone {
-    pub(crate) ns: Netns,
-    nl: Arc<Netlink>,
-}
+use crate::CoreError;
+use crate::timing::Timing;
+use crate::view::View;
+use drift::Watcher;
+pub(crate) use iface::link_local;
+use iface::{Drift, MirrorIf, Zone};
+use tap::{Out, reader, writer};
 
 /// The TAP devices and the rtnetlink handle.
 pub(crate) struct Mirror {
@@ -160,8 +120,8 @@ impl Mirror {
         let mut ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let i = ifs.get_mut(name)?;
         if i.zone.is_some() {
-            let now = crate::drift::evaluate(name, i);
-            crate::drift::note(name, i, now);
+            let now = drift::evaluate(name, i);
+            drift::note(name, i, now);
         }
         i.drift.clone()
     }
@@ -183,7 +143,7 @@ impl Mirror {
     }
 
     /// What address object `obj`'s DHCP client holds, if it has one.
-    pub(crate) fn dhcp_status(&self, obj: &AddrObj) -> Option<crate::dhcp::Status> {
+    pub(crate) fn dhcp_status(&self, obj: &AddrObj) -> Option<dhcp::Status> {
         let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         ifs.get(obj.interface()).and_then(|i| i.dhcp.get(obj)).map(|c| c.status())
     }
@@ -224,171 +184,6 @@ impl Mirror {
             })
         })
     }
-}
-
-/// What an interface's reader thread sends through: its link's switch,
-/// then the link's transmit path (none over an etherstub).
-struct Out {
-    switch: Arc<VSwitch>,
-    tx: Option<Arc<dyn netadm_datapath::Tx>>,
-    mac: [u8; 6],
-    vid: u16,
-}
-
-fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
-    let Out { switch, tx, mac, vid } = out;
-    netadm_nic::wake::short_slices();
-    // A virtio-net header and the largest superframe.
-    let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
-    // The frame with its 802.1Q tag, for an interface on a VLAN.
-    let mut tagged = Vec::new();
-    let mut busy = BusyPoll::new();
-    loop {
-        let mut fds = [
-            libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: fds is a valid array of two pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 || fds[1].revents != 0 {
-            return;
-        }
-        if fds[0].revents & libc::POLLIN == 0 {
-            continue;
-        }
-        // Everything queued, one poll per burst.
-        let mut sent = false;
-        loop {
-            let (off, frame) = match tap.read_frame(&mut buf) {
-                Ok(Some((off, f))) if !f.is_empty() => (off, f),
-                Ok(Some(_)) => continue,
-                Ok(None) => break,
-                Err(_) => return,
-            };
-            if switch.forward(vid, mac, frame, off) == Forward::Delivered {
-                continue;
-            }
-            let Some(tx) = &tx else {
-                if frame[0] & 1 == 0 {
-                    switch.drop_frame();
-                }
-                continue;
-            };
-            let (off, frame) = if vid == 0 {
-                (off, frame)
-            } else {
-                (netadm_nic::vlan::push(frame, off, vid, &mut tagged), &tagged[..])
-            };
-            // One flow per 5-tuple keeps each flow on one ring.
-            let flow = netadm_nic::emu::flow_hash(frame);
-            // Senders are paused only while a steering flip drains (µs to
-            // a few ms): wait that out rather than drop; a ring that stays
-            // full drops the frame, as a NIC would, and TCP recovers.
-            // A bandwidth limit (maxbw, priority) says how long to wait.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
-            while !tx.send_offload(flow, frame, off) {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match tx.retry_in() {
-                    _ if left.is_zero() => break,
-                    // Waits on the interface's stop (an event), at most
-                    // until the limiter has room: stopping never waits.
-                    Some(d) => {
-                        if stopped_within(stop, d.min(left)) {
-                            return;
-                        }
-                    }
-                    None => std::thread::yield_now(),
-                }
-            }
-            sent = true;
-        }
-        if sent && let Some(tx) = &tx {
-            busy.wait_for_answer(&tap, &**tx);
-        }
-    }
-}
-
-/// Writes the frames it is given to `tap`, as received.
-fn writer(tap: &Arc<Tap>) -> netadm_datapath::classify::Endpoint {
-    let tap = tap.clone();
-    Arc::new(move |f: &[u8], off| {
-        let _ = tap.write_frame(f, off);
-    })
-}
-
-/// NAPI-style busy polling by a TAP reader (as Linux's `busy_poll`):
-/// having sent what the kernel queued, it keeps polling the receive side
-/// of the rings it sent on for a short window, so an answer (a ping's
-/// echo, a TCP ACK) is delivered to the kernel as soon as the device has
-/// placed it, instead of after its interrupt thread has been woken. The
-/// window adapts: twice the last answer's delay (within [`BusyPoll::MIN`]
-/// and [`BusyPoll::MAX`]), halved after a window that saw nothing, off
-/// below the minimum, with a probe every [`BusyPoll::PROBE`] bursts while
-/// off. It ends at once when a frame from the kernel waits in the TAP,
-/// and when traffic is not light (the rings' adaptive moderation is not
-/// at its lowest level: interrupts batch better then).
-#[derive(Debug)]
-struct BusyPoll {
-    window: std::time::Duration,
-    bursts: u32,
-}
-
-impl BusyPoll {
-    const MIN: std::time::Duration = std::time::Duration::from_micros(20);
-    const MAX: std::time::Duration = std::time::Duration::from_micros(200);
-    const PROBE: u32 = 32;
-
-    fn new() -> Self {
-        Self { window: Self::MAX, bursts: 0 }
-    }
-
-    fn wait_for_answer(&mut self, tap: &Tap, tx: &dyn netadm_datapath::Tx) {
-        use std::time::{Duration, Instant};
-        self.bursts = self.bursts.wrapping_add(1);
-        let window = if self.window.is_zero() && self.bursts % Self::PROBE == 0 {
-            Self::MAX
-        } else {
-            self.window
-        };
-        if window.is_zero() {
-            return;
-        }
-        let start = Instant::now();
-        loop {
-            match tx.busy_poll() {
-                None => return,
-                Some(0) => {}
-                Some(_) => {
-                    self.window = (start.elapsed() * 2).clamp(Self::MIN, Self::MAX);
-                    return;
-                }
-            }
-            if start.elapsed() >= window || tap_readable(tap) {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        // A probe that saw nothing leaves it off.
-        let half = self.window / 2;
-        self.window = if half < Self::MIN { Duration::ZERO } else { half };
-    }
-}
-
-/// Waits up to `d` for the stop descriptor `stop` to be signalled;
-/// whether it was (an interrupted wait is not: the caller looks again).
-fn stopped_within(stop: std::os::fd::RawFd, d: std::time::Duration) -> bool {
-    let mut fd = libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 };
-    let ms = d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd; a bounded timeout.
-    unsafe { libc::poll(&mut fd, 1, ms) == 1 }
-}
-
-/// Whether the kernel has queued a frame on `tap` (a poll that does not
-/// wait).
-fn tap_readable(tap: &Tap) -> bool {
-    let mut fd = libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd; a zero timeout.
-    unsafe { libc::poll(&mut fd, 1, 0) == 1 }
 }
 
 /// The offloads an interface's TAP offers the kernel: (tx-csum, tso), as
@@ -464,12 +259,7 @@ fn addrconf(nl: &Netlink, n: &LinkName, i: &mut MirrorIf, on: bool) -> Result<()
 /// The MTU interface `n` on link `l` runs with: its link's, or its IPv4
 /// MTU property when that is lower.
 fn ifmtu(v: &View<'_>, n: &LinkName, l: &crate::Link) -> u32 {
-    crate::ifprop::if_mtu(v.st.interface.get(n), v.mtu(l))
-}
-
-/// Whether `ip` is an IPv6 link-local address (fe80::/10).
-pub(crate) fn link_local(ip: &IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
+    crate::mirror::ifprop::if_mtu(v.st.interface.get(n), v.mtu(l))
 }
 
 /// The interfaces a change from `vf` to `vt` can touch: those it adds,
@@ -492,32 +282,37 @@ fn touched<T>(vf: &View<'_>, vt: &View<'_>, ifs: &BTreeMap<LinkName, T>) -> Vec<
     out.into_iter().filter(|n| ifs.contains_key(n) || to.interface.contains_key(n)).collect()
 }
 
-impl Core {
+/// A link's transmit path and source MAC, for the TAP readers of the
+/// interfaces on it (`None` while none of its ports runs).
+pub(crate) trait LinkTx {
+    /// Link `l`'s transmit path under `v`, and the MAC it sends from.
+    fn link_tx(
+        &self,
+        v: &View<'_>,
+        l: &crate::Link,
+    ) -> Option<(Arc<dyn netadm_datapath::Tx>, [u8; 6])>;
+}
+
+impl Mirror {
     /// Before the rings change: an interface whose MTU shrinks gets it in
     /// the kernel first, so the stack stops making frames the new MTU does
     /// not allow while the rings still carry the old size; the frames it
     /// had already queued leave through rings that take them (a frame
     /// spans as many descriptors as it needs). Growing waits for the
-    /// rings ([`Core::sync_kernel`]). Returns whether it changed anything.
-    pub(crate) fn shrink_kernel_mtus(
-        &self,
-        from: &LinkState,
-        to: &LinkState,
-    ) -> Result<bool, CoreError> {
-        let Some(m) = &self.mirror else { return Ok(false) };
-        let (vf, vt) =
-            (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
+    /// rings ([`Mirror::sync`]). Returns whether it changed anything.
+    pub(crate) fn shrink(&self, vf: &View<'_>, vt: &View<'_>) -> Result<bool, CoreError> {
+        let m = self;
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
-        for n in touched(&vf, &vt, &*ifs) {
+        for n in touched(vf, vt, &*ifs) {
             let Some(i) = ifs.get_mut(&n).filter(|i| i.tap.is_some()) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
-            if ifmtu(&vt, &n, &lt) < ifmtu(&vf, &n, &lf) {
+            if ifmtu(vt, &n, &lt) < ifmtu(vf, &n, &lf) {
                 changed = true;
-                i.nl.set_link(i.index, None, Some(ifmtu(&vt, &n, &lt))).map_err(kerr)?;
-                i.want_mtu = ifmtu(&vt, &n, &lt);
+                i.nl.set_link(i.index, None, Some(ifmtu(vt, &n, &lt))).map_err(kerr)?;
+                i.want_mtu = ifmtu(vt, &n, &lt);
             }
         }
         Ok(changed)
@@ -526,20 +321,16 @@ impl Core {
     /// Brings the kernel from `from` to `to`: removes TAPs and addresses
     /// that go, makes those that come (MAC = the link's, MTU = the link's,
     /// up), follows MTU changes, then reads everything back.
-    pub(crate) fn sync_kernel(
+    pub(crate) fn sync(
         &self,
-        from: &LinkState,
-        to: &LinkState,
+        txs: &dyn LinkTx,
+        vf: &View<'_>,
+        vt: &View<'_>,
         t: &mut Timing,
     ) -> Result<(), CoreError> {
-        let Some(m) = &self.mirror else {
-            if from.interface.diff(&to.interface).any(|(_, a, b)| a.is_none() && b.is_some()) {
-                t.note("no kernel device was made: this netadmd runs without a kernel mirror");
-            }
-            return Ok(());
-        };
-        let (vf, vt) =
-            (View { hw: self.hardware(), st: from }, View { hw: self.hardware(), st: to });
+        let m = self;
+        let (from, to) = (vf.st, vt.st);
+        let (vf, vt) = (*vf, *vt);
         let addr = |a: &netadm_config::AddrConf| {
             a.check().map_err(|e| CoreError::invalid_argument(e.to_string()))
         };
@@ -549,7 +340,7 @@ impl Core {
         // thread, an interface's drop for its reader and its clients';
         // show-if, show-addr and the kernel-events watcher do not wait
         // for them.
-        let mut gone: (Vec<crate::dhcp::Client>, Vec<MirrorIf>) = Default::default();
+        let mut gone: (Vec<dhcp::Client>, Vec<MirrorIf>) = Default::default();
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         // What the change touches: what it removes or adds, and the
         // interfaces whose link it can have changed (not every interface).
@@ -590,7 +381,7 @@ impl Core {
             if b.is_none()
                 && let Some(i) = ifs.remove(n)
             {
-                for p in self.hardware().ports() {
+                for p in vt.hw.ports() {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
                 gone.1.push(i);
@@ -625,7 +416,7 @@ impl Core {
                 // Over an etherstub: the switch alone, no wire.
                 (crate::Link::Etherstub(_), crate::Link::Vnic(v)) => (None, vt.st.vnic[v].mac.0),
                 _ => {
-                    let (tx, mac) = self.link_tx(&vt, &l).ok_or_else(|| {
+                    let (tx, mac) = txs.link_tx(&vt, &l).ok_or_else(|| {
                         CoreError::internal(format!("{n}: its link has no running rings"))
                     })?;
                     (Some(tx), mac)
@@ -633,7 +424,7 @@ impl Core {
             };
             let switch = m.switch(sw);
             let (zone, vid) = (zone_of(&vt, &l), vid_of(&vt, &l));
-            let stop = crate::drift::eventfd()?;
+            let stop = netadm_kernel::eventfd().map_err(kerr)?;
             let (tap, nl, ns, index, offload, reader, drift) =
                 match zone.as_deref().map(|z| m.zone(z)).transpose() {
                     Err(e) if replay || from.interface.contains_key(n) => {
@@ -717,7 +508,7 @@ impl Core {
             }
             i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap)));
             let under = vt.ports_under(&l);
-            for p in self.hardware().ports() {
+            for p in vt.hw.ports() {
                 if under.contains(&p.device) {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&itap)));
                 } else {
@@ -737,7 +528,7 @@ impl Core {
             // device just made has the kernel's defaults.
             if let Some(c) = vt.st.interface.get(n) {
                 let before = if made.contains(n) { None } else { vf.st.interface.get(n) };
-                crate::ifprop::apply(n.as_str(), before, c, vt.mtu(&l), mtu_changed)?;
+                crate::mirror::ifprop::apply(n.as_str(), before, c, vt.mtu(&l), mtu_changed)?;
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
@@ -758,7 +549,7 @@ impl Core {
                     .map_err(|e| {
                         CoreError::hardware(format!("DHCP on {}: {e}", obj.interface()))
                     })?;
-                    let c = crate::dhcp::Client::start(
+                    let c = dhcp::Client::start(
                         obj.interface().as_str(),
                         sock,
                         i.nl.clone(),
@@ -798,7 +589,7 @@ impl Core {
         }
         // Protocol properties: the namespace's, set or back to default.
         for (k, _, b) in from.proto.diff(&to.proto) {
-            if let Some(d) = crate::proto::by_key(k) {
+            if let Some(d) = crate::mirror::proto::by_key(k) {
                 d.apply(&b.cloned().unwrap_or_else(|| d.default()))?;
             }
         }
@@ -818,8 +609,8 @@ impl Core {
                 // (show-if), not held against this change; which may have
                 // made it as configured again without the kernel saying
                 // so (an MTU set to what it already was).
-                let now = crate::drift::evaluate(n, i);
-                crate::drift::note(n, i, now);
+                let now = drift::evaluate(n, i);
+                drift::note(n, i, now);
                 continue;
             }
             let k = i.nl.link(i.index).map_err(kerr)?;
@@ -836,4 +627,65 @@ impl Core {
         t.phase("kernel");
         Ok(())
     }
+}
+
+/// What bringing the kernel from `vf` to `vt` would do (an apply's
+/// plan): addresses and devices that go, devices that come, MTUs that
+/// follow their link, addresses that come.
+pub(crate) fn plan_steps(vf: &View<'_>, vt: &View<'_>) -> Vec<crate::PlanStep> {
+    let (cur, next) = (vf.st, vt.st);
+    let mut steps = vec![];
+    // The kernel: addresses and devices that go, devices that come,
+    // MTUs that follow their link, addresses that come.
+    {
+        let k = |object: String, action: String| crate::PlanStep {
+            kernel_changes: 1,
+            kind: "kernel".into(),
+            object,
+            action,
+            ..Default::default()
+        };
+        // A DHCP or addrconf object has no address of its own.
+        let addr = |a: &netadm_config::AddrConf| match a.kind {
+            netadm_config::AddrType::Static => a.addr.clone(),
+            kind => format!("the {} address", kind.as_str()),
+        };
+        for (o, was, now) in cur.address.diff(&next.address) {
+            if let (Some(a), None) = (was, now) {
+                steps.push(k(format!("address {o}"), format!("remove {}", addr(a))));
+            }
+        }
+        for (i, was, now) in cur.interface.diff(&next.interface) {
+            if was.is_some() && now.is_none() {
+                steps.push(k(format!("interface {i}"), "remove the TAP device".into()));
+            }
+        }
+        for (i, was, now) in cur.interface.diff(&next.interface) {
+            if was.is_none() && now.is_some() {
+                let mtu = vt.resolve(i.as_str()).map_or(0, |l| vt.mtu(&l));
+                steps
+                    .push(k(format!("interface {i}"), format!("make a TAP device, mtu {mtu}, up")));
+            }
+        }
+        for i in next.interface.keys() {
+            if !cur.interface.contains_key(i) {
+                continue;
+            }
+            let (Some(lf), Some(lt)) = (vf.resolve(i.as_str()), vt.resolve(i.as_str())) else {
+                continue;
+            };
+            if vf.mtu(&lf) != vt.mtu(&lt) {
+                steps.push(k(
+                    format!("interface {i}"),
+                    format!("set mtu {} (was {})", vt.mtu(&lt), vf.mtu(&lf)),
+                ));
+            }
+        }
+        for (o, was, now) in cur.address.diff(&next.address) {
+            if let (None, Some(a)) = (was, now) {
+                steps.push(k(format!("address {o}"), format!("add {}", addr(a))));
+            }
+        }
+    }
+    steps
 }

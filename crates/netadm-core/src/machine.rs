@@ -1,0 +1,170 @@
+//! The machine: the ports netadm emulates and drives itself, the datapath
+//! over them, and the kernel mirror that gives their IP interfaces TAP
+//! devices. It is the pipeline's [`Backend`]: each step of a change is
+//! one wing's, in the order the pipeline calls them.
+
+use std::sync::Arc;
+
+use netadm_datapath::Tx;
+use netadm_model::{AddrObj, LinkName};
+
+use crate::datapath::Datapath;
+use crate::mirror::{LinkTx, Mirror};
+use crate::pipeline::Backend;
+use crate::ports::{Hardware, Ports};
+use crate::timing::{Progress, Timing};
+use crate::view::{Link, View};
+use crate::{CoreError, PlanStep, Report};
+
+/// How long `create-addr -T dhcp` waits for a lease before answering.
+const DHCP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The ports, the datapath and the kernel mirror.
+pub(crate) struct Machine {
+    /// The ports and the state of driving their rings.
+    pub(crate) ports: Ports,
+    /// What sends and receives over them.
+    pub(crate) datapath: Datapath,
+    /// The kernel mirror (TAP devices), when this netadmd has one.
+    pub(crate) mirror: Option<Mirror>,
+}
+
+impl Machine {
+    /// The machine over the powered-on ports `hw`: the datapath started,
+    /// and the kernel mirror opened when asked to.
+    pub(crate) fn start(hw: Arc<Hardware>, kernel_mirror: bool) -> Result<Self, CoreError> {
+        Ok(Self {
+            datapath: Datapath::start(hw.clone())?,
+            ports: Ports::new(hw),
+            mirror: if kernel_mirror { Some(Mirror::open()?) } else { None },
+        })
+    }
+
+    /// The ports.
+    pub(crate) fn hw(&self) -> &Hardware {
+        &self.ports.hw
+    }
+
+    /// After `create-addr` of kind `kind` made address object `addrobj`:
+    /// a DHCP address waits for its lease (at most [`DHCP_WAIT`], outside
+    /// the mutation lock), timed as a phase of its own; its client goes on
+    /// trying after that.
+    pub(crate) fn await_lease(&self, mut r: Report, addrobj: &str, kind: &str) -> Report {
+        if kind == "dhcp"
+            && let (Some(m), Ok(obj)) = (&self.mirror, addrobj.parse::<AddrObj>())
+        {
+            let start = std::time::Instant::now();
+            let bound = m.wait_lease(&obj, start + DHCP_WAIT);
+            let us = start.elapsed().as_micros() as u64;
+            r.phases.push(("lease".into(), us));
+            r.total_us += us;
+            if !bound {
+                r.notes.push(format!(
+                    "{addrobj}: no DHCP lease within {} s; the client keeps trying",
+                    DHCP_WAIT.as_secs()
+                ));
+            }
+        }
+        r
+    }
+
+    /// `refresh-if` of interface `n` under the running configuration `v`
+    /// (held still by the caller).
+    pub(crate) fn refresh_if(
+        &self,
+        v: &View<'_>,
+        n: &LinkName,
+        t: &mut Timing,
+    ) -> Result<(), CoreError> {
+        if !v.st.interface.contains_key(n) {
+            return Err(CoreError::not_found(format!("IP interface {n} does not exist")));
+        }
+        let Some(m) = &self.mirror else {
+            return Err(CoreError::not_supported(
+                "this netadmd runs without a kernel mirror: there is no device to refresh",
+            ));
+        };
+        m.refresh(self, v, n, t)
+    }
+
+    /// What going from `cur` to `next` would do below the configuration:
+    /// each port's rings, then the kernel's changes (an apply's plan).
+    pub(crate) fn plan_steps(
+        &self,
+        cur: &netadm_config::LinkState,
+        next: &netadm_config::LinkState,
+    ) -> Result<Vec<PlanStep>, CoreError> {
+        let mut steps = self.ports.plan_steps(cur, next)?;
+        if self.mirror.is_some() {
+            let (vf, vt) = (View { hw: self.hw(), st: cur }, View { hw: self.hw(), st: next });
+            steps.extend(crate::mirror::plan_steps(&vf, &vt));
+        }
+        Ok(steps)
+    }
+}
+
+impl LinkTx for Machine {
+    fn link_tx(&self, v: &View<'_>, l: &Link) -> Option<(Arc<dyn Tx>, [u8; 6])> {
+        self.datapath.link_tx(&self.ports, v, l)
+    }
+}
+
+impl Backend for Machine {
+    fn hardware(&self) -> &Hardware {
+        self.hw()
+    }
+
+    fn prepare(&self, next: &View<'_>) {
+        // Its VLANs' frames are let in from the start; members an
+        // aggregation is about to lose stop carrying its flows first.
+        self.ports.sync_vlan_filters(next, true);
+        self.datapath.presync(next);
+    }
+
+    fn shrink(&self, from: &View<'_>, to: &View<'_>) -> Result<bool, CoreError> {
+        match &self.mirror {
+            Some(m) => m.shrink(from, to),
+            None => Ok(false),
+        }
+    }
+
+    fn drive(
+        &self,
+        from: &View<'_>,
+        to: &View<'_>,
+        t: &mut Timing,
+        progress: Progress<'_>,
+    ) -> Result<(), CoreError> {
+        self.ports.execute(from.st, to.st, t, progress)
+    }
+
+    fn kernel(&self, from: &View<'_>, to: &View<'_>, t: &mut Timing) -> Result<(), CoreError> {
+        match &self.mirror {
+            Some(m) => m.sync(self, from, to, t),
+            None => {
+                if from
+                    .st
+                    .interface
+                    .diff(&to.st.interface)
+                    .any(|(_, a, b)| a.is_none() && b.is_some())
+                {
+                    t.note("no kernel device was made: this netadmd runs without a kernel mirror");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn verify(&self) -> Result<(), CoreError> {
+        self.ports.verify()
+    }
+
+    fn restore(&self, st: &View<'_>) -> Result<(), CoreError> {
+        self.ports.restore(st.st)
+    }
+
+    fn settle(&self, running: &View<'_>) {
+        self.ports.sync_vlan_filters(running, false);
+        self.datapath.sync(running);
+    }
+}

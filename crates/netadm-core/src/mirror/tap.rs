@@ -1,0 +1,174 @@
+//! The datapath of a TAP device: its reader thread sends what the kernel
+//! queued through the link's virtual switch, then the link's transmit
+//! path; its writer hands the kernel what the link received; a reader
+//! busy-polls for the answer while traffic is light.
+
+use std::sync::Arc;
+
+use netadm_datapath::{Forward, VSwitch};
+use netadm_kernel::Tap;
+
+/// What an interface's reader thread sends through: its link's switch,
+/// then the link's transmit path (none over an etherstub).
+pub(crate) struct Out {
+    pub(crate) switch: Arc<VSwitch>,
+    pub(crate) tx: Option<Arc<dyn netadm_datapath::Tx>>,
+    pub(crate) mac: [u8; 6],
+    pub(crate) vid: u16,
+}
+
+pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
+    let Out { switch, tx, mac, vid } = out;
+    netadm_nic::wake::short_slices();
+    // A virtio-net header and the largest superframe.
+    let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
+    // The frame with its 802.1Q tag, for an interface on a VLAN.
+    let mut tagged = Vec::new();
+    let mut busy = BusyPoll::new();
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: fds is a valid array of two pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 || fds[1].revents != 0 {
+            return;
+        }
+        if fds[0].revents & libc::POLLIN == 0 {
+            continue;
+        }
+        // Everything queued, one poll per burst.
+        let mut sent = false;
+        loop {
+            let (off, frame) = match tap.read_frame(&mut buf) {
+                Ok(Some((off, f))) if !f.is_empty() => (off, f),
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(_) => return,
+            };
+            if switch.forward(vid, mac, frame, off) == Forward::Delivered {
+                continue;
+            }
+            let Some(tx) = &tx else {
+                if frame[0] & 1 == 0 {
+                    switch.drop_frame();
+                }
+                continue;
+            };
+            let (off, frame) = if vid == 0 {
+                (off, frame)
+            } else {
+                (netadm_nic::vlan::push(frame, off, vid, &mut tagged), &tagged[..])
+            };
+            // One flow per 5-tuple keeps each flow on one ring.
+            let flow = netadm_nic::emu::flow_hash(frame);
+            // Senders are paused only while a steering flip drains (µs to
+            // a few ms): wait that out rather than drop; a ring that stays
+            // full drops the frame, as a NIC would, and TCP recovers.
+            // A bandwidth limit (maxbw, priority) says how long to wait.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
+            while !tx.send_offload(flow, frame, off) {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match tx.retry_in() {
+                    _ if left.is_zero() => break,
+                    // Waits on the interface's stop (an event), at most
+                    // until the limiter has room: stopping never waits.
+                    Some(d) => {
+                        if stopped_within(stop, d.min(left)) {
+                            return;
+                        }
+                    }
+                    None => std::thread::yield_now(),
+                }
+            }
+            sent = true;
+        }
+        if sent && let Some(tx) = &tx {
+            busy.wait_for_answer(&tap, &**tx);
+        }
+    }
+}
+
+/// Writes the frames it is given to `tap`, as received.
+pub(crate) fn writer(tap: &Arc<Tap>) -> netadm_datapath::classify::Endpoint {
+    let tap = tap.clone();
+    Arc::new(move |f: &[u8], off| {
+        let _ = tap.write_frame(f, off);
+    })
+}
+
+/// NAPI-style busy polling by a TAP reader (as Linux's `busy_poll`):
+/// having sent what the kernel queued, it keeps polling the receive side
+/// of the rings it sent on for a short window, so an answer (a ping's
+/// echo, a TCP ACK) is delivered to the kernel as soon as the device has
+/// placed it, instead of after its interrupt thread has been woken. The
+/// window adapts: twice the last answer's delay (within [`BusyPoll::MIN`]
+/// and [`BusyPoll::MAX`]), halved after a window that saw nothing, off
+/// below the minimum, with a probe every [`BusyPoll::PROBE`] bursts while
+/// off. It ends at once when a frame from the kernel waits in the TAP,
+/// and when traffic is not light (the rings' adaptive moderation is not
+/// at its lowest level: interrupts batch better then).
+#[derive(Debug)]
+struct BusyPoll {
+    window: std::time::Duration,
+    bursts: u32,
+}
+
+impl BusyPoll {
+    const MIN: std::time::Duration = std::time::Duration::from_micros(20);
+    const MAX: std::time::Duration = std::time::Duration::from_micros(200);
+    const PROBE: u32 = 32;
+
+    fn new() -> Self {
+        Self { window: Self::MAX, bursts: 0 }
+    }
+
+    fn wait_for_answer(&mut self, tap: &Tap, tx: &dyn netadm_datapath::Tx) {
+        use std::time::{Duration, Instant};
+        self.bursts = self.bursts.wrapping_add(1);
+        let window = if self.window.is_zero() && self.bursts % Self::PROBE == 0 {
+            Self::MAX
+        } else {
+            self.window
+        };
+        if window.is_zero() {
+            return;
+        }
+        let start = Instant::now();
+        loop {
+            match tx.busy_poll() {
+                None => return,
+                Some(0) => {}
+                Some(_) => {
+                    self.window = (start.elapsed() * 2).clamp(Self::MIN, Self::MAX);
+                    return;
+                }
+            }
+            if start.elapsed() >= window || tap_readable(tap) {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        // A probe that saw nothing leaves it off.
+        let half = self.window / 2;
+        self.window = if half < Self::MIN { Duration::ZERO } else { half };
+    }
+}
+
+/// Waits up to `d` for the stop descriptor `stop` to be signalled;
+/// whether it was (an interrupted wait is not: the caller looks again).
+fn stopped_within(stop: std::os::fd::RawFd, d: std::time::Duration) -> bool {
+    let mut fd = libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 };
+    let ms = d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd; a bounded timeout.
+    unsafe { libc::poll(&mut fd, 1, ms) == 1 }
+}
+
+/// Whether the kernel has queued a frame on `tap` (a poll that does not
+/// wait).
+fn tap_readable(tap: &Tap) -> bool {
+    let mut fd = libc::pollfd { fd: tap.fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd; a zero timeout.
+    unsafe { libc::poll(&mut fd, 1, 0) == 1 }
+}

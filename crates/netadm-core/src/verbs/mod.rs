@@ -1,0 +1,92 @@
+//! The mutating verbs, grouped by what they act on. Each parses its
+//! arguments (the core's edge: names, MACs, policies, property values
+//! become typed here), then builds the next configuration with a function
+//! from a [`View`] of the running configuration, and unless temporary of
+//! the persistent one, to a new `LinkState` ([`Cx::change`]). Nothing
+//! changes until the pipeline has the result.
+
+pub(crate) mod ip;
+pub(crate) mod links;
+pub(crate) mod props;
+pub(crate) mod vnics;
+
+use netadm_model::{LinkName, MacAddr};
+use netadm_nic::NicClass;
+
+use crate::CoreError;
+use crate::view::{Link, View};
+
+fn name(s: &str) -> Result<LinkName, CoreError> {
+    Ok(s.parse::<LinkName>()?)
+}
+
+fn arg<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, CoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse().map_err(|e: T::Err| CoreError::invalid_argument(format!("{what}: {e}")))
+}
+
+/// Checks that a port link can join an aggregation or carry a new consumer.
+fn port_free(v: &View<'_>, port: &LinkName) -> Result<LinkName, CoreError> {
+    let Link::Phys(device) = v.require(port.as_str())? else {
+        let class = v.require(port.as_str())?.class();
+        return Err(CoreError::invalid_argument(format!(
+            "{port} is a link of class {class}; aggregation ports must be physical links"
+        )));
+    };
+    if let Some(a) = v.aggr_of(port) {
+        return Err(CoreError::busy(format!("{port} is already a port of {a}")));
+    }
+    let vnics = v.vnics_over(port);
+    if !vnics.is_empty() {
+        let names: Vec<&str> = vnics.iter().map(|n| n.as_str()).collect();
+        return Err(CoreError::busy(format!("{port} has VNICs over it: {}", names.join(", "))));
+    }
+    if v.st.interface.contains_key(port) {
+        return Err(CoreError::busy(format!("{port} has an IP interface; delete-if {port} first")));
+    }
+    Ok(device)
+}
+
+fn unicast(m: MacAddr) -> Result<MacAddr, CoreError> {
+    if !m.is_unicast() {
+        return Err(CoreError::invalid_argument(format!(
+            "{m} is a multicast address; a link needs a unicast one"
+        )));
+    }
+    Ok(m)
+}
+
+fn require_aggr(v: &View<'_>, aggr: &str) -> Result<(), CoreError> {
+    match v.require(aggr)? {
+        Link::Aggr(_) => Ok(()),
+        l => Err(CoreError::invalid_argument(format!(
+            "{aggr} is a link of class {}, not an aggregation",
+            l.class()
+        ))),
+    }
+}
+
+fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
+    let vnics = v.vnics_over(link);
+    for (what, vlan) in [("VLANs", true), ("VNICs", false)] {
+        let names: Vec<&str> =
+            vnics.iter().filter(|n| v.st.vnic[**n].vlan == vlan).map(|n| n.as_str()).collect();
+        if !names.is_empty() {
+            return Err(CoreError::busy(format!(
+                "{link} has {what} over it: {}; delete them first",
+                names.join(", ")
+            )));
+        }
+    }
+    if v.st.interface.contains_key(link) {
+        return Err(CoreError::busy(format!("{link} has an IP interface; delete-if {link} first")));
+    }
+    Ok(())
+}
+
+/// The class of port `device`.
+pub(crate) fn class_of(v: &View<'_>, device: &LinkName) -> NicClass {
+    v.hw.port(device.as_str()).map_or(NicClass::I40e, |p| p.class())
+}

@@ -1,0 +1,234 @@
+//! The verbs of link properties: set-linkprop, reset-linkprop, and the
+//! check every property assignment passes (also create-vnic's and
+//! apply's).
+
+use std::collections::BTreeMap;
+
+use netadm_config::LinkState;
+use netadm_model::{PropName, PropValue};
+
+use super::{class_of, name};
+use crate::CoreError;
+use crate::pipeline::{Change, Cx};
+use crate::view::{Link, View};
+use netadm_nic::NicClass;
+
+/// `set-linkprop`.
+pub(crate) fn set_link_prop(
+    cx: &mut Cx<'_>,
+    link: &str,
+    props: &BTreeMap<String, String>,
+    temporary: bool,
+) -> Result<Change, CoreError> {
+    if props.is_empty() {
+        return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+    }
+    let props: Vec<(PropName, String)> = props
+        .iter()
+        .map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone())))
+        .collect::<Result<_, CoreError>>()?;
+    cx.change(temporary, link, |v| {
+        let l = v.require(link)?;
+        let mut st = v.st.clone();
+        for (p, val) in &props {
+            let view = View { hw: v.hw, st: &st };
+            let parsed = check_prop(&view, link, &l, *p, val)?;
+            props_mut(&mut st, &l).insert(*p, parsed.to_string());
+        }
+        Ok(st)
+    })
+}
+
+/// `reset-linkprop`: every settable property when `names` is empty.
+pub(crate) fn reset_link_prop(
+    cx: &mut Cx<'_>,
+    link: &str,
+    names: &[String],
+    temporary: bool,
+) -> Result<Change, CoreError> {
+    let names: Vec<PropName> =
+        names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
+    cx.change(temporary, link, |v| {
+        let l = v.require(link)?;
+        for p in &names {
+            p.spec().check_class(l.class())?;
+            if p.spec().perm == netadm_model::Perm::ReadOnly {
+                return Err(CoreError::not_supported(format!("{p} is read-only")));
+            }
+        }
+        if (names.is_empty() || names.contains(&PropName::Zone))
+            && v.props(&l).is_some_and(|p| p.contains_key(&PropName::Zone))
+        {
+            crate::mirror::zone_unused(v, link)?;
+        }
+        let mut st = v.st.clone();
+        let mut next = st.clone();
+        let props = props_mut(&mut next, &l);
+        if names.is_empty() {
+            props.clear();
+        } else {
+            props.retain(|k, _| !names.contains(k));
+        }
+        // The default must be acceptable too (an MTU default of
+        // 1500 under a VNIC with mtu 9000, say).
+        if names.is_empty() || names.contains(&PropName::Mtu) {
+            let view = View { hw: v.hw, st: &next };
+            let default = view.mtu(&l);
+            let mut probe = st.clone();
+            props_mut(&mut probe, &l).remove(&PropName::Mtu);
+            if !matches!(l, Link::Phys(_)) || v.aggr_of(&name(link)?).is_none() {
+                check_prop(
+                    &View { hw: v.hw, st: &probe },
+                    link,
+                    &l,
+                    PropName::Mtu,
+                    &default.to_string(),
+                )?;
+            }
+        }
+        st = next;
+        Ok(st)
+    })
+}
+
+/// Validates one property assignment on `link`.
+pub(crate) fn check_prop(
+    v: &View<'_>,
+    link_name: &str,
+    link: &Link,
+    prop: PropName,
+    value: &str,
+) -> Result<PropValue, CoreError> {
+    let spec = prop.spec();
+    spec.check_class(link.class())?;
+    let val = spec.parse_value(value)?;
+    let driver = match link {
+        Link::Phys(d) => Some(class_of(v, d)),
+        _ => None,
+    };
+    let needs = |class: NicClass| -> Result<(), CoreError> {
+        if driver != Some(class) {
+            return Err(CoreError::not_supported(format!(
+                "{prop} applies to {class}-class physical links; {link_name} is not one"
+            )));
+        }
+        Ok(())
+    };
+    match prop {
+        PropName::Zone => crate::mirror::check_zone(v, link_name, value)?,
+        PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
+        PropName::Itr => needs(NicClass::I40e)?,
+        PropName::Maxbw | PropName::Priority => {
+            if let Some(Link::Etherstub(e)) = v.switch_of(link) {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} acts on what a link sends through a port; {link_name} is over etherstub {e}, which has none"
+                )));
+            }
+        }
+        PropName::Tso => {
+            let without: Vec<String> = v
+                .ports_under(link)
+                .iter()
+                .filter_map(|d| v.hw.port(d.as_str()))
+                .filter(|p| !p.engine.nic().caps().offloads.tso)
+                .map(|p| p.device.to_string())
+                .collect();
+            if val.as_bool() == Some(true) && !without.is_empty() {
+                return Err(CoreError::not_supported(format!(
+                    "tso on {link_name}: {} cannot segment TCP (no TSO in hardware)",
+                    without.join(", ")
+                )));
+            }
+        }
+        PropName::RxRings | PropName::TxRings => {
+            if let Some(NicClass::Atl1c) = driver {
+                return Err(CoreError::not_supported(format!(
+                    "{link_name} has no ring groups (atl1c-class)"
+                )));
+            }
+            if let Link::Aggr(_) = link {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} on {link_name}: set it on the ports or VNICs"
+                )));
+            }
+            // A VNIC's group must fit its port: checked when groups are
+            // assigned (Core::assign_groups), before anything changes.
+            let max = v
+                .ports_under(link)
+                .iter()
+                .filter_map(|d| v.hw.port(d.as_str()))
+                .map(|p| p.engine.ring_count())
+                .min()
+                .unwrap_or(0);
+            if val.as_uint().unwrap_or(0) > u64::from(max) {
+                return Err(CoreError::invalid_value(format!(
+                    "{prop} {value} on {link_name}: at most {max} rings"
+                )));
+            }
+        }
+        PropName::Mtu => {
+            if let Link::Phys(_) = link
+                && let Some(a) = v.aggr_of(&name(link_name)?)
+            {
+                return Err(CoreError::busy(format!(
+                    "{link_name} is a port of {a}: set mtu on {a}"
+                )));
+            }
+            let mtu = val.as_uint().unwrap_or(0) as u32;
+            let (lo, hi) = mtu_range(v, link);
+            if mtu < lo || mtu > hi {
+                return Err(CoreError::invalid_value(format!(
+                    "mtu {mtu} on {link_name}: the hardware accepts {lo}-{hi}"
+                )));
+            }
+            if let Link::Vnic(n) = link
+                && let Some(over) = v.st.vnic.get(n).and_then(|c| v.resolve(c.over.as_str()))
+            {
+                let limit = v.mtu(&over);
+                if mtu > limit {
+                    return Err(CoreError::invalid_value(format!(
+                        "mtu {mtu} on {link_name}: above its link's mtu {limit}"
+                    )));
+                }
+            }
+            // Lowering a link's MTU below a VNIC's explicit one would break it
+            // (nothing is over a VNIC: no need to look).
+            let lname = name(link_name)?;
+            let over = if let Link::Vnic(_) = link { vec![] } else { v.vnics_over(&lname) };
+            for vn in over {
+                let vl = Link::Vnic(vn.clone());
+                if v.props(&vl).is_some_and(|p| p.contains_key(&PropName::Mtu)) && v.mtu(&vl) > mtu
+                {
+                    return Err(CoreError::invalid_value(format!(
+                        "mtu {mtu} on {link_name}: VNIC {vn} over it has mtu {}",
+                        v.mtu(&vl)
+                    )));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(val)
+}
+
+/// The MTU range a link accepts: its ports' common range.
+fn mtu_range(v: &View<'_>, link: &Link) -> (u32, u32) {
+    let ports = v.ports_under(link);
+    let mut range = (68, u32::MAX);
+    for d in ports {
+        if let Some(p) = v.hw.port(d.as_str()) {
+            let (lo, hi) = p.mtu_range();
+            range = (range.0.max(lo), range.1.min(hi));
+        }
+    }
+    range
+}
+
+fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut BTreeMap<PropName, String> {
+    match link {
+        Link::Phys(d) => &mut st.phys.get_or_default(d.clone()).props,
+        Link::Aggr(n) => &mut st.aggr.get_mut(n).expect("resolved").props,
+        Link::Vnic(n) => &mut st.vnic.get_mut(n).expect("resolved").props,
+        Link::Etherstub(n) => &mut st.etherstub.get_mut(n).expect("resolved").props,
+    }
+}
