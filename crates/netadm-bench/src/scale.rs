@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netadm_config::{AggrConf, LinkState, Store, VnicConf};
-use netadm_model::{LinkName, MacAddr, PropName};
+use netadm_model::{LinkName, MacAddr, PropName, PropValue};
 use serde_json::{Value, json};
 
 use crate::procs::{await_line, binaries, lines, private_bus};
@@ -140,14 +140,14 @@ fn seed(n: usize) -> Result<LinkState, String> {
             lacp_mode: Default::default(),
             lacp_timer: Default::default(),
             mac: None,
-            props: [(PropName::Mtu, "9000".to_owned())].into(),
+            props: [(PropName::Mtu, PropValue::Uint(9000))].into(),
         },
     );
     for i in 0..n {
         let b = (i as u32).to_be_bytes();
         let mut props = BTreeMap::new();
         if i % 4 == 3 {
-            props.insert(PropName::Mtu, "1400".to_owned());
+            props.insert(PropName::Mtu, PropValue::Uint(1400));
         }
         st.vnic.insert(
             name(&format!("vnic{i}"))?,

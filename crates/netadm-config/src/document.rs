@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use netadm_model::PropName;
+
 use crate::links::LinkState;
 use crate::location::Location;
 
@@ -30,10 +32,23 @@ pub struct Document {
     keys: Vec<(Vec<String>, usize, usize)>,
 }
 
+/// What a document error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocErrorKind {
+    /// The text is not TOML or JSON, or not the schema: an unknown key, a
+    /// wrong type, a malformed name.
+    Schema,
+    /// A value the schema's type refuses: a link property's value out of
+    /// its range or choices.
+    Value,
+}
+
 /// A document that does not parse, or whose content is refused: the
 /// line (1-based; 0 when no key can be placed) and the key it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocError {
+    /// What kind of thing is wrong.
+    pub kind: DocErrorKind,
     /// 1-based line, 0 if unknown.
     pub line: usize,
     /// The dotted key (`vnic.v1.over`), empty if none.
@@ -82,6 +97,7 @@ impl Document {
         let state = if json {
             let at = |e: &serde_json::Error| offset_of(text, e.line(), e.column());
             let v: serde_json::Value = serde_json::from_str(text).map_err(|e| DocError {
+                kind: DocErrorKind::Schema,
                 line: e.line(),
                 key: String::new(),
                 message: strip_position(&e.to_string()),
@@ -96,6 +112,7 @@ impl Document {
             let table = toml::de::DeTable::parse(text).map_err(|e| {
                 let off = e.span().map_or(0, |s| s.start);
                 DocError {
+                    kind: DocErrorKind::Schema,
                     line: Location::of(text, off).line,
                     key: String::new(),
                     message: e.message().to_owned(),
@@ -129,7 +146,7 @@ impl Document {
                 break;
             }
         }
-        DocError { line, key: dotted(path), message: message.into() }
+        DocError { kind: DocErrorKind::Schema, line, key: dotted(path), message: message.into() }
     }
 }
 
@@ -140,13 +157,20 @@ fn error_at(
     off: usize,
     message: String,
 ) -> DocError {
-    let key = keys
+    let path = keys
         .iter()
         .filter(|(_, a, b)| *a <= off && off <= *b)
         .max_by_key(|(p, _, _)| p.len())
-        .map(|(p, _, _)| dotted(p))
+        .map(|(p, _, _)| p.as_slice())
         .unwrap_or_default();
-    DocError { line: Location::of(text, off).line, key, message }
+    // A link property whose name is known: what is wrong is its value.
+    let kind = match path {
+        [_, _, props, name] if props == "props" && name.parse::<PropName>().is_ok() => {
+            DocErrorKind::Value
+        }
+        _ => DocErrorKind::Schema,
+    };
+    DocError { kind, line: Location::of(text, off).line, key: dotted(path), message }
 }
 
 /// serde_json's messages end in " at line L column C": the line is given

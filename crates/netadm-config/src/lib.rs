@@ -25,10 +25,11 @@ pub mod failpoint;
 mod hardware;
 mod links;
 mod location;
+mod props;
 mod section;
 mod store;
 
-pub use document::{DocError, DocFormat, Document, dotted};
+pub use document::{DocError, DocErrorKind, DocFormat, Document, dotted};
 pub use hardware::{
     ATL1C_DEFAULT_SPEED, ConfigError, EMBEDDED_DEFAULT, HardwareConfig, HardwareError,
     I40E_DEFAULT_QUEUE_PAIRS, I40E_DEFAULT_SPEED, I40E_DEFAULT_VECTORS, I40E_MAX_QUEUE_PAIRS,
@@ -39,6 +40,7 @@ pub use links::{
     AddrConf, AddrError, AddrType, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError,
     MAC_MODES, MacModeError, PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
 };
+pub use props::LinkProps;
 pub use store::{
     CHECKPOINT_FILE, Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff,
     to_json, to_toml,

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, PropName, VlanId};
+use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, VlanId};
+
+use crate::props::LinkProps;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::section::Section;
@@ -106,9 +108,9 @@ pub struct PhysConf {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<LinkName>,
-    /// Persistent link properties, as typed by the operator.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub props: BTreeMap<PropName, String>,
+    /// Persistent link properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::props")]
+    pub props: LinkProps,
 }
 
 /// An aggregation (`[aggr.NAME]`).
@@ -129,9 +131,9 @@ pub struct AggrConf {
     /// A fixed MAC address; the first port's otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
-    /// Persistent link properties, as typed by the operator.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub props: BTreeMap<PropName, String>,
+    /// Persistent link properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::props")]
+    pub props: LinkProps,
 }
 
 /// A VNIC (`[vnic.NAME]`).
@@ -152,18 +154,18 @@ pub struct VnicConf {
     /// link's, and its VID is unique over that link.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub vlan: bool,
-    /// Persistent link properties, as typed by the operator.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub props: BTreeMap<PropName, String>,
+    /// Persistent link properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::props")]
+    pub props: LinkProps,
 }
 
 /// An etherstub (`[etherstub.NAME]`): a virtual switch without a port.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EtherstubConf {
-    /// Persistent link properties, as typed by the operator.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub props: BTreeMap<PropName, String>,
+    /// Persistent link properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::props")]
+    pub props: LinkProps,
 }
 
 /// An IP interface (`[interface.LINK]`).

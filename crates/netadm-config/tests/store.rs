@@ -40,8 +40,14 @@ fn entries(dir: &Path) -> Vec<String> {
     v
 }
 
-fn props(pairs: &[(&str, &str)]) -> BTreeMap<PropName, String> {
-    pairs.iter().map(|(k, v)| (k.parse().unwrap(), (*v).to_owned())).collect()
+fn props(pairs: &[(&str, &str)]) -> netadm_config::LinkProps {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let n: PropName = k.parse().unwrap();
+            (n, n.spec().parse_value(v).unwrap())
+        })
+        .collect()
 }
 
 /// A state with every section and every optional field filled.
@@ -509,4 +515,29 @@ fn diff_names_each_changed_entry_and_applying_it_gives_the_new_state() {
     }
     assert_eq!(replayed, new);
     assert!(netadm_config::diff(&new, &new).is_empty());
+}
+
+/// A links.toml written by the release before link properties were stored
+/// typed (commit 636fb1c, every section and every kind of property
+/// value) still loads, its values typed, and is written back as it was.
+/// The one difference: create-vnic kept a property's value as the operator
+/// typed it (`maxbw = "100M"`), set-linkprop as normalised (`"100"`); both
+/// now write the normalised form, which show-linkprop shows.
+#[test]
+fn a_links_toml_from_the_release_before_typed_properties_loads_and_is_written_back_as_it_was() {
+    use netadm_model::PropValue;
+    let old = include_str!("fixtures/links-636fb1c.toml");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("links.toml"), old).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let st = store.load().unwrap();
+    let vnic0 = &st.vnic[&"vnic0".parse::<netadm_model::LinkName>().unwrap()];
+    assert_eq!(vnic0.props[&PropName::Maxbw], PropValue::Bandwidth(100_000_000));
+    assert_eq!(vnic0.props[&PropName::Mtu], PropValue::Uint(1400));
+    let atl1c0 = &st.phys[&"atl1c0".parse::<netadm_model::LinkName>().unwrap()];
+    assert_eq!(atl1c0.props[&PropName::RxImt], PropValue::Adaptive);
+    assert_eq!(atl1c0.props[&PropName::XmitBatch], PropValue::Bool(false));
+    store.save(&st).unwrap();
+    let written = std::fs::read_to_string(dir.path().join("links.toml")).unwrap();
+    assert_eq!(written, old.replace("maxbw = \"100M\"", "maxbw = \"100\""));
 }

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use netadm_config::Document;
+use netadm_config::{Document, LinkProps};
 use netadm_model::{LinkName, PropName};
 
 use crate::CoreError;
 use crate::ports::vlan::check_room;
-use crate::verbs::props::check_prop;
+use crate::verbs::props::check_value;
 use crate::verbs::vnics::check_over;
 use crate::view::check::check_state;
 use crate::view::{Link, View};
@@ -30,8 +30,8 @@ pub(crate) fn document(doc: &Document, cur: &View<'_>, kernel: bool) -> Result<(
                  key: &str,
                  name: &str,
                  link: &Link,
-                 was: Option<&BTreeMap<PropName, String>>,
-                 now: &BTreeMap<PropName, String>|
+                 was: Option<&LinkProps>,
+                 now: &LinkProps|
      -> Result<(), CoreError> {
         for (p, val) in now {
             if was.and_then(|w| w.get(p)) == Some(val) {
@@ -41,7 +41,8 @@ pub(crate) fn document(doc: &Document, cur: &View<'_>, kernel: bool) -> Result<(
             // A zone changes only under no IP interface: the one the
             // device has now, not one the document adds with it.
             let at = if *p == PropName::Zone { cur } else { &v };
-            check_prop(at, name, link, *p, val).map_err(|err| e(&[sec, key, "props", &pn], err))?;
+            check_value(at, name, link, *p, val)
+                .map_err(|err| e(&[sec, key, "props", &pn], err))?;
         }
         Ok(())
     };

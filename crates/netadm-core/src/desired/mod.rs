@@ -15,7 +15,7 @@ pub(crate) mod plan;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use netadm_config::{Document, LinkState};
+use netadm_config::{DocErrorKind, Document, LinkState};
 
 use crate::machine::Machine;
 use crate::pipeline::{Change, Pipeline};
@@ -101,7 +101,10 @@ impl Desired {
         confirm_timeout_s: u32,
         progress: Progress<'_>,
     ) -> Result<ApplyReport, CoreError> {
-        let doc = Document::parse(text).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
+        let doc = Document::parse(text).map_err(|e| match e.kind {
+            DocErrorKind::Value => CoreError::invalid_value(e.to_string()),
+            DocErrorKind::Schema => CoreError::invalid_argument(e.to_string()),
+        })?;
         let mut cp = self.checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
         if dry_run {
             let _m = p.lock()?;

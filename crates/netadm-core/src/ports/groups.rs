@@ -49,7 +49,12 @@ pub(crate) fn wanted(v: &View<'_>, vnic: &LinkName) -> u16 {
     let link = Link::Vnic(vnic.clone());
     [PropName::RxRings, PropName::TxRings]
         .into_iter()
-        .filter_map(|n| v.props(&link).and_then(|m| m.get(&n)).and_then(|x| x.parse::<u16>().ok()))
+        .filter_map(|n| {
+            v.props(&link)
+                .and_then(|m| m.get(&n))
+                .and_then(|x| x.as_uint())
+                .and_then(|x| u16::try_from(x).ok())
+        })
         .max()
         .unwrap_or(0)
 }

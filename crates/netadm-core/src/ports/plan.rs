@@ -58,7 +58,12 @@ pub(crate) fn plan(v: &View<'_>, p: &Port, in_use: bool, groups: &Groups) -> Por
     let all = p.engine.ring_count();
     let want = [PropName::RxRings, PropName::TxRings]
         .into_iter()
-        .filter_map(|n| v.props(&link).and_then(|m| m.get(&n)).and_then(|x| x.parse::<u16>().ok()))
+        .filter_map(|n| {
+            v.props(&link)
+                .and_then(|m| m.get(&n))
+                .and_then(|x| x.as_uint())
+                .and_then(|x| u16::try_from(x).ok())
+        })
         .max()
         .filter(|&n| n > 0)
         .map_or(all, |n| n.min(all));

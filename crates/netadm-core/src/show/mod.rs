@@ -51,7 +51,7 @@ fn link_info(
     let (mtu, member_of) = match vnic {
         Some(c) => {
             let mtu = match c.props.get(&PropName::Mtu) {
-                Some(s) => PropName::Mtu.spec().parse_value(s).ok().and_then(|x| x.as_uint()),
+                Some(m) => m.as_uint(),
                 None => over_mtu(&c.over).map(u64::from),
             };
             let mtu = mtu.map(|m| m as u32);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use netadm_config::LinkState;
+use netadm_config::{LinkProps, LinkState};
 use netadm_model::{PropName, PropValue};
 
 use super::{class_of, name};
@@ -33,7 +33,7 @@ pub(crate) fn set_link_prop(
         for (p, val) in &props {
             let view = View { hw: v.hw, st: &st };
             let parsed = check_prop(&view, link, &l, *p, val)?;
-            props_mut(&mut st, &l).insert(*p, parsed.to_string());
+            props_mut(&mut st, &l).insert(*p, parsed);
         }
         Ok(st)
     })
@@ -77,12 +77,12 @@ pub(crate) fn reset_link_prop(
             let mut probe = st.clone();
             props_mut(&mut probe, &l).remove(&PropName::Mtu);
             if !matches!(l, Link::Phys(_)) || v.aggr_of(&name(link)?).is_none() {
-                check_prop(
+                check_value(
                     &View { hw: v.hw, st: &probe },
                     link,
                     &l,
                     PropName::Mtu,
-                    &default.to_string(),
+                    &PropValue::Uint(default.into()),
                 )?;
             }
         }
@@ -91,7 +91,9 @@ pub(crate) fn reset_link_prop(
     })
 }
 
-/// Validates one property assignment on `link`.
+/// Parses and validates one property assignment on `link`, as an
+/// operator typed it: the value typed by its property's spec, then
+/// [`check_value`].
 pub(crate) fn check_prop(
     v: &View<'_>,
     link_name: &str,
@@ -102,6 +104,20 @@ pub(crate) fn check_prop(
     let spec = prop.spec();
     spec.check_class(link.class())?;
     let val = spec.parse_value(value)?;
+    check_value(v, link_name, link, prop, &val)?;
+    Ok(val)
+}
+
+/// Validates a typed value of property `prop` on `link` against the link
+/// and what is under and over it (the hardware's ranges and features).
+pub(crate) fn check_value(
+    v: &View<'_>,
+    link_name: &str,
+    link: &Link,
+    prop: PropName,
+    val: &PropValue,
+) -> Result<(), CoreError> {
+    prop.spec().check_class(link.class())?;
     let driver = match link {
         Link::Phys(d) => Some(class_of(v, d)),
         _ => None,
@@ -115,7 +131,7 @@ pub(crate) fn check_prop(
         Ok(())
     };
     match prop {
-        PropName::Zone => crate::mirror::check_zone(v, link_name, value)?,
+        PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
         PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
         PropName::Itr => needs(NicClass::I40e)?,
         PropName::Maxbw | PropName::Priority => {
@@ -162,7 +178,7 @@ pub(crate) fn check_prop(
                 .unwrap_or(0);
             if val.as_uint().unwrap_or(0) > u64::from(max) {
                 return Err(CoreError::invalid_value(format!(
-                    "{prop} {value} on {link_name}: at most {max} rings"
+                    "{prop} {val} on {link_name}: at most {max} rings"
                 )));
             }
         }
@@ -208,7 +224,7 @@ pub(crate) fn check_prop(
         }
         _ => {}
     }
-    Ok(val)
+    Ok(())
 }
 
 /// The MTU range a link accepts: its ports' common range.
@@ -224,7 +240,7 @@ fn mtu_range(v: &View<'_>, link: &Link) -> (u32, u32) {
     range
 }
 
-fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut BTreeMap<PropName, String> {
+fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut LinkProps {
     match link {
         Link::Phys(d) => &mut st.phys.get_or_default(d.clone()).props,
         Link::Aggr(n) => &mut st.aggr.get_mut(n).expect("resolved").props,

@@ -111,8 +111,8 @@ pub(crate) fn create_vnic(
         let vl = Link::Vnic(n.clone());
         let mut checked = BTreeMap::new();
         for (p, val) in &props {
-            check_prop(&view, vnic, &vl, *p, val)?;
-            if checked.insert(*p, val.clone()).is_some() {
+            let typed = check_prop(&view, vnic, &vl, *p, val)?;
+            if checked.insert(*p, typed).is_some() {
                 return Err(CoreError::invalid_argument(format!("property {p} given twice")));
             }
         }

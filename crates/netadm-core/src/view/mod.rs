@@ -4,7 +4,7 @@
 pub(crate) mod check;
 pub(crate) mod delta;
 
-use netadm_config::LinkState;
+use netadm_config::{LinkProps, LinkState};
 use netadm_model::{LinkClass, LinkName, PropName, PropValue};
 
 use crate::CoreError;
@@ -134,7 +134,7 @@ impl<'a> View<'a> {
     }
 
     /// Stored property values of a link.
-    pub fn props(&self, link: &Link) -> Option<&'a std::collections::BTreeMap<PropName, String>> {
+    pub fn props(&self, link: &Link) -> Option<&'a LinkProps> {
         match link {
             Link::Phys(d) => self.st.phys.get(d).map(|p| &p.props),
             Link::Aggr(n) => self.st.aggr.get(n).map(|a| &a.props),
@@ -145,18 +145,14 @@ impl<'a> View<'a> {
 
     /// A property's value: stored, else its default.
     pub fn prop(&self, link: &Link, name: PropName) -> Option<PropValue> {
-        let stored = self.props(link).and_then(|p| p.get(&name));
-        match stored {
-            Some(s) => name.spec().parse_value(s).ok(),
+        match self.props(link).and_then(|p| p.get(&name)) {
+            Some(v) => Some(v.clone()),
             None => name.spec().default.clone(),
         }
     }
 
     fn prop_uint(&self, link: &Link, name: PropName) -> Option<u64> {
-        self.props(link)
-            .and_then(|p| p.get(&name))
-            .and_then(|s| name.spec().parse_value(s).ok())
-            .and_then(|v| v.as_uint())
+        self.props(link).and_then(|p| p.get(&name)).and_then(PropValue::as_uint)
     }
 
     /// The MTU a link runs with. A port in an aggregation runs with the
