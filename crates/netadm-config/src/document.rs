@@ -308,6 +308,36 @@ mod tests {
     }
 
     #[test]
+    fn a_property_value_the_spec_refuses_is_a_value_error_at_its_key_and_an_unknown_name_is_not() {
+        let with = |props: &str| {
+            TOML.replace(
+                "mac_mode = \"fixed\"\n",
+                &format!("mac_mode = \"fixed\"\nprops = {{ {props} }}\n"),
+            )
+        };
+        let d = Document::parse(&with("mtu = \"9000\", maxbw = \"100M\"")).unwrap();
+        let v1 = &d.state.vnic[&"v1".parse::<netadm_model::LinkName>().unwrap()];
+        assert_eq!(v1.props[&PropName::Maxbw], netadm_model::PropValue::Bandwidth(100_000_000));
+        let e = Document::parse(&with("mtu = \"99999\"")).unwrap_err();
+        assert_eq!(
+            (e.kind, e.line, e.key.as_str()),
+            (DocErrorKind::Value, 7, "vnic.v1.props.mtu"),
+            "{e}"
+        );
+        assert!(e.message.contains("out of range"), "{e}");
+        let e = Document::parse(&with("colour = \"red\"")).unwrap_err();
+        assert_eq!((e.kind, e.key.as_str()), (DocErrorKind::Schema, "vnic.v1.props.colour"), "{e}");
+        let json = r#"{"version": 1, "vnic": {"v1": {"over": "i40e0", "mac": "2:8:20:0:0:1",
+            "mac_mode": "fixed", "props": {"mtu": 99999}}}}"#;
+        let e = Document::parse(json).unwrap_err();
+        assert_eq!(
+            (e.kind, e.line, e.key.as_str()),
+            (DocErrorKind::Value, 2, "vnic.v1.props.mtu"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn toml_errors_name_line_and_key() {
         let e = Document::parse(&TOML.replace("over =", "ovr =")).unwrap_err();
         assert_eq!(e.line, 4, "{e}");

@@ -6,18 +6,13 @@
 use std::collections::BTreeMap;
 
 use netadm_model::{PropName, PropValue};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde::{Deserializer, Serialize, Serializer};
 
 /// A link's properties: each value typed by its property's spec.
 pub type LinkProps = BTreeMap<PropName, PropValue>;
-
-/// A property value as a file holds it: a string, or (JSON) a number.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Word {
-    Text(String),
-    Number(u64),
-}
 
 /// Serializes [`LinkProps`] as a table of words.
 pub(crate) fn serialize<S: Serializer>(props: &LinkProps, s: S) -> Result<S::Ok, S::Error> {
@@ -26,19 +21,62 @@ pub(crate) fn serialize<S: Serializer>(props: &LinkProps, s: S) -> Result<S::Ok,
     words.serialize(s)
 }
 
-/// Deserializes [`LinkProps`]: each word parsed by its property's spec; a
-/// word the spec refuses is an error at that key.
+/// Deserializes [`LinkProps`]: each word parsed by its property's spec as
+/// it is read, so that a word the spec refuses is an error at its own key
+/// (and line).
 pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LinkProps, D::Error> {
-    let words = BTreeMap::<PropName, Word>::deserialize(d)?;
-    words
-        .into_iter()
-        .map(|(name, w)| {
-            let text = match w {
-                Word::Text(t) => t,
-                Word::Number(n) => n.to_string(),
-            };
-            let value = name.spec().parse_value(&text).map_err(serde::de::Error::custom)?;
-            Ok((name, value))
-        })
-        .collect()
+    d.deserialize_map(Props)
+}
+
+struct Props;
+
+impl<'de> Visitor<'de> for Props {
+    type Value = LinkProps;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table of link properties")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LinkProps, A::Error> {
+        let mut out = LinkProps::new();
+        while let Some(name) = map.next_key::<PropName>()? {
+            let value = map.next_value_seed(Value(name))?;
+            if out.insert(name, value).is_some() {
+                return Err(de::Error::custom(format!("link property {name} given twice")));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One property's value, parsed by its spec: a string, or (JSON) a
+/// number.
+struct Value(PropName);
+
+impl<'de> DeserializeSeed<'de> for Value {
+    type Value = PropValue;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<PropValue, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for Value {
+    type Value = PropValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a value of link property {}", self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<PropValue, E> {
+        self.0.spec().parse_value(s).map_err(E::custom)
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<PropValue, E> {
+        self.visit_str(&n.to_string())
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<PropValue, E> {
+        self.visit_str(&n.to_string())
+    }
 }
