@@ -326,6 +326,11 @@ impl Device {
         Ok(())
     }
 
+    /// Reads a vector's interrupt throttle register, in device units.
+    pub fn read_throttle(&self, vector: u16) -> Option<u32> {
+        self.sh.throttle.get(vector as usize).map(|t| t.load(Ordering::Acquire))
+    }
+
     /// Writes RSS indirection table entry `index` to steer to RX queue `rxq`.
     pub fn write_rss_lut(&self, index: u16, rxq: u16) -> Result<(), NicError> {
         let caps = &self.sh.cfg.caps;

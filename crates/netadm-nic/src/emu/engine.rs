@@ -669,31 +669,21 @@ impl Engine {
 /// payload bytes, which for netadm's test frames are the stream and flow
 /// ids — never the sequence number, so a flow stays on one queue.
 pub fn flow_hash(frame: &[u8]) -> u32 {
-    fn fnv(h: u32, bytes: &[u8]) -> u32 {
-        bytes.iter().fold(h, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
-    }
-    const SEED: u32 = 0x811c_9dc5;
+    use crate::hash::{FNV_SEED, fmix, fnv1a};
     let get = |r: std::ops::Range<usize>| frame.get(r).unwrap_or(&[]);
     let h = match frame.get(12..14) {
         Some([0x08, 0x00]) => {
             let ihl = usize::from(frame.get(14).map_or(5, |b| b & 0x0f)) * 4;
             let l4 = matches!(frame.get(23), Some(6 | 17));
-            let h = fnv(SEED, get(26..34));
-            if l4 { fnv(h, get(14 + ihl..14 + ihl + 4)) } else { h }
+            let h = fnv1a(FNV_SEED, get(26..34));
+            if l4 { fnv1a(h, get(14 + ihl..14 + ihl + 4)) } else { h }
         }
         Some([0x86, 0xdd]) => {
             let l4 = matches!(frame.get(20), Some(6 | 17));
-            let h = fnv(SEED, get(22..54));
-            if l4 { fnv(h, get(54..58)) } else { h }
+            let h = fnv1a(FNV_SEED, get(22..54));
+            if l4 { fnv1a(h, get(54..58)) } else { h }
         }
-        _ => fnv(SEED, get(0..26)),
+        _ => fnv1a(FNV_SEED, get(0..26)),
     };
-    // MurmurHash3's finaliser: queues are picked by the low bits, where
-    // FNV is weak.
-    let mut h = h;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
+    fmix(h)
 }

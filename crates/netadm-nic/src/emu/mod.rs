@@ -37,11 +37,14 @@ mod device;
 mod engine;
 mod wire;
 
+/// The MAC filter lives beside the driver API, which programs it; the
+/// device keeps its path here.
+pub use crate::types::MacFilter;
 pub use device::Device;
 pub use engine::flow_hash;
 pub use wire::{
-    MIN_FRAME, WIRE_OVERHEAD, WireMode, line_rate_pps, ring_drain_time, superframe_wire_bytes,
-    wire_bytes,
+    MIN_FRAME, WIRE_OVERHEAD, WireMode, line_rate_pps, queue_ack_deadline, ring_drain_time,
+    superframe_wire_bytes, wire_bytes,
 };
 
 use std::time::Duration;
@@ -62,17 +65,4 @@ pub struct EmuConfig {
     /// Link speed in Mb/s: every frame occupies the wire for its bytes
     /// ([`wire_bytes`]) at this rate. At least 1.
     pub speed_mbps: u64,
-}
-
-/// A hardware MAC filter: frames to `mac` go to RX queues
-/// `first_queue .. first_queue + queues`, spread by the flow hash. This is
-/// how a VNIC gets a ring group of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MacFilter {
-    /// Destination MAC matched.
-    pub mac: [u8; 6],
-    /// First RX queue of the group.
-    pub first_queue: u16,
-    /// Queues in the group (at least 1).
-    pub queues: u16,
 }

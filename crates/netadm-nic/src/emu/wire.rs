@@ -74,6 +74,17 @@ pub fn ring_drain_time(slots: u32, mtu: u32, speed_mbps: u64) -> Duration {
     Duration::from_nanos((bits * 1000).div_ceil(speed_mbps.max(1)))
 }
 
+/// The longest a device with rings of `slots` descriptors, frames up to
+/// `mtu` and a wire of `speed_mbps` takes to acknowledge a queue enable
+/// or disable, as drivers wait for it ([`crate::Caps::queue_ack_deadline`]):
+/// the datasheets allow well under 100 µs; this leaves room for a loaded
+/// host scheduling the device thread late (250 ms), and for a TX queue to
+/// drain a full ring of the largest frames before its disable is
+/// acknowledged.
+pub fn queue_ack_deadline(slots: u32, mtu: u32, speed_mbps: u64) -> Duration {
+    Duration::from_millis(250) + ring_drain_time(slots, mtu, speed_mbps)
+}
+
 /// Most frames of `len` bytes per second a wire of `speed_mbps` carries.
 pub fn line_rate_pps(speed_mbps: u64, len: usize) -> f64 {
     speed_mbps as f64 * 1e6 / (wire_bytes(len) * 8) as f64
