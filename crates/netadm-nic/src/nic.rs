@@ -21,7 +21,7 @@ use crate::types::{Caps, HwStats, InterruptHandler, MacFilter, Moderation, NicEr
 /// to the layer below it ([`Nic::below`]): an i40e driver is the common
 /// plumbing over an emulated device ([`crate::EmuNic`]) plus what i40e
 /// does differently (its ring checks, vector layout, RSS and filters); a
-/// test wrapper ([`crate::testing::FaultyNic`]) is the driver it wraps
+/// test wrapper (`testing::FaultyNic`, feature `test-utils`) is the driver it wraps
 /// plus the faults it injects.
 ///
 /// Why provided methods over one accessor, and not a forwarding macro or

@@ -1,152 +1,19 @@
-//! The device half the driver sees: registers (queue enables and their
-//! acknowledgements, queue contexts, tail doorbells, the vector map and
-//! throttles, RSS, MAC and VLAN filters, carrier) and the state they share
-//! with the device's engine and interrupt threads.
+//! The device as the driver sees it: its registers (queue enables and
+//! their acknowledgements, queue contexts, tail doorbells, the vector map
+//! and throttles, RSS, MAC and VLAN filters, receive checksums), the waits
+//! on its events, its wire's plugs (a cable, an afpacket socket, carrier),
+//! and power: on starts its engine and interrupt threads, drop stops them.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
-use std::thread::{self, JoinHandle, Thread};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::engine::{Engine, irq_thread};
-use super::wire::WIRE_SLOTS;
-use super::{EmuConfig, MacFilter};
+use super::shared::{Ctl, EmuConfig, Peer, Shared};
+use super::wire::WireMode;
 use crate::dma::DmaRing;
-use crate::types::{Caps, Dir, HwStats, InterruptHandler, NicError, QueueId};
-use crate::wake::Parker;
-
-pub(super) struct QueueRegs {
-    /// QENA_REQ: what the driver asked for.
-    pub(super) req: AtomicBool,
-    /// QENA_STAT: what the device has acknowledged.
-    pub(super) stat: AtomicBool,
-    /// Nanoseconds since epoch of the TX pre-disable notice; 0 = none.
-    pub(super) pre_disable_ns: AtomicU64,
-    /// Nanoseconds since epoch of the last acknowledged disable; 0 = never.
-    pub(super) disabled_ns: AtomicU64,
-    /// MSI-X vector the queue's interrupt causes go to.
-    pub(super) vector: AtomicU16,
-    /// Queue context: the programmed ring.
-    pub(super) ring: Mutex<Option<Arc<DmaRing>>>,
-}
-
-#[derive(Default)]
-pub(super) struct Counters {
-    pub(super) tx_bytes: AtomicU64,
-    pub(super) rx_bytes: AtomicU64,
-    pub(super) wire_dropped: AtomicU64,
-    pub(super) tx_frames: AtomicU64,
-    pub(super) rx_frames: AtomicU64,
-    pub(super) rx_dropped: AtomicU64,
-    pub(super) rx_oversize: AtomicU64,
-    pub(super) rx_csum_bad: AtomicU64,
-    pub(super) tx_tso_segments: AtomicU64,
-    pub(super) tx_malformed: AtomicU64,
-    pub(super) doorbells: AtomicU64,
-    pub(super) interrupts: AtomicU64,
-    pub(super) fault_no_pre_disable: AtomicU64,
-    pub(super) fault_reenable_too_soon: AtomicU64,
-    pub(super) fault_no_ring: AtomicU64,
-}
-
-/// A generation counter with a condition variable: the device bumps it on
-/// every acknowledgement; waiters re-check their predicate under its lock,
-/// so no wake-up is lost.
-#[derive(Default)]
-pub(super) struct Events {
-    generation: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl Events {
-    pub(super) fn notify(&self) {
-        *self.generation.lock().unwrap() += 1;
-        self.cv.notify_all();
-    }
-
-    pub(super) fn wait_until(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
-        let mut g = self.generation.lock().unwrap();
-        loop {
-            if done() {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            g = self.cv.wait_timeout(g, deadline - now).unwrap().0;
-        }
-    }
-}
-
-pub(super) enum Ctl {
-    Enable(usize),
-    Disable(usize),
-}
-
-pub(super) struct Shared {
-    pub(super) cfg: EmuConfig,
-    epoch: Instant,
-    pub(super) regs: Box<[QueueRegs]>,
-    pub(super) ctl: Mutex<Vec<Ctl>>,
-    pub(super) doorbell_pending: Box<[AtomicU64]>,
-    /// Tail registers, by queue slot: the tail each queue's last doorbell
-    /// announced. The device uses descriptors up to here, never beyond.
-    pub(super) tails: Box<[AtomicU32]>,
-    /// The engine is waiting for the wire: TX doorbells need not wake it
-    /// (it looks at them when the wire is free).
-    pub(super) tx_paced: AtomicBool,
-    pub(super) throttle: Box<[AtomicU32]>,
-    pub(super) rss_lut: Box<[AtomicU16]>,
-    pub(super) filters: Mutex<BTreeMap<u16, MacFilter>>,
-    /// The VLAN filter table (i40e-class; off on others).
-    pub(super) vlan_filter: crate::vlan::FilterTable,
-    /// Bumped on every filter write; the engine rebuilds its lookup table.
-    pub(super) filters_gen: AtomicU64,
-    pub(super) events: Events,
-    pub(super) drain_waiters: AtomicUsize,
-    pub(super) irq_pending: AtomicU64,
-    pub(super) irq_handler: RwLock<Option<InterruptHandler>>,
-    /// Wakes the engine thread (doorbells, control writes, a cable peer).
-    pub(super) engine_wake: Arc<Parker>,
-    pub(super) irq_thread: OnceLock<Thread>,
-    pub(super) shutdown: AtomicBool,
-    pub(super) counters: Counters,
-    /// Frames arriving over a cable: the peer's engine is the only
-    /// producer (driver side), this device's engine the only consumer.
-    pub(super) inbox: Arc<DmaRing>,
-    /// Where this port's cable leads, once connected.
-    pub(super) peer: OnceLock<Peer>,
-    /// Link carrier: a cut wire neither sends nor receives.
-    pub(super) carrier: AtomicBool,
-    /// The AF_PACKET socket of an afpacket wire, once attached: the
-    /// engine thread sends on it and reads it.
-    pub(super) packet: OnceLock<std::os::fd::OwnedFd>,
-    /// RX checksum reporting enabled (where the device has it).
-    pub(super) rx_csum: AtomicBool,
-}
-
-/// The far end of a cable.
-pub(super) struct Peer {
-    pub(super) inbox: Arc<DmaRing>,
-    pub(super) engine: Arc<Parker>,
-}
-
-impl Shared {
-    pub(super) fn now_ns(&self) -> u64 {
-        // +1 so that 0 can mean "never".
-        self.epoch.elapsed().as_nanos() as u64 + 1
-    }
-
-    pub(super) fn wake_engine(&self) {
-        self.engine_wake.unpark();
-    }
-
-    pub(super) fn tx_queues(&self) -> usize {
-        self.cfg.caps.tx_queues as usize
-    }
-}
+use crate::types::{Caps, Dir, HwStats, InterruptHandler, MacFilter, NicError, QueueId};
 
 /// An emulated NIC: registers plus an engine thread and an interrupt thread.
 pub struct Device {
@@ -163,53 +30,7 @@ impl std::fmt::Debug for Device {
 impl Device {
     /// Powers on a device: starts its engine and interrupt threads.
     pub fn new(cfg: EmuConfig, name: &str) -> Self {
-        let caps = &cfg.caps;
-        let nq = caps.tx_queues as usize + caps.rx_queues as usize;
-        let sh = Arc::new(Shared {
-            epoch: Instant::now(),
-            regs: (0..nq)
-                .map(|_| QueueRegs {
-                    req: AtomicBool::new(false),
-                    stat: AtomicBool::new(false),
-                    pre_disable_ns: AtomicU64::new(0),
-                    disabled_ns: AtomicU64::new(0),
-                    vector: AtomicU16::new(0),
-                    ring: Mutex::new(None),
-                })
-                .collect(),
-            ctl: Mutex::new(Vec::new()),
-            doorbell_pending: (0..caps.tx_queues.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-            tails: (0..nq).map(|_| AtomicU32::new(0)).collect(),
-            tx_paced: AtomicBool::new(false),
-            throttle: (0..caps.vectors).map(|_| AtomicU32::new(0)).collect(),
-            rss_lut: (0..caps.rss_table_size)
-                .map(|i| AtomicU16::new(i % caps.rx_queues.max(1)))
-                .collect(),
-            filters: Mutex::new(BTreeMap::new()),
-            vlan_filter: crate::vlan::FilterTable::default(),
-            filters_gen: AtomicU64::new(0),
-            events: Events::default(),
-            drain_waiters: AtomicUsize::new(0),
-            irq_pending: AtomicU64::new(0),
-            irq_handler: RwLock::new(None),
-            engine_wake: Arc::new(Parker::new().expect("an eventfd for the device engine")),
-            irq_thread: OnceLock::new(),
-            shutdown: AtomicBool::new(false),
-            counters: Counters::default(),
-            inbox: Arc::new(
-                DmaRing::new(
-                    WIRE_SLOTS,
-                    crate::dma::buf_size_for_mtu(caps.max_mtu),
-                    &crate::DmaAccount::new(),
-                )
-                .expect("wire buffer"),
-            ),
-            peer: OnceLock::new(),
-            carrier: AtomicBool::new(true),
-            packet: OnceLock::new(),
-            rx_csum: AtomicBool::new(caps.offloads.rx_csum),
-            cfg,
-        });
+        let sh = Arc::new(Shared::new(cfg));
         let engine = {
             let sh = Arc::clone(&sh);
             thread::Builder::new()
@@ -507,6 +328,78 @@ impl Device {
             fault_reenable_too_soon: l(&c.fault_reenable_too_soon),
             fault_no_ring: l(&c.fault_no_ring),
         }
+    }
+
+    /// Waits, event-driven, until the port's receive packet buffer (its
+    /// inbox) holds nothing: every frame that came back or arrived has
+    /// been placed in an RX ring. For a loopback or reflector port after
+    /// [`Self::wait_tx_drained`], nothing it sent is still on its way.
+    pub fn wait_inbox_empty(&self, deadline: Instant) -> bool {
+        self.sh.drain_waiters.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.sh.wake_engine();
+        let inbox = &self.sh.inbox;
+        let ok = self.sh.events.wait_until(deadline, || inbox.device_owned() == 0);
+        self.sh.drain_waiters.fetch_sub(1, Ordering::AcqRel);
+        ok
+    }
+
+    /// Connects two ports with a cable: what either transmits, the other
+    /// receives. Both must have been built with [`WireMode::Cable`]; each
+    /// port has one cable, connected once.
+    pub fn cable(a: &Device, b: &Device) -> Result<(), NicError> {
+        // One lock for every cabling: the checks and both ends' setting are
+        // one step, so no inbox ever gets two producers.
+        static CABLING: Mutex<()> = Mutex::new(());
+        let _g = CABLING.lock().unwrap();
+        for d in [a, b] {
+            if d.sh.cfg.wire != WireMode::Cable
+                || d.sh.peer.get().is_some()
+                || Arc::ptr_eq(&a.sh, &b.sh)
+            {
+                return Err(NicError::Unsupported {
+                    class: d.sh.cfg.caps.class,
+                    feature: "free cable port",
+                });
+            }
+        }
+        let end = |d: &Device| Peer {
+            inbox: Arc::clone(&d.sh.inbox),
+            engine: Arc::clone(&d.sh.engine_wake),
+        };
+        let _ = a.sh.peer.set(end(b));
+        let _ = b.sh.peer.set(end(a));
+        Ok(())
+    }
+
+    /// Plugs or cuts the port's wire: without carrier nothing is sent or
+    /// received (frames are dropped and counted).
+    pub fn set_carrier(&self, up: bool) {
+        self.sh.carrier.store(up, Ordering::Release);
+    }
+
+    /// Whether the wire has carrier.
+    pub fn carrier(&self) -> bool {
+        self.sh.carrier.load(Ordering::Acquire)
+    }
+
+    /// Wires the port to host interface `ifname` (in the calling thread's
+    /// network namespace) through an `AF_PACKET` socket: promiscuous, not
+    /// seeing its own transmissions. The engine thread reads it as it reads
+    /// any wire: what arrives goes into an RX ring, or waits in the port's
+    /// receive packet buffer (the inbox) when the ring has too few buffers
+    /// posted; while frames wait there, the socket is not read, so its own
+    /// buffer holds the rest (flow control, as towards a link partner).
+    pub fn attach_afpacket(&self, ifname: &str) -> std::io::Result<()> {
+        if self.sh.cfg.wire != WireMode::Afpacket || self.sh.packet.get().is_some() {
+            return Err(std::io::Error::other("not a free afpacket port"));
+        }
+        let sock = super::afpacket::open(ifname)?;
+        let _ = self.sh.packet.set(sock);
+        // The engine reads the socket itself: wake it for what arrived
+        // while it slept (none, on a fresh socket; cheap either way).
+        self.sh.wake_engine();
+        Ok(())
     }
 }
 

@@ -5,19 +5,24 @@
 //! MAC filters, RSS over [`flow_hash`]) and places it in that queue's
 //! ring, and raises each vector's interrupt no more often than its
 //! throttle allows; and the interrupt thread that calls the driver's
-//! handler.
+//! handler. It also runs the wires' far side: what a reflector echoes and
+//! loopback returns, what a cable carries to the peer's receive packet
+//! buffer (its inbox) and what waits there for RX buffers, and what an
+//! afpacket socket brings (its system calls are [`super::afpacket`]'s).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::device::{Ctl, Shared};
+use super::afpacket::{self, DIRECT_MIN, PACKET_BATCH, PACKET_SLOT};
+use super::shared::{Ctl, Shared};
 use super::wire::{WireMode, superframe_wire_bytes, wire_bytes};
 use crate::dma::DmaRing;
-use crate::offload::{self, Offload};
+use crate::offload::{self, Offload, VNET_HDR_LEN};
 
 /// How long a device thread keeps looking for work (yielding the CPU
 /// between looks) after its last piece of work before it parks: like
@@ -40,7 +45,7 @@ const PACE_QUANTUM: Duration = Duration::from_micros(20);
 const MAX_LAG: Duration = Duration::from_micros(100);
 
 /// Most frames the engine moves per queue before looking at other work.
-pub(super) const ENGINE_BUDGET: u32 = 256;
+const ENGINE_BUDGET: u32 = 256;
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
@@ -79,7 +84,7 @@ pub(super) fn irq_thread(sh: &Shared) {
 
 /// What became of a frame the device received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Delivery {
+enum Delivery {
     /// In its RX ring.
     Delivered,
     /// Dropped and counted (queue disabled, larger than the MTU).
@@ -97,7 +102,7 @@ pub(super) struct Engine {
     /// Rings of enabled queues, by queue slot: set when the device
     /// acknowledges an enable, cleared when it acknowledges a disable. The
     /// datapath looks here, not at the registers' locks.
-    pub(super) live: Vec<Option<Arc<DmaRing>>>,
+    live: Vec<Option<Arc<DmaRing>>>,
     /// The engine's copy of the MAC filters, keyed by MAC, and the
     /// generation it was built from.
     filters: HashMap<[u8; 6], (u16, u16)>,
@@ -106,17 +111,17 @@ pub(super) struct Engine {
     /// segments, and gathering what the wire delivered.
     scratch: Vec<u8>,
     seg: Vec<u8>,
-    pub(super) wire_scratch: Vec<u8>,
+    wire_scratch: Vec<u8>,
     /// Where frames read off an afpacket wire land first: PACKET_BATCH
     /// slots of PACKET_SLOT bytes.
-    pub(super) packet_buf: Vec<u8>,
+    packet_buf: Vec<u8>,
     /// The queue (index into `live`) the last large frame off the
     /// afpacket wire went to: the next read lands in its posted buffers.
-    pub(super) rx_direct: Option<usize>,
+    rx_direct: Option<usize>,
     /// The queue the last delivered frame went to.
-    pub(super) last_rx_q: usize,
+    last_rx_q: usize,
     /// Frames went into the cable peer's inbox since it was last woken.
-    pub(super) peer_pushed: bool,
+    peer_pushed: bool,
     /// TX queues with completions not yet written back, per vector, and
     /// whether each queue is listed.
     wb_by_vector: Vec<Vec<usize>>,
@@ -463,7 +468,7 @@ impl Engine {
 
     /// The wire carries `bytes` more (framing included): it is busy that
     /// much longer at the port's speed.
-    pub(super) fn occupy(&mut self, bytes: u64) {
+    fn occupy(&mut self, bytes: u64) {
         let ps = (bytes * 8 * 1_000_000).div_ceil(self.speed_mbps) + self.wire_frac_ps;
         self.wire_free += Duration::from_nanos(ps / 1000);
         self.wire_frac_ps = ps % 1000;
@@ -551,19 +556,14 @@ impl Engine {
     /// afpacket wire (the kernel's GRO, as a virtio NIC's guest TSO
     /// hands it) spans several buffers; a complete TCP/UDP frame has its
     /// checksum verified and reported when RX checksumming is on.
-    pub(super) fn deliver(&mut self, frame: &[u8], off: Offload) -> Delivery {
+    fn deliver(&mut self, frame: &[u8], off: Offload) -> Delivery {
         self.deliver_at(frame, off, None)
     }
 
     /// As [`Self::deliver`], for a frame that may already lie in the
     /// posted buffers of queue `at` (see [`Self::receive_direct`]): if it
     /// is steered there, the device only describes it.
-    pub(super) fn deliver_at(
-        &mut self,
-        frame: &[u8],
-        mut off: Offload,
-        at: Option<usize>,
-    ) -> Delivery {
+    fn deliver_at(&mut self, frame: &[u8], mut off: Offload, at: Option<usize>) -> Delivery {
         if let Some(vid) = crate::vlan::vid(frame)
             && !self.sh.vlan_filter.passes(vid)
         {
@@ -660,6 +660,296 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Puts one complete frame on a wire that is not afpacket.
+    fn wire_out(&mut self, frame: &mut [u8]) {
+        self.occupy(wire_bytes(frame.len()));
+        match self.sh.cfg.wire {
+            WireMode::Sink | WireMode::Afpacket => {}
+            WireMode::Loopback => self.reflect(frame),
+            WireMode::Reflector => {
+                let (dst, src) = frame.split_at_mut(6);
+                if src.len() >= 6 {
+                    dst.swap_with_slice(&mut src[..6]);
+                }
+                self.reflect(frame);
+            }
+            WireMode::Cable => match self.sh.peer.get() {
+                // SAFETY: this engine thread is the only driver-side user
+                // of its peer's inbox.
+                Some(p) => unsafe {
+                    if p.inbox.free() < p.inbox.slots_for(frame.len()) {
+                        p.inbox.driver_reclaim();
+                    }
+                    if p.inbox.driver_push_frame(frame, Offload::NONE) {
+                        self.peer_pushed = true;
+                    } else {
+                        self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+                None => {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        }
+    }
+
+    /// Whether a loopback or reflector port's receive packet buffer has
+    /// room for what the next frame sent brings back (a superframe's
+    /// segments included); other wires always have. Without room the port
+    /// stops sending — flow control, as a PAUSE from the link partner
+    /// does — until the driver takes what arrived: a frame that comes back
+    /// is never dropped for want of room, however long the host is slow.
+    fn reflect_room(&self) -> bool {
+        /// Segments of the largest superframe at a small MSS.
+        const ROOM: u32 = 128;
+        if !matches!(self.sh.cfg.wire, WireMode::Loopback | WireMode::Reflector) {
+            return true;
+        }
+        let inbox = &self.sh.inbox;
+        if inbox.free() < ROOM {
+            // SAFETY: as in `reflect`: this thread is the inbox's only
+            // producer.
+            unsafe { inbox.driver_reclaim() };
+        }
+        inbox.free() >= ROOM
+    }
+
+    /// A frame coming back to this port (loopback, reflector): straight
+    /// into its RX ring while that has buffers and nothing waits before
+    /// it; otherwise into the port's receive packet buffer, in order
+    /// behind what already waits there, as any frame off a wire, so it
+    /// waits for RX buffers rather than being dropped while the host is
+    /// slow. What waits is moved on first, as buffers allow: one transmit
+    /// pass can send far more than the buffer holds. Flow control
+    /// ([`Self::reflect_room`]) keeps the buffer from overflowing; if it
+    /// does all the same (a superframe of more segments than the room
+    /// kept), the wire drops and counts.
+    fn reflect(&mut self, frame: &[u8]) {
+        if self.sh.inbox.device_owned() > 0 {
+            self.receive_wire();
+        }
+        if self.sh.inbox.device_owned() == 0
+            && self.deliver(frame, Offload::NONE) != Delivery::NoBuffer
+        {
+            return;
+        }
+        let inbox = &self.sh.inbox;
+        // SAFETY: a loopback or reflector port has no cable and no
+        // afpacket socket: this engine thread is its inbox's only
+        // producer (and, in `receive_wire`, its only consumer).
+        let pushed = unsafe {
+            if inbox.free() < inbox.slots_for(frame.len()) {
+                inbox.driver_reclaim();
+            }
+            inbox.driver_push_frame(frame, Offload::NONE)
+        };
+        if !pushed {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Receives what arrived over the wire. A frame whose RX ring has too
+    /// few buffers posted waits in the inbox — the device's receive
+    /// packet buffer, with flow control towards the link partner — until
+    /// the driver posts more (its RX doorbell wakes the engine); when the
+    /// inbox is full, the wire drops and counts.
+    fn receive_wire(&mut self) -> bool {
+        let inbox = Arc::clone(&self.sh.inbox);
+        if inbox.device_owned() == 0 {
+            return false;
+        }
+        let carrier = self.sh.carrier.load(Ordering::Acquire);
+        let mut scratch = std::mem::take(&mut self.wire_scratch);
+        // SAFETY: this engine thread is the inbox's only device-side user.
+        let n = unsafe {
+            inbox.device_take(ENGINE_BUDGET, &mut scratch, |f, off| {
+                if carrier {
+                    self.deliver(f, off) != Delivery::NoBuffer
+                } else {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+            })
+        };
+        self.wire_scratch = scratch;
+        if n > 0 {
+            // As in `transmit`: a drain waiter may be watching the inbox.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if self.sh.drain_waiters.load(Ordering::SeqCst) > 0 {
+                self.sh.events.notify();
+            }
+        }
+        n > 0
+    }
+
+    /// Sends a frame with its virtio-net header on the afpacket socket.
+    fn afpacket_send(&self, frame: &[u8], off: Offload) {
+        let sent =
+            self.sh.packet.get().is_some_and(|fd| afpacket::send(fd.as_raw_fd(), frame, off));
+        if !sent {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads what arrived on an afpacket wire, up to a budget, a batch per
+    /// system call (`recvmmsg`): each frame
+    /// goes straight into its RX ring, or, when that has too few buffers
+    /// posted or frames already wait, into the receive packet buffer
+    /// behind them. While anything waits there the socket is left alone:
+    /// its own buffer holds what comes (and what overflows it, the kernel
+    /// counts, and so do we).
+    fn receive_packet(&mut self) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(sock) = self.sh.packet.get().map(AsRawFd::as_raw_fd) else { return false };
+        let inbox = Arc::clone(&self.sh.inbox);
+        let mut bufs = std::mem::take(&mut self.packet_buf);
+        bufs.resize(PACKET_BATCH * PACKET_SLOT, 0);
+        let mut n = 0;
+        while n < ENGINE_BUDGET && inbox.device_owned() == 0 {
+            match self.receive_direct(sock) {
+                Some(true) => {
+                    n += 1;
+                    continue;
+                }
+                Some(false) => break, // the socket is empty
+                None => {}
+            }
+            let (reads, got) = afpacket::recv_batch(sock, &mut bufs);
+            if got == 0 {
+                break;
+            }
+            for (i, m) in reads.iter().take(got).enumerate() {
+                n += 1;
+                let len = m.len.min(PACKET_SLOT);
+                if len <= VNET_HDR_LEN {
+                    continue;
+                }
+                if !self.sh.carrier.load(Ordering::Acquire) {
+                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if m.truncated {
+                    self.oversize_off_the_wire();
+                    continue;
+                }
+                let slot = &bufs[i * PACKET_SLOT..i * PACKET_SLOT + len];
+                let mut off =
+                    Offload::from_vnet(slot[..VNET_HDR_LEN].try_into().expect("10 bytes"));
+                let mut frame = &slot[VNET_HDR_LEN..];
+                // A tag the kernel took off goes back where the wire had it.
+                let mut tagged = Vec::new();
+                if let Some((tci, tpid)) = m.vlan
+                    && tpid == crate::vlan::TPID
+                {
+                    off = crate::vlan::push_tci(frame, off, tci, &mut tagged);
+                    frame = &tagged;
+                }
+                self.take_packet(frame, off, None);
+            }
+            if got < PACKET_BATCH {
+                break; // the socket is empty
+            }
+        }
+        if n > 0 {
+            // Frames the socket dropped because it was full: lost on the
+            // way in, so counted. (Reading the statistics resets them.)
+            let lost = afpacket::packet_drops(sock);
+            self.sh.counters.wire_dropped.fetch_add(lost, Ordering::Relaxed);
+        }
+        self.packet_buf = bufs;
+        n > 0
+    }
+
+    /// A frame off an afpacket wire larger than the device reads (a
+    /// superframe beyond 64 KiB, as BIG TCP makes): the socket cut it
+    /// short, so it is dropped whole and counted, never delivered cut.
+    fn oversize_off_the_wire(&mut self) {
+        self.sh.counters.rx_oversize.fetch_add(1, Ordering::Relaxed);
+        self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One frame off an afpacket wire: straight into its RX ring, unless
+    /// frames already wait in the receive packet buffer (then behind
+    /// them). `at` is the queue in whose posted buffers it already lies.
+    fn take_packet(&mut self, frame: &[u8], off: Offload, at: Option<usize>) {
+        let inbox = Arc::clone(&self.sh.inbox);
+        if inbox.device_owned() == 0 && self.deliver_at(frame, off, at) != Delivery::NoBuffer {
+            self.rx_direct = (frame.len() >= DIRECT_MIN).then_some(self.last_rx_q);
+            return;
+        }
+        self.rx_direct = None;
+        // SAFETY: an afpacket port has no cable: this engine thread is its
+        // inbox's only producer (and, in `receive_wire`, its only
+        // consumer).
+        let pushed = unsafe {
+            if inbox.free() < inbox.slots_for(frame.len()) {
+                inbox.driver_reclaim();
+            }
+            inbox.driver_push_frame(frame, off)
+        };
+        if !pushed {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// While large frames (GSO superframes) come off the afpacket wire,
+    /// reads the next one straight into the posted RX buffers of the
+    /// queue the last one went to — the device writing into the buffers
+    /// the driver posted, one copy less than through the batch buffer.
+    /// Should the frame belong to another queue (its headers decide:
+    /// filters, RSS), it is copied there from these buffers, which stay
+    /// the device's. None when not reading this way (no large frame
+    /// last, or too few consecutive buffers posted for the largest
+    /// frame); else whether a frame was read.
+    fn receive_direct(&mut self, sock: std::os::fd::RawFd) -> Option<bool> {
+        let q = self.rx_direct?;
+        let ring = self.live.get(q)?.as_ref()?;
+        let limit = self.sh.tails[q].load(Ordering::Acquire);
+        // SAFETY: this engine thread is the only device-side user; `limit`
+        // is a tail the driver published.
+        let (ptr, room) = unsafe { ring.device_posted_run(limit) };
+        if room < PACKET_SLOT - VNET_HDR_LEN {
+            return None;
+        }
+        // No more than a batch slot takes: a frame is dropped, or not, the
+        // same whichever way it is read.
+        let room = room.min(PACKET_SLOT - VNET_HDR_LEN);
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        // SAFETY: `ptr` is `room` bytes of posted buffers the device owns,
+        // in one piece; nothing else touches them until the head moves.
+        let Some(m) = (unsafe { afpacket::recv_into(sock, &mut hdr, ptr, room) }) else {
+            return Some(false);
+        };
+        let len = m.len.min(VNET_HDR_LEN + room);
+        if len <= VNET_HDR_LEN {
+            return Some(true);
+        }
+        if !self.sh.carrier.load(Ordering::Acquire) {
+            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
+            return Some(true);
+        }
+        if m.truncated {
+            // Not committed: the buffers stay posted for the next frame.
+            self.oversize_off_the_wire();
+            return Some(true);
+        }
+        let mut off = Offload::from_vnet(&hdr);
+        // SAFETY: the kernel wrote these bytes into the device's buffers,
+        // which nothing else touches until the head moves past them.
+        let frame = unsafe { std::slice::from_raw_parts(ptr, len - VNET_HDR_LEN) };
+        if let Some((tci, tpid)) = m.vlan
+            && tpid == crate::vlan::TPID
+        {
+            // The tag goes back where the wire had it: no longer in place.
+            let mut tagged = Vec::new();
+            off = crate::vlan::push_tci(frame, off, tci, &mut tagged);
+            self.take_packet(&tagged, off, None);
+        } else {
+            self.take_packet(frame, off, Some(q));
+        }
+        Some(true)
     }
 }
 

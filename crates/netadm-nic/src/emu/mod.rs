@@ -26,15 +26,18 @@
 //!
 //! The engine thread parks when idle; doorbells and control writes wake it.
 //!
-//! The module's files: [`device`] holds the registers and the state the
-//! device's threads share; [`engine`] is the device thread (descriptors,
-//! offloads, steering, interrupts and their moderation); [`wire`] is what
-//! a frame costs on the wire and where it goes (sink, loopback,
-//! reflector, cable); [`afpacket`] is the wire to a host interface.
+//! The module's files, each using only those listed before it: `wire`,
+//! the kinds of wire and what a frame costs on one; `afpacket`, the
+//! system calls of the wire to a host interface; `shared`, the state the
+//! device's threads share (registers, counters, the wire's ends);
+//! `engine`, the device thread (descriptors, offloads, steering, the
+//! wires' far side, interrupts and their moderation); `device`, the
+//! register interface the driver writes, which powers the engine on.
 
 mod afpacket;
 mod device;
 mod engine;
+mod shared;
 mod wire;
 
 /// The MAC filter lives beside the driver API, which programs it; the
@@ -42,27 +45,8 @@ mod wire;
 pub use crate::types::MacFilter;
 pub use device::Device;
 pub use engine::flow_hash;
+pub use shared::EmuConfig;
 pub use wire::{
     MIN_FRAME, WIRE_OVERHEAD, WireMode, line_rate_pps, queue_ack_deadline, ring_drain_time,
     superframe_wire_bytes, wire_bytes,
 };
-
-use std::time::Duration;
-
-use crate::types::Caps;
-
-/// How to build an emulated device.
-#[derive(Debug, Clone)]
-pub struct EmuConfig {
-    /// What the device is and can do.
-    pub caps: Caps,
-    /// Time from a queue enable/disable request to its acknowledgement.
-    pub ack_latency: Duration,
-    /// CPU cost of one doorbell (uncached MMIO) write.
-    pub doorbell_cost: Duration,
-    /// Where transmitted frames go.
-    pub wire: WireMode,
-    /// Link speed in Mb/s: every frame occupies the wire for its bytes
-    /// ([`wire_bytes`]) at this rate. At least 1.
-    pub speed_mbps: u64,
-}

@@ -1,17 +1,10 @@
-//! The wires a port sends on: what a frame costs there (its bytes and
-//! framing at the port's speed), where it goes (a sink, back to the port
-//! through loopback or the reflector, over a cable to another port), and
-//! the port's receive packet buffer (its inbox), where frames off the
-//! wire wait for RX buffers.
+//! The wires a port sends on: which kind it has (a sink, loopback, the
+//! reflector, a cable to another port, a host interface), what a frame
+//! costs there (its bytes and framing at the port's speed), and how long
+//! a full ring takes to drain through it. (What the engine does with a
+//! frame on each kind of wire is the engine's: `Engine::wire_out`.)
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use super::device::{Device, Peer};
-use super::engine::{Delivery, ENGINE_BUDGET, Engine};
-use crate::offload::Offload;
-use crate::types::NicError;
+use std::time::Duration;
 
 /// Where frames the device transmits go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,11 +18,11 @@ pub enum WireMode {
     /// The far end echoes every frame back with source and destination MAC
     /// swapped (testpmd's macswap): a switch stand-in for load tests.
     Reflector,
-    /// A cable to another emulated port ([`Device::cable`]); until it is
+    /// A cable to another emulated port (`Device::cable`); until it is
     /// connected, frames are lost as on an unplugged port.
     Cable,
     /// A host interface through an `AF_PACKET` socket
-    /// ([`Device::attach_afpacket`]): what the port sends leaves on it,
+    /// (`Device::attach_afpacket`): what the port sends leaves on it,
     /// what arrives on it the port receives.
     Afpacket,
 }
@@ -88,185 +81,6 @@ pub fn queue_ack_deadline(slots: u32, mtu: u32, speed_mbps: u64) -> Duration {
 /// Most frames of `len` bytes per second a wire of `speed_mbps` carries.
 pub fn line_rate_pps(speed_mbps: u64, len: usize) -> f64 {
     speed_mbps as f64 * 1e6 / (wire_bytes(len) * 8) as f64
-}
-
-impl Device {
-    /// Waits, event-driven, until the port's receive packet buffer (its
-    /// inbox) holds nothing: every frame that came back or arrived has
-    /// been placed in an RX ring. For a loopback or reflector port after
-    /// [`Self::wait_tx_drained`], nothing it sent is still on its way.
-    pub fn wait_inbox_empty(&self, deadline: Instant) -> bool {
-        self.sh.drain_waiters.fetch_add(1, Ordering::SeqCst);
-        std::sync::atomic::fence(Ordering::SeqCst);
-        self.sh.wake_engine();
-        let inbox = &self.sh.inbox;
-        let ok = self.sh.events.wait_until(deadline, || inbox.device_owned() == 0);
-        self.sh.drain_waiters.fetch_sub(1, Ordering::AcqRel);
-        ok
-    }
-
-    /// Connects two ports with a cable: what either transmits, the other
-    /// receives. Both must have been built with [`WireMode::Cable`]; each
-    /// port has one cable, connected once.
-    pub fn cable(a: &Device, b: &Device) -> Result<(), NicError> {
-        // One lock for every cabling: the checks and both ends' setting are
-        // one step, so no inbox ever gets two producers.
-        static CABLING: Mutex<()> = Mutex::new(());
-        let _g = CABLING.lock().unwrap();
-        for d in [a, b] {
-            if d.sh.cfg.wire != WireMode::Cable
-                || d.sh.peer.get().is_some()
-                || Arc::ptr_eq(&a.sh, &b.sh)
-            {
-                return Err(NicError::Unsupported {
-                    class: d.sh.cfg.caps.class,
-                    feature: "free cable port",
-                });
-            }
-        }
-        let end = |d: &Device| Peer {
-            inbox: Arc::clone(&d.sh.inbox),
-            engine: Arc::clone(&d.sh.engine_wake),
-        };
-        let _ = a.sh.peer.set(end(b));
-        let _ = b.sh.peer.set(end(a));
-        Ok(())
-    }
-
-    /// Plugs or cuts the port's wire: without carrier nothing is sent or
-    /// received (frames are dropped and counted).
-    pub fn set_carrier(&self, up: bool) {
-        self.sh.carrier.store(up, Ordering::Release);
-    }
-
-    /// Whether the wire has carrier.
-    pub fn carrier(&self) -> bool {
-        self.sh.carrier.load(Ordering::Acquire)
-    }
-}
-
-impl Engine {
-    /// Puts one complete frame on a wire that is not afpacket.
-    pub(super) fn wire_out(&mut self, frame: &mut [u8]) {
-        self.occupy(wire_bytes(frame.len()));
-        match self.sh.cfg.wire {
-            WireMode::Sink | WireMode::Afpacket => {}
-            WireMode::Loopback => self.reflect(frame),
-            WireMode::Reflector => {
-                let (dst, src) = frame.split_at_mut(6);
-                if src.len() >= 6 {
-                    dst.swap_with_slice(&mut src[..6]);
-                }
-                self.reflect(frame);
-            }
-            WireMode::Cable => match self.sh.peer.get() {
-                // SAFETY: this engine thread is the only driver-side user
-                // of its peer's inbox.
-                Some(p) => unsafe {
-                    if p.inbox.free() < p.inbox.slots_for(frame.len()) {
-                        p.inbox.driver_reclaim();
-                    }
-                    if p.inbox.driver_push_frame(frame, Offload::NONE) {
-                        self.peer_pushed = true;
-                    } else {
-                        self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                    }
-                },
-                None => {
-                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            },
-        }
-    }
-
-    /// Whether a loopback or reflector port's receive packet buffer has
-    /// room for what the next frame sent brings back (a superframe's
-    /// segments included); other wires always have. Without room the port
-    /// stops sending — flow control, as a PAUSE from the link partner
-    /// does — until the driver takes what arrived: a frame that comes back
-    /// is never dropped for want of room, however long the host is slow.
-    pub(super) fn reflect_room(&self) -> bool {
-        /// Segments of the largest superframe at a small MSS.
-        const ROOM: u32 = 128;
-        if !matches!(self.sh.cfg.wire, WireMode::Loopback | WireMode::Reflector) {
-            return true;
-        }
-        let inbox = &self.sh.inbox;
-        if inbox.free() < ROOM {
-            // SAFETY: as in `reflect`: this thread is the inbox's only
-            // producer.
-            unsafe { inbox.driver_reclaim() };
-        }
-        inbox.free() >= ROOM
-    }
-
-    /// A frame coming back to this port (loopback, reflector): straight
-    /// into its RX ring while that has buffers and nothing waits before
-    /// it; otherwise into the port's receive packet buffer, in order
-    /// behind what already waits there, as any frame off a wire, so it
-    /// waits for RX buffers rather than being dropped while the host is
-    /// slow. What waits is moved on first, as buffers allow: one transmit
-    /// pass can send far more than the buffer holds. Flow control
-    /// ([`Self::reflect_room`]) keeps the buffer from overflowing; if it
-    /// does all the same (a superframe of more segments than the room
-    /// kept), the wire drops and counts.
-    fn reflect(&mut self, frame: &[u8]) {
-        if self.sh.inbox.device_owned() > 0 {
-            self.receive_wire();
-        }
-        if self.sh.inbox.device_owned() == 0
-            && self.deliver(frame, Offload::NONE) != Delivery::NoBuffer
-        {
-            return;
-        }
-        let inbox = &self.sh.inbox;
-        // SAFETY: a loopback or reflector port has no cable and no
-        // afpacket socket: this engine thread is its inbox's only
-        // producer (and, in `receive_wire`, its only consumer).
-        let pushed = unsafe {
-            if inbox.free() < inbox.slots_for(frame.len()) {
-                inbox.driver_reclaim();
-            }
-            inbox.driver_push_frame(frame, Offload::NONE)
-        };
-        if !pushed {
-            self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Receives what arrived over the wire. A frame whose RX ring has too
-    /// few buffers posted waits in the inbox — the device's receive
-    /// packet buffer, with flow control towards the link partner — until
-    /// the driver posts more (its RX doorbell wakes the engine); when the
-    /// inbox is full, the wire drops and counts.
-    pub(super) fn receive_wire(&mut self) -> bool {
-        let inbox = Arc::clone(&self.sh.inbox);
-        if inbox.device_owned() == 0 {
-            return false;
-        }
-        let carrier = self.sh.carrier.load(Ordering::Acquire);
-        let mut scratch = std::mem::take(&mut self.wire_scratch);
-        // SAFETY: this engine thread is the inbox's only device-side user.
-        let n = unsafe {
-            inbox.device_take(ENGINE_BUDGET, &mut scratch, |f, off| {
-                if carrier {
-                    self.deliver(f, off) != Delivery::NoBuffer
-                } else {
-                    self.sh.counters.wire_dropped.fetch_add(1, Ordering::Relaxed);
-                    true
-                }
-            })
-        };
-        self.wire_scratch = scratch;
-        if n > 0 {
-            // As in `transmit`: a drain waiter may be watching the inbox.
-            std::sync::atomic::fence(Ordering::SeqCst);
-            if self.sh.drain_waiters.load(Ordering::SeqCst) > 0 {
-                self.sh.events.notify();
-            }
-        }
-        n > 0
-    }
 }
 
 #[cfg(test)]
