@@ -10,7 +10,8 @@ use crate::nic::Nic;
 use crate::types::{Caps, HwStats, InterruptHandler, NicError, QueueId};
 
 /// A driver's common half over an emulated [`Device`]: every [`Nic`]
-/// method as the plain register operation, and the port's DMA account.
+/// method as the plain register operation (a ring checked first against
+/// the class's [`RingLimits`]), and the port's DMA account.
 /// A driver crate holds one, returns it from [`Nic::below`], and writes
 /// only what its class does differently; the optional features (RSS, MAC
 /// and VLAN filters) are not here, so a class that does not write them
@@ -22,14 +23,16 @@ use crate::types::{Caps, HwStats, InterruptHandler, NicError, QueueId};
 pub struct EmuNic {
     hw: Device,
     dma: Arc<DmaAccount>,
+    ring_limits: RingLimits,
 }
 
 impl EmuNic {
     /// Powers on device `name` and brings it to the state a driver's
     /// attach leaves it in: each moderation knob at its default, and VLAN
     /// filtering on where the device has a table (as Linux's i40e starts
-    /// it: tagged frames pass only for the VIDs put in it).
-    pub fn power_on(cfg: EmuConfig, name: &str) -> Self {
+    /// it: tagged frames pass only for the VIDs put in it). Rings are
+    /// programmed only within `ring_limits`, the class's queue context.
+    pub fn power_on(cfg: EmuConfig, ring_limits: RingLimits, name: &str) -> Self {
         let hw = Device::new(cfg, name);
         for knob in &hw.caps().moderation {
             for v in knob.vectors.clone() {
@@ -39,13 +42,66 @@ impl EmuNic {
         if hw.caps().vlan_filters > 0 {
             hw.write_vlan_filter_enable(true);
         }
-        Self { hw, dma: DmaAccount::new() }
+        Self { hw, dma: DmaAccount::new(), ring_limits }
     }
 
     /// The device, for a driver's own register writes.
     pub fn hw(&self) -> &Device {
         &self.hw
     }
+}
+
+/// What a class's queue context can describe of a ring, and what its
+/// datasheet calls the fields (the names errors give).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingLimits {
+    /// The ring-length field: a ring has exactly [`Caps::ring_size`] slots.
+    pub qlen: &'static str,
+    /// The buffer-size field.
+    pub buf: &'static str,
+    /// Buffer sizes are whole multiples of this many bytes.
+    pub buf_unit: u32,
+    /// Largest buffer size.
+    pub buf_max: u32,
+}
+
+impl RingLimits {
+    /// Refuses a ring the queue context cannot describe, naming the field.
+    pub fn check(&self, caps: &Caps, r: &DmaRing) -> Result<(), NicError> {
+        if r.slots() != caps.ring_size {
+            return Err(NicError::OutOfRange {
+                register: self.qlen,
+                value: r.slots().into(),
+                max: caps.ring_size.into(),
+            });
+        }
+        if r.buf_size() % self.buf_unit != 0 || r.buf_size() > self.buf_max {
+            return Err(NicError::OutOfRange {
+                register: self.buf,
+                value: r.buf_size().into(),
+                max: self.buf_max.into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks what every emulated port's configuration must have: descriptor
+/// rings of a power of two in 64..=4096 slots, and a wire with a speed;
+/// `ring` and `speed` are the class's errors for each.
+pub fn check_port<E>(
+    ring_size: u32,
+    speed_mbps: u64,
+    ring: impl FnOnce(u32) -> E,
+    speed: E,
+) -> Result<(), E> {
+    if !ring_size.is_power_of_two() || !(64..=4096).contains(&ring_size) {
+        return Err(ring(ring_size));
+    }
+    if speed_mbps == 0 {
+        return Err(speed);
+    }
+    Ok(())
 }
 
 impl Nic for EmuNic {
@@ -58,6 +114,9 @@ impl Nic for EmuNic {
     }
 
     fn set_ring(&self, q: QueueId, ring: Option<Arc<DmaRing>>) -> Result<(), NicError> {
+        if let Some(r) = &ring {
+            self.ring_limits.check(self.caps(), r)?;
+        }
         self.hw.write_ring(q, ring)
     }
 

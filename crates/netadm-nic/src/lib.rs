@@ -21,7 +21,7 @@ pub mod vlan;
 pub mod wake;
 
 pub use dma::{DmaAccount, DmaError, DmaRing, buf_size_for_mtu};
-pub use emu_nic::EmuNic;
+pub use emu_nic::{EmuNic, RingLimits, check_port};
 pub use nic::Nic;
 pub use offload::Offload;
 pub use types::{

@@ -19,16 +19,17 @@ use crate::types::{Caps, HwStats, InterruptHandler, MacFilter, Moderation, NicEr
 ///
 /// A NIC is built in layers, and every method a layer does not write goes
 /// to the layer below it ([`Nic::below`]): an i40e driver is the common
-/// plumbing over an emulated device ([`crate::EmuNic`]) plus what i40e
-/// does differently (its ring checks, vector layout, RSS and filters); a
+/// plumbing over an emulated device ([`crate::EmuNic`], which also checks
+/// rings against the class's queue context limits, given as data) plus
+/// what i40e does differently (its vector layout, RSS and filters); a
 /// test wrapper (`testing::FaultyNic`, feature `test-utils`) is the driver it wraps
 /// plus the faults it injects.
 ///
 /// Why provided methods over one accessor, and not a forwarding macro or
 /// a `Deref` to the layer below: the layer below is a `dyn Nic`, so a call
 /// a layer passes on reaches the layer below's own overrides (a wrapper
-/// around an i40e driver still runs its ring checks, never the bare
-/// device's); a method added here later is forwarded by every layer at
+/// around an i40e driver still lays its queues out as i40e does, never as
+/// the bare device would); a method added here later is forwarded by every layer at
 /// once, where a macro's list or a hand-written forwarder would silently
 /// miss it; and each layer's `impl` reads as what the layer adds, nothing
 /// else. `Deref` would not do: a layer must be able to override a method

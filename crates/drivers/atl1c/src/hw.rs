@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use netadm_nic::emu::{EmuConfig, WireMode, queue_ack_deadline};
-use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads};
+use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads, RingLimits, check_port};
 
 /// TX queues.
 pub const TX_QUEUES: u16 = 4;
@@ -27,6 +27,11 @@ pub const IMT_UNIT: Duration = Duration::from_micros(2);
 pub const IMT_MAX: u32 = 0xFFFF;
 /// Largest MTU: the MAC takes frames up to 6 KiB.
 pub const MAX_MTU: u32 = 6 * 1024 - 22;
+/// The ring registers: the ring size, and an RX buffer as large as the
+/// largest frame (MTU and 22 bytes of headers, VLAN tag and FCS), in any
+/// byte count.
+pub const RING_LIMITS: RingLimits =
+    RingLimits { qlen: "ring size", buf: "RX buffer size", buf_unit: 1, buf_max: MAX_MTU + 22 };
 /// Atheros's OUI, the first half of the port's factory MAC.
 pub const OUI: [u8; 3] = [0x00, 0x13, 0x74];
 /// Link speed of the part: 1 GbE.
@@ -73,13 +78,7 @@ pub enum ConfigError {
 impl Atl1cConfig {
     /// Checks the configuration against the hardware's limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
-            return Err(ConfigError::RingSize(self.ring_size));
-        }
-        if self.speed_mbps == 0 {
-            return Err(ConfigError::Speed);
-        }
-        Ok(())
+        check_port(self.ring_size, self.speed_mbps, ConfigError::RingSize, ConfigError::Speed)
     }
 
     /// The capabilities a port so configured has.
@@ -133,5 +132,5 @@ pub fn power_on(name: &str, cfg: &Atl1cConfig) -> Result<EmuNic, ConfigError> {
     cfg.validate()?;
     let Atl1cConfig { ack_latency, doorbell_cost, wire, speed_mbps, .. } = *cfg;
     let emu = EmuConfig { caps: cfg.caps(), ack_latency, doorbell_cost, wire, speed_mbps };
-    Ok(EmuNic::power_on(emu, name))
+    Ok(EmuNic::power_on(emu, RING_LIMITS, name))
 }

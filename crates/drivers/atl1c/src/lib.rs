@@ -9,10 +9,8 @@
 
 pub mod hw;
 
-use std::sync::Arc;
-
 use netadm_nic::emu::Device;
-use netadm_nic::{Dir, DmaRing, EmuNic, Nic, NicError, QueueId};
+use netadm_nic::{Dir, EmuNic, Nic, NicError, QueueId};
 
 pub use hw::{Atl1cConfig, ConfigError};
 
@@ -32,25 +30,6 @@ impl Atl1c {
     pub fn attach(name: &str, cfg: &Atl1cConfig) -> Result<Self, ConfigError> {
         Ok(Self { base: hw::power_on(name, cfg)? })
     }
-
-    /// Sets the RX interrupt moderation timer, in 2 µs units.
-    // TODO(renovation): remove once the core uses Nic::set_moderation.
-    pub fn set_rx_imt(&self, units: u32) -> Result<(), NicError> {
-        self.set_throttle(hw::RX_VECTOR, units)
-    }
-
-    /// Sets the TX interrupt moderation timer, in 2 µs units.
-    // TODO(renovation): remove once the core uses Nic::set_moderation.
-    pub fn set_tx_imt(&self, units: u32) -> Result<(), NicError> {
-        self.set_throttle(hw::TX_VECTOR, units)
-    }
-
-    /// The emulated device itself: for wiring it (cables) and cutting its
-    /// carrier, which are not driver operations.
-    // TODO(renovation): remove once the core uses Nic::device.
-    pub fn device(&self) -> &Device {
-        self.base.hw()
-    }
 }
 
 /// What atl1c does differently from the common plumbing; the rest is
@@ -58,28 +37,6 @@ impl Atl1c {
 impl Nic for Atl1c {
     fn below(&self) -> Option<&dyn Nic> {
         Some(&self.base)
-    }
-
-    fn set_ring(&self, q: QueueId, ring: Option<Arc<DmaRing>>) -> Result<(), NicError> {
-        if let Some(r) = &ring {
-            let caps = self.caps();
-            if r.slots() != caps.ring_size {
-                return Err(NicError::OutOfRange {
-                    register: "ring size",
-                    value: r.slots().into(),
-                    max: caps.ring_size.into(),
-                });
-            }
-            let max = caps.max_mtu + 22;
-            if r.buf_size() > max.next_multiple_of(128) {
-                return Err(NicError::OutOfRange {
-                    register: "RX buffer size",
-                    value: r.buf_size().into(),
-                    max: max.into(),
-                });
-            }
-        }
-        self.base.set_ring(q, ring)
     }
 
     fn default_vector(&self, q: QueueId) -> u16 {
@@ -108,5 +65,28 @@ impl Nic for Atl1c {
             return Err(NicError::NoSuchQueue { queue: QueueId::tx(q), count: hw::TX_QUEUES });
         }
         Ok(())
+    }
+}
+
+/// What the core called before it asked through [`Nic`]; each goes once
+/// the core uses the method its comment names.
+impl Atl1c {
+    /// Sets the RX interrupt moderation timer, in 2 µs units.
+    // TODO(renovation): remove once the core uses Nic::set_moderation.
+    pub fn set_rx_imt(&self, units: u32) -> Result<(), NicError> {
+        self.set_throttle(hw::RX_VECTOR, units)
+    }
+
+    /// Sets the TX interrupt moderation timer, in 2 µs units.
+    // TODO(renovation): remove once the core uses Nic::set_moderation.
+    pub fn set_tx_imt(&self, units: u32) -> Result<(), NicError> {
+        self.set_throttle(hw::TX_VECTOR, units)
+    }
+
+    /// The emulated device itself: for wiring it (cables) and cutting its
+    /// carrier, which are not driver operations.
+    // TODO(renovation): remove once the core uses Nic::device.
+    pub fn device(&self) -> &Device {
+        self.base.hw()
     }
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use netadm_nic::emu::{EmuConfig, WireMode, queue_ack_deadline};
-use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads};
+use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads, RingLimits, check_port};
 
 /// Most queue pairs a port has.
 pub const MAX_QUEUE_PAIRS: u16 = 384;
@@ -22,6 +22,14 @@ pub const MAX_VECTORS: u16 = 64;
 pub const RSS_TABLE_SIZE: u16 = 512;
 /// Largest receive buffer the queue context can describe.
 pub const MAX_RX_BUF: u32 = 16 * 1024 - 128;
+/// The queue context's ring fields: qlen descriptors, and the buffer
+/// size in 128-byte units.
+pub const RING_LIMITS: RingLimits = RingLimits {
+    qlen: "queue context qlen",
+    buf: "queue context dbuff (128-byte units)",
+    buf_unit: 128,
+    buf_max: MAX_RX_BUF,
+};
 /// The TX pre-disable notice the drivers give.
 pub const TX_PRE_DISABLE: Duration = Duration::from_micros(500);
 /// Minimum time between a queue's disable and its re-enable.
@@ -106,13 +114,7 @@ impl I40eConfig {
         if !(1..=MAX_VECTORS).contains(&self.vectors) {
             return Err(ConfigError::Vectors(self.vectors));
         }
-        if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
-            return Err(ConfigError::RingSize(self.ring_size));
-        }
-        if self.speed_mbps == 0 {
-            return Err(ConfigError::Speed);
-        }
-        Ok(())
+        check_port(self.ring_size, self.speed_mbps, ConfigError::RingSize, ConfigError::Speed)
     }
 
     /// The capabilities a port so configured has.
@@ -156,5 +158,5 @@ pub fn power_on(name: &str, cfg: &I40eConfig) -> Result<EmuNic, ConfigError> {
     cfg.validate()?;
     let I40eConfig { ack_latency, doorbell_cost, wire, speed_mbps, .. } = *cfg;
     let emu = EmuConfig { caps: cfg.caps(), ack_latency, doorbell_cost, wire, speed_mbps };
-    Ok(EmuNic::power_on(emu, name))
+    Ok(EmuNic::power_on(emu, RING_LIMITS, name))
 }

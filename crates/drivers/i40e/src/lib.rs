@@ -4,17 +4,16 @@
 //! The driver half implements [`netadm_nic::Nic`] over the common plumbing
 //! ([`EmuNic`]: QENA_REQ/QENA_STAT queue enables, the TX pre-disable
 //! notice, queue contexts, tail doorbells, ITR and the vector map) and
-//! writes what i40e does differently: the queue context's limits, queue
-//! pairs spread over vectors, the RSS indirection table, MAC filters for
-//! ring groups and the VLAN filter table. It never waits on its own:
+//! writes what i40e does differently: queue pairs spread over vectors, the
+//! RSS indirection table, MAC filters for ring groups and the VLAN filter
+//! table. What its queue context can describe is data
+//! ([`hw::RING_LIMITS`]), which the common half checks. It never waits on its own:
 //! batching waits is the ring engine's job.
 
 pub mod hw;
 
-use std::sync::Arc;
-
 use netadm_nic::emu::{Device, MacFilter};
-use netadm_nic::{DmaRing, EmuNic, Nic, NicError, QueueId};
+use netadm_nic::{EmuNic, Nic, NicError, QueueId};
 
 pub use hw::{ConfigError, I40eConfig};
 
@@ -32,7 +31,41 @@ impl I40e {
     pub fn attach(name: &str, cfg: &I40eConfig) -> Result<Self, ConfigError> {
         Ok(Self { base: hw::power_on(name, cfg)? })
     }
+}
 
+/// What i40e does differently from the common plumbing; the rest is
+/// [`EmuNic`]'s.
+impl Nic for I40e {
+    fn below(&self) -> Option<&dyn Nic> {
+        Some(&self.base)
+    }
+
+    fn default_vector(&self, q: QueueId) -> u16 {
+        // A queue pair's TX and RX share a vector; pairs are spread round
+        // robin, as the Linux and illumos drivers do.
+        q.index % self.caps().vectors
+    }
+
+    fn set_rss_entry(&self, index: u16, rxq: u16) -> Result<(), NicError> {
+        self.base.hw().write_rss_lut(index, rxq)
+    }
+
+    fn set_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
+        self.base.hw().write_mac_filter(slot, filter)
+    }
+
+    fn set_vlan_filter(&self, vid: u16, on: bool) -> Result<(), NicError> {
+        self.base.hw().write_vlan_filter(vid, on)
+    }
+
+    fn vlan_filter(&self) -> Result<Vec<u16>, NicError> {
+        Ok(self.base.hw().vlan_filter_vids())
+    }
+}
+
+/// What the core called before it asked through [`Nic`]; each goes once
+/// the core uses the method its comment names.
+impl I40e {
     /// Programs MAC filter `slot` (a VNIC's ring group), or clears it.
     // TODO(renovation): remove once the core uses Nic::set_mac_filter.
     pub fn set_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
@@ -63,56 +96,5 @@ impl I40e {
     // TODO(renovation): remove once the core uses Nic::device.
     pub fn device(&self) -> &Device {
         self.base.hw()
-    }
-}
-
-/// What i40e does differently from the common plumbing; the rest is
-/// [`EmuNic`]'s.
-impl Nic for I40e {
-    fn below(&self) -> Option<&dyn Nic> {
-        Some(&self.base)
-    }
-
-    fn set_ring(&self, q: QueueId, ring: Option<Arc<DmaRing>>) -> Result<(), NicError> {
-        if let Some(r) = &ring {
-            let caps = self.caps();
-            if r.slots() != caps.ring_size {
-                return Err(NicError::OutOfRange {
-                    register: "queue context qlen",
-                    value: r.slots().into(),
-                    max: caps.ring_size.into(),
-                });
-            }
-            if r.buf_size() % 128 != 0 || r.buf_size() > hw::MAX_RX_BUF {
-                return Err(NicError::OutOfRange {
-                    register: "queue context dbuff (128-byte units)",
-                    value: r.buf_size().into(),
-                    max: hw::MAX_RX_BUF.into(),
-                });
-            }
-        }
-        self.base.set_ring(q, ring)
-    }
-
-    fn default_vector(&self, q: QueueId) -> u16 {
-        // A queue pair's TX and RX share a vector; pairs are spread round
-        // robin, as the Linux and illumos drivers do.
-        q.index % self.caps().vectors
-    }
-
-    fn set_rss_entry(&self, index: u16, rxq: u16) -> Result<(), NicError> {
-        self.base.hw().write_rss_lut(index, rxq)
-    }
-
-    fn set_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
-        self.base.hw().write_mac_filter(slot, filter)
-    }
-
-    fn set_vlan_filter(&self, vid: u16, on: bool) -> Result<(), NicError> {
-        self.base.hw().write_vlan_filter(vid, on)
-    }
-
-    fn vlan_filter(&self) -> Result<Vec<u16>, NicError> {
-        Ok(self.base.hw().vlan_filter_vids())
     }
 }
