@@ -45,9 +45,7 @@ impl FaultyNic {
     pub fn set_faults(&self, f: Faults) {
         *self.faults.lock().unwrap() = f;
     }
-}
 
-impl FaultyNic {
     /// Whether the fault in the set `pick` selects strikes `q` now: once
     /// faults are taken out of their set as they strike.
     fn strikes(&self, q: QueueId, pick: fn(&mut Faults) -> &mut BTreeSet<QueueId>) -> bool {
