@@ -7,6 +7,9 @@ use std::sync::{Arc, RwLock};
 
 use netadm_rings::RingClient;
 
+/// Where a classified frame goes; also a switch's interfaces.
+pub use crate::endpoint::Endpoint;
+use crate::endpoint::Endpoints;
 use crate::frame::parse;
 use crate::stream::Stream;
 
@@ -44,14 +47,10 @@ pub struct Classifier {
     /// Clients by VLAN (0: untagged) and destination MAC (IP interfaces'
     /// TAP devices); broadcast and multicast frames go to all of a VLAN's.
     /// Tagged frames reach them with the tag taken off.
-    endpoints: crate::switch::Endpoints,
+    endpoints: Endpoints,
     /// Tagged frames for a VLAN no endpoint is on (dropped).
     vlan_dropped: AtomicU64,
 }
-
-/// Receives the frames for an endpoint's MAC, with what the device
-/// reported of each (checksum verified, superframe).
-pub type Endpoint = Arc<dyn Fn(&[u8], netadm_nic::Offload) + Send + Sync>;
 
 /// Receives the Slow Protocols frames (LACPDUs) a port gets.
 pub type SlowHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
@@ -69,7 +68,7 @@ impl Classifier {
             streams,
             unclaimed: AtomicU64::new(0),
             slow: RwLock::new(None),
-            endpoints: crate::switch::Endpoints::default(),
+            endpoints: Endpoints::default(),
             vlan_dropped: AtomicU64::new(0),
         }
     }

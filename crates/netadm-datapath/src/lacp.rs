@@ -269,6 +269,15 @@ mod tests {
     const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
     const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
+    /// Two ends of one link (A and B, short timeouts), active or passive,
+    /// as they start at the same instant.
+    fn pair(a_active: bool, b_active: bool) -> (Instant, Port, Port) {
+        let t = Instant::now();
+        let a = Port::new(A, 1, 1, Mode { active: a_active, short: true }, t);
+        let b = Port::new(B, 1, 1, Mode { active: b_active, short: true }, t);
+        (t, a, b)
+    }
+
     fn exchange(a: &mut Port, b: &mut Port, now: Instant) {
         for _ in 0..4 {
             if let Some(f) = a.tick(A, now) {
@@ -292,9 +301,7 @@ mod tests {
 
     #[test]
     fn active_and_passive_negotiate_to_distributing() {
-        let t = Instant::now();
-        let mut a = Port::new(A, 1, 1, Mode { active: true, short: true }, t);
-        let mut b = Port::new(B, 1, 1, Mode { active: false, short: true }, t);
+        let (t, mut a, mut b) = pair(true, false);
         assert!(!a.distributing() && !b.distributing());
         exchange(&mut a, &mut b, t);
         assert!(a.distributing() && b.distributing(), "{:#x} {:#x}", a.actor.state, b.actor.state);
@@ -303,18 +310,14 @@ mod tests {
 
     #[test]
     fn two_passive_ends_never_talk() {
-        let t = Instant::now();
-        let mut a = Port::new(A, 1, 1, Mode { active: false, short: true }, t);
-        let mut b = Port::new(B, 1, 1, Mode { active: false, short: true }, t);
+        let (t, mut a, mut b) = pair(false, false);
         exchange(&mut a, &mut b, t);
         assert!(!a.distributing() && !b.distributing());
     }
 
     #[test]
     fn silence_expires_then_defaults_and_talk_recovers() {
-        let t = Instant::now();
-        let mut a = Port::new(A, 1, 1, Mode { active: true, short: true }, t);
-        let mut b = Port::new(B, 1, 1, Mode { active: true, short: true }, t);
+        let (t, mut a, mut b) = pair(true, true);
         exchange(&mut a, &mut b, t);
         assert!(a.distributing());
         // b goes silent: after 3 s a expires, 3 s later it is defaulted.

@@ -12,6 +12,7 @@
 //! - [`tx`]: transmit paths over a port's rings.
 
 pub mod classify;
+mod endpoint;
 pub mod frame;
 pub mod generator;
 pub mod lacp;

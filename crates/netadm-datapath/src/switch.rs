@@ -6,14 +6,11 @@
 //! and, for a link with ports, to the wire as well. Nothing is learnt:
 //! every local MAC is configured. An etherstub is a switch with no wire.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use netadm_nic::Offload;
 
-use crate::classify::Endpoint;
+use crate::endpoint::{Endpoint, Endpoints};
 
 /// What is left to do with a frame after [`VSwitch::forward`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,38 +20,6 @@ pub enum Forward {
     /// It goes to the wire (unicast to no local interface, or broadcast
     /// and multicast, already flooded to the local interfaces).
     Wire,
-}
-
-/// Endpoints by VLAN (0: untagged) and MAC: a switch's interfaces, or the
-/// clients a port's classifier delivers to.
-#[derive(Default)]
-pub(crate) struct Endpoints(RwLock<HashMap<u16, HashMap<[u8; 6], Endpoint>>>);
-
-impl Endpoints {
-    /// Adds (or, with `None`, removes) the endpoint of `mac` on VLAN `vid`.
-    pub(crate) fn set(&self, vid: u16, mac: [u8; 6], h: Option<Endpoint>) {
-        let mut e = self.0.write().unwrap();
-        match h {
-            Some(h) => {
-                e.entry(vid).or_default().insert(mac, h);
-            }
-            None => {
-                if let Some(m) = e.get_mut(&vid) {
-                    m.remove(&mac);
-                    if m.is_empty() {
-                        e.remove(&vid);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The table, for reading.
-    pub(crate) fn read(
-        &self,
-    ) -> std::sync::RwLockReadGuard<'_, HashMap<u16, HashMap<[u8; 6], Endpoint>>> {
-        self.0.read().unwrap()
-    }
 }
 
 /// One link's switch: its interfaces by (VLAN, MAC).

@@ -346,11 +346,9 @@ pub struct HashLayers {
 /// headers (IPv4 and IPv6; non-IP frames hash their MACs whatever the
 /// policy, so they still go somewhere stable).
 pub fn policy_hash(layers: HashLayers, f: &[u8]) -> u32 {
-    fn fnv(h: u32, b: &[u8]) -> u32 {
-        b.iter().fold(h, |h, &x| (h ^ u32::from(x)).wrapping_mul(0x0100_0193))
-    }
+    use netadm_nic::hash::{FNV_SEED, fmix, fnv1a as fnv};
     let get = |r: std::ops::Range<usize>| f.get(r).unwrap_or(&[]);
-    let mut h = 0x811c_9dc5;
+    let mut h = FNV_SEED;
     let (addrs, proto, l4) = match f.get(12..14) {
         Some([0x08, 0x00]) => {
             let ihl = usize::from(f.get(14).map_or(5, |b| b & 0x0f)) * 4;
@@ -369,16 +367,6 @@ pub fn policy_hash(layers: HashLayers, f: &[u8]) -> u32 {
         h = fnv(h, get(l4));
     }
     fmix(h)
-}
-
-/// MurmurHash3's finaliser: FNV's low bits are weak (changes that flip two
-/// low bits cancel), and members are picked by the low bits.
-fn fmix(mut h: u32) -> u32 {
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
 }
 
 #[cfg(test)]

@@ -24,6 +24,26 @@ fn engine(nic: Arc<dyn Nic>, streams: &Arc<StreamTable>) -> Arc<RingEngine> {
 }
 
 /// Waits for `cond` with a deadline, yielding between looks.
+/// An i40e-class port `name` on a reflector, with `pairs` queue pairs of
+/// `ring_size` descriptors, the streams its classifier feeds and its
+/// engine.
+fn reflected(
+    name: &str,
+    pairs: u16,
+    ring_size: u32,
+) -> (Arc<I40e>, Arc<StreamTable>, Arc<RingEngine>) {
+    let cfg = I40eConfig {
+        queue_pairs: pairs,
+        ring_size,
+        wire: WireMode::Reflector,
+        ..Default::default()
+    };
+    let nic = Arc::new(I40e::attach(name, &cfg).unwrap());
+    let streams = Arc::new(StreamTable::default());
+    let e = engine(nic.clone(), &streams);
+    (nic, streams, e)
+}
+
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !cond() {
@@ -78,15 +98,7 @@ fn tx_to_a_sink_sends_every_frame_once() {
 
 #[test]
 fn through_a_reflector_nothing_is_lost_reordered_or_duplicated() {
-    let cfg = I40eConfig {
-        queue_pairs: 8,
-        ring_size: 512,
-        wire: WireMode::Reflector,
-        ..Default::default()
-    };
-    let nic = Arc::new(I40e::attach("r0", &cfg).unwrap());
-    let streams = Arc::new(StreamTable::default());
-    let e = engine(nic.clone(), &streams);
+    let (nic, streams, e) = reflected("r0", 8, 512);
     let s = Arc::new(Stream::new(7, 8));
     streams.insert(s.clone());
     run(&s, traffic(200_000, 40_000), PortTx::fixed(e.clone(), 8));
@@ -139,15 +151,7 @@ fn over_a_cable_nothing_is_lost_reordered_or_duplicated() {
 
 #[test]
 fn a_stopped_ring_neither_sends_nor_receives() {
-    let cfg = I40eConfig {
-        queue_pairs: 4,
-        ring_size: 256,
-        wire: WireMode::Reflector,
-        ..Default::default()
-    };
-    let nic = Arc::new(I40e::attach("x0", &cfg).unwrap());
-    let streams = Arc::new(StreamTable::default());
-    let e = engine(nic.clone(), &streams);
+    let (nic, streams, e) = reflected("x0", 4, 256);
     // Steer everything that arrives to RX queue 1, then stop ring 1.
     for i in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
         nic.set_rss_entry(i, 1).unwrap();

@@ -10,6 +10,8 @@
 
 pub mod dma;
 pub mod emu;
+mod emu_nic;
+pub mod hash;
 mod nic;
 pub mod offload;
 #[cfg(feature = "test-utils")]
@@ -19,8 +21,10 @@ pub mod vlan;
 pub mod wake;
 
 pub use dma::{DmaAccount, DmaError, DmaRing, buf_size_for_mtu};
+pub use emu_nic::{EmuNic, RingLimits, check_port};
 pub use nic::Nic;
 pub use offload::Offload;
 pub use types::{
-    Caps, Dir, Errata, HwStats, InterruptHandler, NicClass, NicError, Offloads, QueueId,
+    Caps, Dir, Errata, HwStats, InterruptHandler, MacFilter, Moderation, NicClass, NicError,
+    Offloads, QueueId,
 };

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::{Caps, DmaAccount, DmaRing, HwStats, InterruptHandler, Nic, NicError, QueueId};
+use crate::{Caps, DmaRing, Nic, NicError, QueueId};
 
 /// Which device operations to sabotage.
 #[derive(Debug, Default, Clone)]
@@ -45,89 +45,49 @@ impl FaultyNic {
     pub fn set_faults(&self, f: Faults) {
         *self.faults.lock().unwrap() = f;
     }
+
+    /// Whether the fault in the set `pick` selects strikes `q` now: once
+    /// faults are taken out of their set as they strike.
+    fn strikes(&self, q: QueueId, pick: fn(&mut Faults) -> &mut BTreeSet<QueueId>) -> bool {
+        let mut f = self.faults.lock().unwrap();
+        let once = f.once;
+        let set = pick(&mut f);
+        let hit = set.contains(&q);
+        if hit && once {
+            set.remove(&q);
+        }
+        hit
+    }
 }
 
+/// Only what the wrapper changes is written here; every other call goes to
+/// the wrapped driver, its own overrides included ([`Nic::below`]).
 impl Nic for FaultyNic {
+    fn below(&self) -> Option<&dyn Nic> {
+        Some(&*self.inner)
+    }
     fn caps(&self) -> &Caps {
         &self.caps
     }
-    fn dma_account(&self) -> &Arc<DmaAccount> {
-        self.inner.dma_account()
-    }
     fn set_ring(&self, q: QueueId, ring: Option<Arc<DmaRing>>) -> Result<(), NicError> {
-        if ring.is_some() {
-            let mut f = self.faults.lock().unwrap();
-            if f.panic_ring.contains(&q) {
-                if f.once {
-                    f.panic_ring.remove(&q);
-                }
-                drop(f);
-                panic!("injected driver panic programming {q}");
-            }
+        if ring.is_some() && self.strikes(q, |f| &mut f.panic_ring) {
+            panic!("injected driver panic programming {q}");
         }
         if ring.is_some() && self.faults.lock().unwrap().refuse_ring.contains(&q) {
             return Err(NicError::OutOfRange { register: "injected fault", value: 0, max: 0 });
         }
         self.inner.set_ring(q, ring)
     }
-    fn default_vector(&self, q: QueueId) -> u16 {
-        self.inner.default_vector(q)
-    }
-    fn map_vector(&self, q: QueueId, vector: u16) -> Result<(), NicError> {
-        self.inner.map_vector(q, vector)
-    }
-    fn set_throttle(&self, vector: u16, units: u32) -> Result<(), NicError> {
-        self.inner.set_throttle(vector, units)
-    }
-    fn trigger_interrupt(&self, vector: u16) {
-        self.inner.trigger_interrupt(vector);
-    }
-    fn set_interrupt_handler(&self, handler: Option<InterruptHandler>) {
-        self.inner.set_interrupt_handler(handler);
-    }
     fn request_enable(&self, q: QueueId) -> Result<(), NicError> {
-        let mut f = self.faults.lock().unwrap();
-        if f.swallow_enable.contains(&q) {
-            if f.once {
-                f.swallow_enable.remove(&q);
-            }
+        if self.strikes(q, |f| &mut f.swallow_enable) {
             return Ok(());
         }
-        drop(f);
         self.inner.request_enable(q)
     }
     fn request_disable(&self, q: QueueId) -> Result<(), NicError> {
-        let mut f = self.faults.lock().unwrap();
-        if f.swallow_disable.contains(&q) {
-            if f.once {
-                f.swallow_disable.remove(&q);
-            }
+        if self.strikes(q, |f| &mut f.swallow_disable) {
             return Ok(());
         }
-        drop(f);
         self.inner.request_disable(q)
-    }
-    fn tx_pre_disable(&self, q: u16) -> Result<(), NicError> {
-        self.inner.tx_pre_disable(q)
-    }
-    fn queue_enabled(&self, q: QueueId) -> bool {
-        self.inner.queue_enabled(q)
-    }
-    fn wait_queues(
-        &self,
-        qs: &[QueueId],
-        enabled: bool,
-        deadline: Instant,
-    ) -> Result<(), NicError> {
-        self.inner.wait_queues(qs, enabled, deadline)
-    }
-    fn wait_tx_drained(&self, qs: &[u16], deadline: Instant) -> Result<(), Vec<u16>> {
-        self.inner.wait_tx_drained(qs, deadline)
-    }
-    fn doorbell(&self, q: QueueId) {
-        self.inner.doorbell(q);
-    }
-    fn hw_stats(&self) -> HwStats {
-        self.inner.hw_stats()
     }
 }

@@ -1,6 +1,7 @@
 //! Types shared by every driver and the ring engine.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,10 +75,18 @@ pub struct Errata {
 }
 
 /// What a NIC can do; fixed for the life of a driver instance.
+///
+/// Everything the layers above need to know of a device is here, as data:
+/// they ask the port, never which class it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caps {
     /// Device class.
     pub class: NicClass,
+    /// The driver's name as dladm shows it (`i40e`, `atl1c`).
+    pub driver: &'static str,
+    /// The vendor's OUI: the first three bytes of the port's factory MAC
+    /// (Intel 00:1b:21, Atheros 00:13:74).
+    pub oui: [u8; 3],
     /// TX queues in use.
     pub tx_queues: u16,
     /// RX queues in use.
@@ -92,6 +101,12 @@ pub struct Caps {
     pub rss_table_size: u16,
     /// Hardware MAC filter slots.
     pub mac_filters: u16,
+    /// MAC filter slots a VNIC ring group may take ([`crate::Nic::set_mac_filter`];
+    /// 0: no ring groups).
+    pub ring_groups: u16,
+    /// VIDs the VLAN filter table holds ([`crate::Nic::set_vlan_filter`];
+    /// 0: no VLAN filter, every tagged frame passes).
+    pub vlan_filters: u16,
     /// Smallest MTU the device accepts.
     pub min_mtu: u32,
     /// Largest MTU the device accepts.
@@ -100,6 +115,9 @@ pub struct Caps {
     pub throttle_unit: Duration,
     /// Largest throttle register value.
     pub throttle_max: u32,
+    /// The interrupt moderation knobs the device has, each a link property
+    /// over some of its vectors' throttle registers.
+    pub moderation: Vec<Moderation>,
     /// The device's errata.
     pub errata: Errata,
     /// Worst-case time the device takes to acknowledge a queue enable or
@@ -107,6 +125,53 @@ pub struct Caps {
     pub queue_ack_deadline: Duration,
     /// Offloads the device has.
     pub offloads: Offloads,
+}
+
+/// One interrupt moderation knob: a link property that sets the throttle
+/// registers of some of the device's vectors. Described as data, so that
+/// whoever applies the property needs nothing else to write the registers
+/// the driver would: for a fixed value `v`, `units(Some(v))` into each of
+/// [`Self::vectors`] ([`crate::Nic::set_moderation`] does exactly that);
+/// unset, [`Self::default`]; `adaptive` (where [`Self::adaptive`] allows
+/// it), the ring engine's interrupt handler moves those registers itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moderation {
+    /// The link property, as the CLI spells it: `itr`, `rx-imt`, `tx-imt`.
+    pub prop: &'static str,
+    /// What one step of the property's value stands for (`itr`: 1 µs;
+    /// `rx-imt`, `tx-imt`: 2 µs).
+    pub unit: Duration,
+    /// The register value while the property is unset, in device units
+    /// ([`Caps::throttle_unit`]): what the driver writes at attach.
+    pub default: u32,
+    /// The vectors whose throttle registers the knob sets.
+    pub vectors: Range<u16>,
+    /// Whether the property may be `adaptive`.
+    pub adaptive: bool,
+}
+
+impl Moderation {
+    /// The register value for the property's fixed value `value` (None:
+    /// unset, [`Self::default`]): `value` × [`Self::unit`] in
+    /// `throttle_unit`s, rounded up (`itr` 51 µs: 26 × 2 µs).
+    pub fn units(&self, value: Option<u32>, throttle_unit: Duration) -> u32 {
+        let Some(v) = value else { return self.default };
+        let ns = u128::from(v) * self.unit.as_nanos();
+        u32::try_from(ns.div_ceil(throttle_unit.as_nanos().max(1))).unwrap_or(u32::MAX)
+    }
+}
+
+/// A hardware MAC filter: frames to `mac` go to RX queues
+/// `first_queue .. first_queue + queues`, spread by the flow hash. This is
+/// how a VNIC gets a ring group of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MacFilter {
+    /// Destination MAC matched.
+    pub mac: [u8; 6],
+    /// First RX queue of the group.
+    pub first_queue: u16,
+    /// Queues in the group (at least 1).
+    pub queues: u16,
 }
 
 /// The offloads a device class has in hardware.
@@ -239,5 +304,30 @@ impl HwStats {
     /// Total errata violations.
     pub fn faults(&self) -> u64 {
         self.fault_no_pre_disable + self.fault_reenable_too_soon + self.fault_no_ring
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_knob_value_becomes_register_units_rounded_up() {
+        let knob = |us: u64| Moderation {
+            prop: "k",
+            unit: Duration::from_micros(us),
+            default: 9,
+            vectors: 0..1,
+            adaptive: false,
+        };
+        let two = Duration::from_micros(2);
+        // itr: µs into 2 µs units, as `div_ceil(2)`.
+        for v in [0, 1, 2, 51, 8160] {
+            assert_eq!(knob(1).units(Some(v), two), v.div_ceil(2), "itr {v}");
+        }
+        // rx-imt, tx-imt: already in 2 µs units.
+        assert_eq!(knob(2).units(Some(77), two), 77);
+        assert_eq!(knob(2).units(None, two), 9, "unset: the default");
+        assert_eq!(knob(4).units(Some(u32::MAX), two), u32::MAX, "saturates");
     }
 }

@@ -14,8 +14,10 @@ mod gate;
 pub mod moderation;
 mod report;
 mod state;
+mod strategy;
 
 pub use clock::{Clock, SystemClock, Wait, ticks, usec_to_ticks};
-pub use engine::{RingClient, RingEngine, RingError, RingInfo, Strategy, StrategyParseError};
+pub use engine::{RingClient, RingEngine, RingError, RingInfo};
 pub use report::{Counts, OpReport, Phase};
 pub use state::{RingState, TRANSITIONS};
+pub use strategy::{Strategy, StrategyParseError};

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
-use crate::engine::Strategy;
+use crate::strategy::Strategy;
 
 /// What an operation changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -13,6 +13,22 @@ use netadm_rings::{RingEngine, RingError, RingState, Strategy, Wait};
 
 const BUF: u32 = 1536;
 
+/// A batched engine over `nic` whose clock records every timed wait.
+fn recorded<N: Nic + 'static>(nic: Arc<N>) -> (Arc<N>, Arc<RecordingClock>, RingEngine) {
+    let clock = Arc::new(RecordingClock::default());
+    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    (nic, clock, e)
+}
+
+/// A port with `pairs` queue pairs and shortened errata behind a fault
+/// injector (waits give up after 50 ms), and a batched engine over it.
+fn faulty(pairs: u16) -> (Arc<netadm_i40e::I40e>, Arc<FaultyNic>, RingEngine) {
+    let hw = i40e_fast(pairs, Default::default());
+    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
+    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    (hw, nic, e)
+}
+
 #[test]
 fn illegal_transitions_are_refused_with_typed_errors_and_change_nothing() {
     let nic = i40e(4);
@@ -94,9 +110,7 @@ fn dma_exists_only_for_started_rings_sized_from_the_mtu_and_returns_to_zero() {
 
 #[test]
 fn restart_right_after_stop_waits_out_the_remaining_gap_once_and_no_more() {
-    let nic = i40e(32);
-    let clock = Arc::new(RecordingClock::default());
-    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    let (nic, clock, e) = recorded(i40e(32));
     let all = e.all_rings();
     e.start(&all, BUF).unwrap();
     assert_eq!(clock.take(), [], "a first start has no gap to wait");
@@ -126,9 +140,7 @@ fn restart_right_after_stop_waits_out_the_remaining_gap_once_and_no_more() {
 
 #[test]
 fn batched_waits_only_for_mandated_intervals_and_never_pauses_blindly() {
-    let nic = i40e(64);
-    let clock = Arc::new(RecordingClock::default());
-    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    let (nic, clock, e) = recorded(i40e(64));
     let all = e.all_rings();
     for _ in 0..3 {
         e.start(&all, BUF).unwrap();
@@ -173,9 +185,7 @@ fn sequential_and_legacy_pause_per_ring_as_illumos_did() {
 
 #[test]
 fn atl1c_rings_follow_its_queue_layout() {
-    let nic = atl1c();
-    let clock = Arc::new(RecordingClock::default());
-    let e = RingEngine::with_clock(nic.clone(), Strategy::Batched, clock.clone()).unwrap();
+    let (_, clock, e) = recorded(atl1c());
     assert_eq!(e.ring_count(), 4);
     let info = e.info(0).unwrap();
     assert_eq!((info.txq, info.rxq, info.vector), (Some(0), Some(0), 0));
@@ -191,9 +201,7 @@ fn atl1c_rings_follow_its_queue_layout() {
 
 #[test]
 fn a_start_the_device_never_acknowledges_is_unwound_completely() {
-    let hw = i40e_fast(8, Default::default());
-    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
-    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    let (hw, nic, e) = faulty(8);
     e.start(&[0, 1], BUF).unwrap();
     nic.set_faults(Faults {
         swallow_enable: BTreeSet::from([QueueId::tx(5)]),
@@ -223,9 +231,7 @@ fn a_start_the_device_never_acknowledges_is_unwound_completely() {
 
 #[test]
 fn a_ring_the_device_refuses_to_program_leaves_nothing_allocated() {
-    let hw = i40e_fast(4, Default::default());
-    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
-    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    let (hw, nic, e) = faulty(4);
     nic.set_faults(Faults { refuse_ring: BTreeSet::from([QueueId::rx(2)]), ..Faults::default() });
     assert!(matches!(e.start(&e.all_rings(), BUF), Err(RingError::Nic(_))));
     assert_eq!(e.dma_bytes(), 0);
@@ -235,9 +241,7 @@ fn a_ring_the_device_refuses_to_program_leaves_nothing_allocated() {
 
 #[test]
 fn a_stop_the_device_does_not_acknowledge_stops_the_rest_and_can_be_retried() {
-    let hw = i40e_fast(4, Default::default());
-    let nic = Arc::new(FaultyNic::new(hw.clone(), Duration::from_millis(50)));
-    let e = RingEngine::new(nic.clone(), Strategy::Batched).unwrap();
+    let (hw, nic, e) = faulty(4);
     let all = e.all_rings();
     e.start(&all, BUF).unwrap();
     nic.set_faults(Faults {

@@ -12,6 +12,16 @@ use netadm_nic::{Nic, QueueId};
 use netadm_rings::{RingClient, RingEngine, RingState, Strategy};
 
 const RINGS: u16 = 16;
+
+/// The next pseudo-random subset of the rings (xorshift32 from `x`): the
+/// same sequence on every run.
+fn subset(x: &mut u32) -> Vec<u16> {
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    (0..RINGS).filter(|r| *x >> r & 1 == 1).collect()
+}
+
 const MAGIC: &[u8; 4] = b"NADM";
 
 /// Checks, at every delivery, that the ring is one a completion may reach:
@@ -137,10 +147,7 @@ fn busy_polling_delivers_light_traffic_and_never_to_a_stopping_ring() {
     };
     let mut x: u32 = 0x9e37_79b9;
     for _ in 0..60 {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let set: Vec<u16> = (0..RINGS).filter(|r| x >> r & 1 == 1).collect();
+        let set = subset(&mut x);
         engine.stop(&set).unwrap();
         engine.start(&set, 1536).unwrap();
     }
@@ -206,10 +213,7 @@ fn stops_racing_live_interrupts_never_deliver_to_a_stopping_or_stopped_ring() {
     let mut churns = 0;
     let before = checker.delivered.load(Ordering::Relaxed);
     for _ in 0..150 {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let set: Vec<u16> = (0..RINGS).filter(|r| x >> r & 1 == 1).collect();
+        let set = subset(&mut x);
         engine.stop(&set).unwrap();
         for &r in &set {
             assert_eq!(engine.state(r).unwrap(), RingState::Freed);

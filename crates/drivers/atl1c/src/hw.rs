@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use netadm_nic::emu::{Device, EmuConfig, WireMode, ring_drain_time};
-use netadm_nic::{Caps, Errata, NicClass};
+use netadm_nic::emu::{EmuConfig, WireMode, queue_ack_deadline};
+use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads, RingLimits, check_port};
 
 /// TX queues.
 pub const TX_QUEUES: u16 = 4;
@@ -27,6 +27,13 @@ pub const IMT_UNIT: Duration = Duration::from_micros(2);
 pub const IMT_MAX: u32 = 0xFFFF;
 /// Largest MTU: the MAC takes frames up to 6 KiB.
 pub const MAX_MTU: u32 = 6 * 1024 - 22;
+/// The ring registers: the ring size, and an RX buffer as large as the
+/// largest frame (MTU and 22 bytes of headers, VLAN tag and FCS), in any
+/// byte count.
+pub const RING_LIMITS: RingLimits =
+    RingLimits { qlen: "ring size", buf: "RX buffer size", buf_unit: 1, buf_max: MAX_MTU + 22 };
+/// Atheros's OUI, the first half of the port's factory MAC.
+pub const OUI: [u8; 3] = [0x00, 0x13, 0x74];
 /// Link speed of the part: 1 GbE.
 pub const DEFAULT_SPEED_MBPS: u64 = 1_000;
 
@@ -71,51 +78,59 @@ pub enum ConfigError {
 impl Atl1cConfig {
     /// Checks the configuration against the hardware's limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
-            return Err(ConfigError::RingSize(self.ring_size));
-        }
-        if self.speed_mbps == 0 {
-            return Err(ConfigError::Speed);
-        }
-        Ok(())
+        check_port(self.ring_size, self.speed_mbps, ConfigError::RingSize, ConfigError::Speed)
     }
 
     /// The capabilities a port so configured has.
     pub fn caps(&self) -> Caps {
         Caps {
             class: NicClass::Atl1c,
+            driver: "atl1c",
+            oui: OUI,
             tx_queues: TX_QUEUES,
             rx_queues: RX_QUEUES,
             max_queue_pairs: TX_QUEUES,
             vectors: 2,
             ring_size: self.ring_size,
             rss_table_size: 0,
+            // The station address only: no ring groups, no VLAN filter.
             mac_filters: 1,
+            ring_groups: 0,
+            vlan_filters: 0,
             min_mtu: 68,
             max_mtu: MAX_MTU,
             throttle_unit: IMT_UNIT,
             throttle_max: IMT_MAX,
+            // One timer per vector, in 2 µs units; only the RX one may be
+            // adaptive.
+            moderation: vec![
+                Moderation {
+                    prop: "rx-imt",
+                    unit: IMT_UNIT,
+                    default: crate::DEFAULT_RX_IMT,
+                    vectors: RX_VECTOR..RX_VECTOR + 1,
+                    adaptive: true,
+                },
+                Moderation {
+                    prop: "tx-imt",
+                    unit: IMT_UNIT,
+                    default: crate::DEFAULT_TX_IMT,
+                    vectors: TX_VECTOR..TX_VECTOR + 1,
+                    adaptive: false,
+                },
+            ],
             errata: Errata::default(),
-            // A TX queue drains before its disable is acknowledged: a
-            // full ring of the largest frames at the port's speed.
-            queue_ack_deadline: Duration::from_millis(250)
-                + ring_drain_time(self.ring_size, MAX_MTU, self.speed_mbps),
-            offloads: netadm_nic::Offloads { tso: false, tx_csum: true, rx_csum: true },
+            queue_ack_deadline: queue_ack_deadline(self.ring_size, MAX_MTU, self.speed_mbps),
+            offloads: Offloads { tso: false, tx_csum: true, rx_csum: true },
         }
     }
 }
 
-/// Powers on an emulated atl1c-class port.
-pub fn power_on(name: &str, cfg: &Atl1cConfig) -> Result<Device, ConfigError> {
+/// Powers on an emulated atl1c-class port: the device and the common half
+/// of its driver.
+pub fn power_on(name: &str, cfg: &Atl1cConfig) -> Result<EmuNic, ConfigError> {
     cfg.validate()?;
-    Ok(Device::new(
-        EmuConfig {
-            caps: cfg.caps(),
-            ack_latency: cfg.ack_latency,
-            doorbell_cost: cfg.doorbell_cost,
-            wire: cfg.wire,
-            speed_mbps: cfg.speed_mbps,
-        },
-        name,
-    ))
+    let Atl1cConfig { ack_latency, doorbell_cost, wire, speed_mbps, .. } = *cfg;
+    let emu = EmuConfig { caps: cfg.caps(), ack_latency, doorbell_cost, wire, speed_mbps };
+    Ok(EmuNic::power_on(emu, RING_LIMITS, name))
 }

@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use netadm_nic::emu::{Device, EmuConfig, WireMode, ring_drain_time};
-use netadm_nic::{Caps, Errata, NicClass};
+use netadm_nic::emu::{EmuConfig, WireMode, queue_ack_deadline};
+use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads, RingLimits, check_port};
 
 /// Most queue pairs a port has.
 pub const MAX_QUEUE_PAIRS: u16 = 384;
@@ -22,6 +22,14 @@ pub const MAX_VECTORS: u16 = 64;
 pub const RSS_TABLE_SIZE: u16 = 512;
 /// Largest receive buffer the queue context can describe.
 pub const MAX_RX_BUF: u32 = 16 * 1024 - 128;
+/// The queue context's ring fields: qlen descriptors, and the buffer
+/// size in 128-byte units.
+pub const RING_LIMITS: RingLimits = RingLimits {
+    qlen: "queue context qlen",
+    buf: "queue context dbuff (128-byte units)",
+    buf_unit: 128,
+    buf_max: MAX_RX_BUF,
+};
 /// The TX pre-disable notice the drivers give.
 pub const TX_PRE_DISABLE: Duration = Duration::from_micros(500);
 /// Minimum time between a queue's disable and its re-enable.
@@ -32,6 +40,11 @@ pub const ITR_UNIT: Duration = Duration::from_micros(2);
 pub const ITR_MAX: u32 = 0xFFF;
 /// Largest MTU.
 pub const MAX_MTU: u32 = 9710;
+/// Hardware MAC filter slots (perfect match filters), each usable for a
+/// VNIC's ring group.
+pub const MAC_FILTERS: u16 = 1536;
+/// Intel's OUI, the first half of the port's factory MAC.
+pub const OUI: [u8; 3] = [0x00, 0x1b, 0x21];
 /// Link speed of the part: 40 GbE.
 pub const DEFAULT_SPEED_MBPS: u64 = 40_000;
 
@@ -101,53 +114,49 @@ impl I40eConfig {
         if !(1..=MAX_VECTORS).contains(&self.vectors) {
             return Err(ConfigError::Vectors(self.vectors));
         }
-        if !self.ring_size.is_power_of_two() || !(64..=4096).contains(&self.ring_size) {
-            return Err(ConfigError::RingSize(self.ring_size));
-        }
-        if self.speed_mbps == 0 {
-            return Err(ConfigError::Speed);
-        }
-        Ok(())
+        check_port(self.ring_size, self.speed_mbps, ConfigError::RingSize, ConfigError::Speed)
     }
 
     /// The capabilities a port so configured has.
     pub fn caps(&self) -> Caps {
         Caps {
             class: NicClass::I40e,
+            driver: "i40e",
+            oui: OUI,
             tx_queues: self.queue_pairs,
             rx_queues: self.queue_pairs,
             max_queue_pairs: MAX_QUEUE_PAIRS,
             vectors: self.vectors,
             ring_size: self.ring_size,
             rss_table_size: RSS_TABLE_SIZE,
-            mac_filters: 1536,
+            mac_filters: MAC_FILTERS,
+            ring_groups: MAC_FILTERS,
+            vlan_filters: netadm_nic::vlan::FILTER_ENTRIES,
             min_mtu: 68,
             max_mtu: MAX_MTU,
             throttle_unit: ITR_UNIT,
             throttle_max: ITR_MAX,
+            // `itr`, in µs, on every vector; adaptive (Linux's dynamic ITR)
+            // allowed.
+            moderation: vec![Moderation {
+                prop: "itr",
+                unit: Duration::from_micros(1),
+                default: crate::DEFAULT_ITR_UNITS,
+                vectors: 0..self.vectors,
+                adaptive: true,
+            }],
             errata: self.errata,
-            // The datasheet allows well under 100 µs; leave room for a
-            // loaded host scheduling the device thread late, and for a
-            // TX queue to drain a full ring of the largest frames at the
-            // port's speed before its disable is acknowledged.
-            queue_ack_deadline: Duration::from_millis(250)
-                + ring_drain_time(self.ring_size, MAX_MTU, self.speed_mbps),
-            offloads: netadm_nic::Offloads { tso: true, tx_csum: true, rx_csum: true },
+            queue_ack_deadline: queue_ack_deadline(self.ring_size, MAX_MTU, self.speed_mbps),
+            offloads: Offloads { tso: true, tx_csum: true, rx_csum: true },
         }
     }
 }
 
-/// Powers on an emulated i40e-class port.
-pub fn power_on(name: &str, cfg: &I40eConfig) -> Result<Device, ConfigError> {
+/// Powers on an emulated i40e-class port: the device and the common half
+/// of its driver.
+pub fn power_on(name: &str, cfg: &I40eConfig) -> Result<EmuNic, ConfigError> {
     cfg.validate()?;
-    Ok(Device::new(
-        EmuConfig {
-            caps: cfg.caps(),
-            ack_latency: cfg.ack_latency,
-            doorbell_cost: cfg.doorbell_cost,
-            wire: cfg.wire,
-            speed_mbps: cfg.speed_mbps,
-        },
-        name,
-    ))
+    let I40eConfig { ack_latency, doorbell_cost, wire, speed_mbps, .. } = *cfg;
+    let emu = EmuConfig { caps: cfg.caps(), ack_latency, doorbell_cost, wire, speed_mbps };
+    Ok(EmuNic::power_on(emu, RING_LIMITS, name))
 }
