@@ -159,7 +159,7 @@ fn twenty_mtu_changes_under_sequenced_traffic_lose_nothing_and_pause_senders_bri
     // other wave: they were held for less than half of it.
     assert_pause_below(&t, longest as f64 * 0.5, "less than half the longest change");
     for p in c.hardware().ports() {
-        assert_eq!(p.driver.nic().hw_stats().faults(), 0);
+        assert_eq!(p.nic().hw_stats().faults(), 0);
     }
 }
 

@@ -2,7 +2,6 @@
 //! it and refuses, as a typed error that changes nothing, a VID more than
 //! it holds; an atl1c-class port (filtering in its driver) has no limit.
 
-use netadm_core::Driver;
 use netadm_core::ErrorKind;
 use netadm_rings::Strategy;
 
@@ -10,10 +9,7 @@ mod common;
 use common::none;
 
 fn table(c: &netadm_core::Core, port: &str) -> Vec<u16> {
-    match &c.hardware().port(port).unwrap().driver {
-        Driver::I40e(d) => d.vlan_filter(),
-        Driver::Atl1c(_) => panic!("{port}: no VLAN filter table"),
-    }
+    c.hardware().port(port).unwrap().nic().vlan_filter().unwrap_or_else(|e| panic!("{port}: {e}"))
 }
 
 #[test]

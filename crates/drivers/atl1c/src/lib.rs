@@ -68,24 +68,21 @@ impl Nic for Atl1c {
     }
 }
 
-/// What the core called before it asked through [`Nic`]; each goes once
-/// the core uses the method its comment names.
+/// Conveniences for code that holds the concrete driver (its tests, the
+/// benchmarks); the core asks everything through [`Nic`].
 impl Atl1c {
     /// Sets the RX interrupt moderation timer, in 2 µs units.
-    // TODO(renovation): remove once the core uses Nic::set_moderation.
     pub fn set_rx_imt(&self, units: u32) -> Result<(), NicError> {
         self.set_throttle(hw::RX_VECTOR, units)
     }
 
     /// Sets the TX interrupt moderation timer, in 2 µs units.
-    // TODO(renovation): remove once the core uses Nic::set_moderation.
     pub fn set_tx_imt(&self, units: u32) -> Result<(), NicError> {
         self.set_throttle(hw::TX_VECTOR, units)
     }
 
     /// The emulated device itself: for wiring it (cables) and cutting its
     /// carrier, which are not driver operations.
-    // TODO(renovation): remove once the core uses Nic::device.
     pub fn device(&self) -> &Device {
         self.base.hw()
     }

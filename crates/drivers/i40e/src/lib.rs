@@ -63,37 +63,16 @@ impl Nic for I40e {
     }
 }
 
-/// What the core called before it asked through [`Nic`]; each goes once
-/// the core uses the method its comment names.
+/// Conveniences for code that holds the concrete driver (its tests, the
+/// benchmarks); the core asks everything through [`Nic`].
 impl I40e {
-    /// Programs MAC filter `slot` (a VNIC's ring group), or clears it.
-    // TODO(renovation): remove once the core uses Nic::set_mac_filter.
-    pub fn set_mac_filter(&self, slot: u16, filter: Option<MacFilter>) -> Result<(), NicError> {
-        Nic::set_mac_filter(self, slot, filter)
-    }
-
-    /// Adds VID `vid` to the device's VLAN filter table, or removes it
-    /// (at most `netadm_nic::vlan::FILTER_ENTRIES`).
-    // TODO(renovation): remove once the core uses Nic::set_vlan_filter.
-    pub fn set_vlan_filter(&self, vid: u16, on: bool) -> Result<(), NicError> {
-        Nic::set_vlan_filter(self, vid, on)
-    }
-
     /// The VIDs in the VLAN filter table.
-    // TODO(renovation): remove once the core uses Nic::vlan_filter.
     pub fn vlan_filter(&self) -> Vec<u16> {
         self.base.hw().vlan_filter_vids()
     }
 
-    /// Steers RSS indirection table entry `index` to RX queue `rxq`.
-    // TODO(renovation): remove once the core uses Nic::set_rss_entry.
-    pub fn set_rss_entry(&self, index: u16, rxq: u16) -> Result<(), NicError> {
-        Nic::set_rss_entry(self, index, rxq)
-    }
-
     /// The emulated device itself: for wiring it (cables) and cutting its
     /// carrier, which are not driver operations.
-    // TODO(renovation): remove once the core uses Nic::device.
     pub fn device(&self) -> &Device {
         self.base.hw()
     }

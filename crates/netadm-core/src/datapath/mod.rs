@@ -95,7 +95,7 @@ impl Datapath {
             .filter_map(|d| self.hw.port(d.as_str()))
             .map(|p| {
                 let engine = p.engine.clone();
-                let carrier = carrier_of(&p.driver);
+                let carrier = carrier_of(p);
                 let distributing = self.lacp.flag(p.device.as_str());
                 Member {
                     name: p.device.to_string(),
@@ -144,7 +144,7 @@ impl Datapath {
                     },
                     mac: p.mac.0,
                     engine: p.engine.clone(),
-                    carrier: carrier_of(&p.driver),
+                    carrier: carrier_of(p),
                 });
             }
         }
@@ -360,10 +360,7 @@ fn held_and_drained<T>(hw: &Hardware, ports: &[String], f: impl FnOnce() -> T) -
 }
 
 /// Reads a port's carrier.
-fn carrier_of(d: &crate::Driver) -> Arc<dyn Fn() -> bool + Send + Sync> {
-    let d = d.clone();
-    Arc::new(move || match &d {
-        crate::Driver::I40e(x) => x.device().carrier(),
-        crate::Driver::Atl1c(x) => x.device().carrier(),
-    })
+fn carrier_of(p: &crate::ports::Port) -> Arc<dyn Fn() -> bool + Send + Sync> {
+    let nic = p.nic().clone();
+    Arc::new(move || nic.device().is_some_and(|d| d.carrier()))
 }

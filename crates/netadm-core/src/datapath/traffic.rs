@@ -208,7 +208,7 @@ pub(crate) fn stats(v: &View<'_>) -> Vec<StatsRow> {
                         s.obytes += i.tx_bytes;
                     }
                 }
-                let hw = netadm_nic::Nic::hw_stats(&*p.driver.nic());
+                let hw = p.nic().hw_stats();
                 // Tagged frames for a VLAN nothing here is on, too.
                 s.idrops += hw.rx_dropped + p.classifier.vlan_dropped();
                 s.odrops += hw.wire_dropped;

@@ -7,8 +7,8 @@ use netadm_rings::OpReport;
 
 use super::groups::{self, Groups};
 use super::hitless;
-use super::plan::PortPlan;
-use super::power::{Driver, Hardware, Port};
+use super::plan::{Knob, PortPlan};
+use super::power::{Hardware, Port};
 use crate::CoreError;
 use crate::timing::Progress;
 use crate::timing::Timing;
@@ -138,7 +138,7 @@ pub(crate) fn drive(
         touched
             .iter()
             .map(|p| {
-                let h = netadm_nic::Nic::hw_stats(&*p.driver.nic());
+                let h = p.nic().hw_stats();
                 h.rx_dropped + h.wire_dropped
             })
             .sum()
@@ -216,8 +216,8 @@ pub(crate) fn drive(
     // rings, which must not reorder them).
     for (i, (a, b)) in from.iter().zip(to).enumerate() {
         let p = &ports[i];
-        if a.throttle != b.throttle || a.adaptive != b.adaptive || (b.active && !a.active) {
-            apply_throttle(p, &b.throttle, &b.adaptive)?;
+        if a.moderation != b.moderation || (b.active && !a.active) {
+            moderate(p, &b.moderation)?;
         }
         p.engine.set_xmit_batch(b.xmit_batch);
         p.device_handle().write_rx_csum(b.rx_csum);
@@ -234,26 +234,22 @@ pub(crate) fn drive(
     Ok(())
 }
 
-fn apply_throttle(p: &Port, th: &[Option<u32>; 3], adaptive: &[bool; 3]) -> Result<(), CoreError> {
+/// Programs each of the port's interrupt moderation knobs as `knobs`
+/// says: an adaptive one is handed to the interrupt handler, which owns
+/// the register from then on; a fixed one is taken back from it first,
+/// then written (its default where none is set).
+fn moderate(p: &Port, knobs: &[Knob]) -> Result<(), CoreError> {
     let err = |e: netadm_nic::NicError| CoreError::hardware(format!("{}: {e}", p.device));
-    match &p.driver {
-        Driver::I40e(d) => {
-            let units = th[0].map_or(netadm_i40e::DEFAULT_ITR_UNITS, |us| us.div_ceil(2));
-            for v in 0..netadm_nic::Nic::caps(&**d).vectors {
-                // Adaptive: the interrupt handler owns the register from
-                // here; fixed: it lets go of it before the write.
-                p.engine.set_adaptive(v, adaptive[0]);
-                if !adaptive[0] {
-                    netadm_nic::Nic::set_throttle(&**d, v, units).map_err(err)?;
-                }
+    let nic = p.nic();
+    let caps = nic.caps();
+    for (k, want) in caps.moderation.iter().zip(knobs) {
+        for v in k.vectors.clone() {
+            if k.adaptive {
+                p.engine.set_adaptive(v, want.adaptive);
             }
-        }
-        Driver::Atl1c(d) => {
-            p.engine.set_adaptive(netadm_atl1c::hw::RX_VECTOR, adaptive[1]);
-            if !adaptive[1] {
-                d.set_rx_imt(th[1].unwrap_or(netadm_atl1c::DEFAULT_RX_IMT)).map_err(err)?;
+            if !want.adaptive {
+                nic.set_throttle(v, k.units(want.value, caps.throttle_unit)).map_err(err)?;
             }
-            d.set_tx_imt(th[2].unwrap_or(netadm_atl1c::DEFAULT_TX_IMT)).map_err(err)?;
         }
     }
     Ok(())

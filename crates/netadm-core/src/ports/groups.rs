@@ -11,7 +11,6 @@ use std::sync::Arc;
 use netadm_config::LinkState;
 use netadm_datapath::tx::TxMap;
 use netadm_model::{LinkName, PropName};
-use netadm_nic::NicClass;
 
 use super::power::Hardware;
 use crate::CoreError;
@@ -77,7 +76,7 @@ pub(crate) fn assign(hw: &Hardware, cur: &Groups, st: &LinkState) -> Result<Grou
             )));
         };
         let port = hw.port(device.as_str()).expect("resolved");
-        if port.class() != NicClass::I40e {
+        if port.caps().ring_groups == 0 {
             return Err(CoreError::not_supported(format!(
                 "rxrings on {name}: {} has no ring groups",
                 conf.over
@@ -127,8 +126,8 @@ pub(crate) fn unplug(p: &super::power::Port, g: &Group) -> Result<(), netadm_rin
     let rings: Vec<u16> = g.rings().collect();
     let res = super::hitless::drain(p, &rings)
         .and_then(|()| {
-            if let super::power::Driver::I40e(d) = &p.driver {
-                d.set_mac_filter(g.slot, None)?;
+            if p.caps().ring_groups > 0 {
+                p.nic().set_mac_filter(g.slot, None)?;
             }
             Ok(())
         })
@@ -140,9 +139,9 @@ pub(crate) fn unplug(p: &super::power::Port, g: &Group) -> Result<(), netadm_rin
 
 /// Puts a group's traffic on its rings: filter and senders.
 pub(crate) fn plug(p: &super::power::Port, g: &Group) -> Result<(), netadm_rings::RingError> {
-    if let super::power::Driver::I40e(d) = &p.driver {
-        let f = netadm_nic::emu::MacFilter { mac: g.mac, first_queue: g.base, queues: g.count };
-        d.set_mac_filter(g.slot, Some(f))?;
+    if p.caps().ring_groups > 0 {
+        let f = netadm_nic::MacFilter { mac: g.mac, first_queue: g.base, queues: g.count };
+        p.nic().set_mac_filter(g.slot, Some(f))?;
     }
     let rings: Vec<u16> = g.rings().collect();
     if g.tx.rings() != rings {

@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 use netadm_nic::{NicError, QueueId};
 use netadm_rings::{OpReport, RingError};
 
-use super::{Driver, Hardware, Port};
+use super::power::{Hardware, Port};
 
 /// How long in-flight frames get to drain before a steering flip.
 const DRAIN: Duration = Duration::from_secs(1);
 
 /// Reprograms `rings` (a port's running rings) to `buf`-byte buffers.
 pub(crate) fn reprogram(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, RingError> {
-    let rss = matches!(p.driver, Driver::I40e(_));
+    let rss = p.caps().rss_table_size > 0;
     if rings.len() < 2 || !rss {
         return short_stop(p, rings, buf);
     }
@@ -86,11 +86,10 @@ pub(crate) fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
     p.tx_map.pause();
     let res = drain_tx(p, &running)
         .and_then(|()| {
-            if let Driver::I40e(d) = &p.driver
-                && !set.is_empty()
-            {
-                for i in 0..netadm_i40e::hw::RSS_TABLE_SIZE {
-                    d.set_rss_entry(i, set[usize::from(i) % set.len()])?;
+            let nic = p.nic();
+            if !set.is_empty() {
+                for i in 0..nic.caps().rss_table_size {
+                    nic.set_rss_entry(i, set[usize::from(i) % set.len()])?;
                 }
             }
             Ok(())

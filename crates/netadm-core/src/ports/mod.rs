@@ -26,7 +26,7 @@ use crate::{CoreError, PlanStep};
 
 use groups::Groups;
 use plan::PortPlan;
-pub use power::{Driver, Hardware, NicWrap, Port};
+pub use power::{Hardware, NicWrap, Port};
 
 use crate::view::delta;
 
@@ -187,8 +187,7 @@ impl Ports {
             let stopped = ra.difference(&rb).count() as u32;
             let started = rb.difference(&ra).count() as u32;
             let restarted = if a.buf != b.buf { ra.intersection(&rb).count() as u32 } else { 0 };
-            let regs = a.throttle != b.throttle
-                || a.adaptive != b.adaptive
+            let regs = a.moderation != b.moderation
                 || a.xmit_batch != b.xmit_batch
                 || a.rx_csum != b.rx_csum;
             if stopped + started + restarted == 0 && !regs {

@@ -6,7 +6,7 @@ use netadm_model::{PropName, PropValue};
 use netadm_nic::buf_size_for_mtu;
 
 use super::groups::Groups;
-use super::power::{Driver, Hardware, Port};
+use super::power::{Hardware, Port};
 use crate::view::{Link, View};
 
 /// What a port's rings should be doing under a configuration.
@@ -20,16 +20,23 @@ pub(crate) struct PortPlan {
     pub(crate) rings: u16,
     /// VNIC ring groups on the port: (first ring, rings).
     pub(crate) groups: Vec<(u16, u16)>,
-    /// i40e itr, atl1c rx-imt, atl1c tx-imt, as configured: `None` where
-    /// the class has no such register or it is adaptive, `Some(value)`
-    /// when fixed (itr in µs, the IMTs in 2 µs units).
-    pub(crate) throttle: [Option<u32>; 3],
-    /// Which of those three are adaptive.
-    pub(crate) adaptive: [bool; 3],
+    /// Each of the port's interrupt moderation knobs
+    /// (`Caps::moderation`, in its order), as configured.
+    pub(crate) moderation: Vec<Knob>,
     /// xmit-batch: the port's own, or its aggregation's.
     pub(crate) xmit_batch: bool,
     /// rx-csum: the port's own, or its aggregation's.
     pub(crate) rx_csum: bool,
+}
+
+/// One interrupt moderation knob as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Knob {
+    /// A fixed value in the property's unit; `None`: the knob's default,
+    /// or adaptive.
+    pub(crate) value: Option<u32>,
+    /// Adaptive: the interrupt handler picks the value from the traffic.
+    pub(crate) adaptive: bool,
 }
 
 /// Every port's plan under `st`.
@@ -42,17 +49,18 @@ pub(crate) fn plans(hw: &Hardware, st: &LinkState, groups: &Groups) -> Vec<PortP
 /// Port `p`'s plan under `v`.
 pub(crate) fn plan(v: &View<'_>, p: &Port, in_use: bool, groups: &Groups) -> PortPlan {
     let link = Link::Phys(p.device.clone());
-    let uint = |n: PropName| v.prop(&link, n).and_then(|x| x.as_uint()).map(|x| x as u32);
-    let adaptive = |n: PropName| v.prop(&link, n) == Some(PropValue::Adaptive);
-    let (throttle, adaptive) = match p.driver {
-        Driver::I40e(_) => {
-            ([uint(PropName::Itr), None, None], [adaptive(PropName::Itr), false, false])
-        }
-        Driver::Atl1c(_) => (
-            [None, uint(PropName::RxImt), uint(PropName::TxImt)],
-            [false, adaptive(PropName::RxImt), false],
-        ),
-    };
+    let moderation = p
+        .caps()
+        .moderation
+        .iter()
+        .map(|k| {
+            let value = k.prop.parse::<PropName>().ok().and_then(|n| v.prop(&link, n));
+            Knob {
+                value: value.as_ref().and_then(PropValue::as_uint).map(|x| x as u32),
+                adaptive: k.adaptive && value == Some(PropValue::Adaptive),
+            }
+        })
+        .collect();
     // rxrings/txrings on a port: how many ring pairs run (0 or
     // unset: all of them).
     let all = p.engine.ring_count();
@@ -86,8 +94,7 @@ pub(crate) fn plan(v: &View<'_>, p: &Port, in_use: bool, groups: &Groups) -> Por
         buf: buf_size_for_mtu(v.mtu(&link)),
         rings: want,
         groups: mine,
-        throttle,
-        adaptive,
+        moderation,
         xmit_batch,
         rx_csum,
     }
@@ -108,8 +115,7 @@ pub(crate) fn actual(hw: &Hardware, wanted: &[PortPlan]) -> Vec<PortPlan> {
                 buf,
                 rings: started.max(1),
                 groups: w.groups.clone(),
-                throttle: w.throttle,
-                adaptive: w.adaptive,
+                moderation: w.moderation.clone(),
                 xmit_batch: p.engine.xmit_batch(),
                 rx_csum: p.device_handle().rx_csum(),
             }

@@ -10,37 +10,18 @@ use netadm_datapath::{Classifier, StreamTable};
 use netadm_i40e::{I40e, I40eConfig};
 use netadm_model::{LinkName, MacAddr};
 use netadm_nic::emu::{Device, WireMode};
-use netadm_nic::{Nic, NicClass};
+use netadm_nic::{Caps, Nic};
 use netadm_rings::{RingEngine, Strategy};
 
 use crate::CoreError;
-
-/// The driver bound to a port, for class-specific registers.
-#[derive(Debug, Clone)]
-pub enum Driver {
-    /// i40e-class.
-    I40e(Arc<I40e>),
-    /// atl1c-class.
-    Atl1c(Arc<Atl1c>),
-}
-
-impl Driver {
-    /// The driver as the generic NIC API.
-    pub fn nic(&self) -> Arc<dyn Nic> {
-        match self {
-            Self::I40e(d) => d.clone(),
-            Self::Atl1c(d) => d.clone(),
-        }
-    }
-}
 
 /// One physical port.
 pub struct Port {
     /// Device (driver instance) name, fixed: e.g. `i40e0`.
     pub device: LinkName,
-    /// Its driver.
-    pub driver: Driver,
-    /// Its rings.
+    /// Its rings, over its driver: `engine.nic()` (wrapped by the tests'
+    /// fault injection, which forwards every operation) is what the core
+    /// asks everything of.
     pub engine: Arc<RingEngine>,
     /// Its receive classifier (the ring engine's client).
     pub classifier: Arc<Classifier>,
@@ -62,31 +43,26 @@ impl std::fmt::Debug for Port {
 }
 
 impl Port {
-    /// The device class.
-    pub fn class(&self) -> NicClass {
-        self.engine.nic().caps().class
+    /// The port's driver, as the ring engine drives it.
+    pub fn nic(&self) -> &Arc<dyn Nic> {
+        self.engine.nic()
     }
 
-    /// Driver name as dladm shows it.
-    pub fn driver_name(&self) -> &'static str {
-        match self.class() {
-            NicClass::I40e => "i40e",
-            NicClass::Atl1c => "atl1c",
-        }
+    /// What the port can do.
+    pub fn caps(&self) -> &Caps {
+        self.nic().caps()
     }
 
     /// MTU range the device accepts.
     pub fn mtu_range(&self) -> (u32, u32) {
-        let c = self.engine.nic().caps();
+        let c = self.caps();
         (c.min_mtu, c.max_mtu)
     }
 
-    /// The emulated device behind the driver.
+    /// The emulated device behind the driver: its wire (carrier, cables,
+    /// afpacket) and what it holds in flight.
     pub fn device_handle(&self) -> &Device {
-        match &self.driver {
-            Driver::I40e(d) => d.device(),
-            Driver::Atl1c(d) => d.device(),
-        }
+        self.nic().device().expect("every port netadm drives itself is an emulated device")
     }
 
     /// Rings running now.
@@ -95,6 +71,53 @@ impl Port {
             .filter(|&r| self.engine.state(r) == Ok(netadm_rings::RingState::Started))
             .count() as u32
     }
+}
+
+/// Attaches a driver to a port of the hardware configuration (its name,
+/// its settings, its wire, its speed in Mb/s).
+type Attach = fn(
+    &str,
+    &PortConfig,
+    WireMode,
+    u64,
+) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The drivers netadm has, by the class the hardware configuration names
+/// a port with: the one place a class is named. Everything else the core
+/// asks of the driver itself ([`Caps`]).
+const DRIVERS: [(PortClass, Attach); 2] =
+    [(PortClass::I40e, attach_i40e), (PortClass::Atl1c, attach_atl1c)];
+
+fn attach_i40e(
+    name: &str,
+    p: &PortConfig,
+    wire: WireMode,
+    speed: u64,
+) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>> {
+    let mut c = I40eConfig { wire, speed_mbps: speed, ..I40eConfig::default() };
+    if let Some(q) = p.queue_pairs {
+        c.queue_pairs = q;
+    }
+    if let Some(v) = p.vectors {
+        c.vectors = v;
+    }
+    if let Some(r) = p.ring_size {
+        c.ring_size = r;
+    }
+    Ok(Arc::new(I40e::attach(name, &c)?))
+}
+
+fn attach_atl1c(
+    name: &str,
+    p: &PortConfig,
+    wire: WireMode,
+    speed: u64,
+) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>> {
+    let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
+    if let Some(r) = p.ring_size {
+        c.ring_size = r;
+    }
+    Ok(Arc::new(Atl1c::attach(name, &c)?))
 }
 
 /// Wraps a port's driver before its ring engine takes it over: for tests
@@ -164,51 +187,27 @@ impl Hardware {
         let name = p.name.as_str();
         let hw_err = |e: &dyn std::fmt::Display| CoreError::hardware(format!("{name}: {e}"));
         let speed = p.speed_or_default();
-        let (driver, oui) = match p.class {
-            PortClass::I40e => {
-                let mut c = I40eConfig::default();
-                if let Some(q) = p.queue_pairs {
-                    c.queue_pairs = q;
-                }
-                if let Some(v) = p.vectors {
-                    c.vectors = v;
-                }
-                if let Some(r) = p.ring_size {
-                    c.ring_size = r;
-                }
-                c.wire = wire;
-                c.speed_mbps = speed;
-                let d = I40e::attach(name, &c).map_err(|e| hw_err(&e))?;
-                // Intel's OUI.
-                (Driver::I40e(Arc::new(d)), [0x00, 0x1b, 0x21])
-            }
-            PortClass::Atl1c => {
-                let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
-                if let Some(r) = p.ring_size {
-                    c.ring_size = r;
-                }
-                let d = Atl1c::attach(name, &c).map_err(|e| hw_err(&e))?;
-                // Atheros's OUI.
-                (Driver::Atl1c(Arc::new(d)), [0x00, 0x13, 0x74])
-            }
-        };
+        let attach = DRIVERS
+            .iter()
+            .find(|(class, _)| *class == p.class)
+            .map(|(_, attach)| attach)
+            .ok_or_else(|| {
+                CoreError::hardware(format!("{name}: no driver for class {}", p.class))
+            })?;
+        let driver = attach(name, p, wire, speed).map_err(|e| hw_err(&*e))?;
         let nic = match wrap {
-            Some(w) => w(name, driver.nic()),
-            None => driver.nic(),
+            Some(w) => w(name, driver),
+            None => driver,
         };
         let engine = Arc::new(RingEngine::new(nic, strategy).map_err(|e| hw_err(&e))?);
         let classifier = Arc::new(Classifier::new(streams.clone()));
         engine.set_client(Some(classifier.clone()));
         // What show-phys says is what the wire enforces.
-        let speed = match &driver {
-            Driver::I40e(d) => d.device().speed_mbps(),
-            Driver::Atl1c(d) => d.device().speed_mbps(),
-        };
-        let i = index as u32;
+        let speed = engine.nic().device().map_or(speed, |d| d.speed_mbps());
+        let (i, oui) = (index as u32, engine.nic().caps().oui);
         let mac = MacAddr([oui[0], oui[1], oui[2], (i >> 16) as u8, (i >> 8) as u8, i as u8 + 1]);
         Ok(Port {
             device: p.name.clone(),
-            driver,
             engine,
             classifier,
             wire: p.wire.clone(),

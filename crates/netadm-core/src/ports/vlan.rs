@@ -1,14 +1,13 @@
-//! VLAN filters in hardware: each i40e-class port's VLAN filter table
-//! holds the VIDs of the VNICs (`-v VID`) and VLAN links over it, and the
-//! device drops tagged frames for any other VID. atl1c-class ports have no
-//! such table: their driver's classifier drops them
+//! VLAN filters in hardware: a port whose device has a VLAN filter table
+//! (`Caps::vlan_filters`) holds the VIDs of the VNICs (`-v VID`) and VLAN
+//! links over it, and the device drops tagged frames for any other VID. A
+//! port without one leaves that to its classifier
 //! (`netadm_datapath::Classifier::vlan_dropped`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use netadm_model::LinkName;
 
-use super::power::Driver;
 use crate::CoreError;
 use crate::view::{Link, View};
 
@@ -24,13 +23,12 @@ fn wanted(v: &View<'_>) -> BTreeMap<LinkName, BTreeSet<u16>> {
     out
 }
 
-/// Refuses a configuration in which an i40e-class port would carry more
-/// VIDs than its VLAN filter table holds.
+/// Refuses a configuration in which a port with a VLAN filter table
+/// would carry more VIDs than the table holds.
 pub(crate) fn check_room(v: &View<'_>) -> Result<(), CoreError> {
-    let max = usize::from(netadm_nic::vlan::FILTER_ENTRIES);
     for (d, vids) in wanted(v) {
-        let hw = v.hw.port(d.as_str()).is_some_and(|p| matches!(p.driver, Driver::I40e(_)));
-        if hw && vids.len() > max {
+        let max = v.hw.port(d.as_str()).map_or(0, |p| usize::from(p.caps().vlan_filters));
+        if max > 0 && vids.len() > max {
             return Err(CoreError::invalid_argument(format!(
                 "{}'s VLAN filter table holds {max} VIDs; this would need {}",
                 v.phys_name(&d),
@@ -41,7 +39,7 @@ pub(crate) fn check_room(v: &View<'_>) -> Result<(), CoreError> {
     Ok(())
 }
 
-/// Programs every i40e-class port's VLAN filter table with the VIDs
+/// Programs every VLAN filter table (ports that have one) with the VIDs
 /// `v` puts over it; with `add_only`, only adds (before a change runs,
 /// so its VLANs' frames are let in from the start; what goes is taken
 /// out once the change is done or undone).
@@ -49,9 +47,12 @@ pub(crate) fn sync_filters(v: &View<'_>, add_only: bool) {
     let want = wanted(v);
     let none = BTreeSet::new();
     for p in v.hw.ports() {
-        let Driver::I40e(d) = &p.driver else { continue };
+        let d = p.nic();
+        if d.caps().vlan_filters == 0 {
+            continue;
+        }
         let want = want.get(&p.device).unwrap_or(&none);
-        let have: BTreeSet<u16> = d.vlan_filter().into_iter().collect();
+        let have: BTreeSet<u16> = d.vlan_filter().unwrap_or_default().into_iter().collect();
         let gone = if add_only { vec![] } else { have.difference(want).copied().collect() };
         for vid in gone {
             let _ = d.set_vlan_filter(vid, false);

@@ -111,7 +111,7 @@ impl Reads<'_> {
                 speed: p.speed,
                 duplex: "full".into(),
                 device: p.device.to_string(),
-                driver: p.driver_name().into(),
+                driver: p.caps().driver.into(),
                 rings: p.engine.ring_count().into(),
                 rings_started: p.rings_started(),
                 dma_bytes: p.engine.dma_bytes(),
@@ -383,15 +383,16 @@ impl Reads<'_> {
     }
 
     fn applicable(&self, l: &Link, p: PropName) -> bool {
-        let class = match l {
-            Link::Phys(d) => self.m.hw().port(d.as_str()).map(|p| p.class()),
+        // What a physical link's hardware has decides its own properties.
+        let caps = match l {
+            Link::Phys(d) => self.m.hw().port(d.as_str()).map(|p| p.caps()),
             _ => None,
         };
-        use netadm_nic::NicClass::*;
         match p {
-            PropName::RxImt | PropName::TxImt => class == Some(Atl1c),
-            PropName::Itr => class == Some(I40e),
-            PropName::Tso => class == Some(I40e) || l.class() == LinkClass::Aggr,
+            PropName::RxImt | PropName::TxImt | PropName::Itr => {
+                caps.is_some_and(|c| c.moderation.iter().any(|k| k.prop == p.as_str()))
+            }
+            PropName::Tso => caps.is_some_and(|c| c.offloads.tso) || l.class() == LinkClass::Aggr,
             // They act on what a link sends through a port.
             PropName::Maxbw | PropName::Priority => {
                 let st = self.running.clone();
@@ -403,7 +404,9 @@ impl Reads<'_> {
             | PropName::RxRingsEffective
             | PropName::TxRingsEffective
             | PropName::RxRingsAvailable
-            | PropName::TxRingsAvailable => class != Some(Atl1c) && l.class() != LinkClass::Aggr,
+            | PropName::TxRingsAvailable => {
+                caps.is_none_or(|c| c.ring_groups > 0) && l.class() != LinkClass::Aggr
+            }
             _ => true,
         }
     }

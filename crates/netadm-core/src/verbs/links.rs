@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use netadm_config::AggrConf;
 use netadm_model::{AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr};
 
-use super::{arg, class_of, name, no_dependents, port_free, require_aggr, unicast};
+use super::{arg, driver_of, name, no_dependents, port_free, require_aggr, unicast};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
 use crate::view::{Link, View};
@@ -50,7 +50,7 @@ pub(crate) fn create_aggr(
         let mut classes = BTreeSet::new();
         for p in &ports {
             let d = port_free(v, p)?;
-            classes.insert(class_of(v, &d).to_string());
+            classes.insert(driver_of(v, &d).to_string());
         }
         if classes.len() > 1 {
             return Err(CoreError::invalid_argument(format!(
@@ -130,10 +130,10 @@ pub(crate) fn add_aggr(
         require_aggr(v, aggr)?;
         let mut st = v.st.clone();
         let existing = st.aggr[&n].ports.clone();
-        let class = existing.first().and_then(|p| v.device_of(p)).map(|d| class_of(v, &d));
+        let class = existing.first().and_then(|p| v.device_of(p)).map(|d| driver_of(v, &d));
         for p in &ports {
             let d = port_free(v, p)?;
-            if class.is_some_and(|c| c != class_of(v, &d)) {
+            if class.is_some_and(|c| c != driver_of(v, &d)) {
                 return Err(CoreError::invalid_argument(format!(
                     "{p} is not of the same class as {aggr}'s ports"
                 )));

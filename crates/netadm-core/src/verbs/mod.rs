@@ -11,7 +11,6 @@ pub(crate) mod props;
 pub(crate) mod vnics;
 
 use netadm_model::{LinkName, MacAddr};
-use netadm_nic::NicClass;
 
 use crate::CoreError;
 use crate::view::{Link, View};
@@ -86,7 +85,7 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
     Ok(())
 }
 
-/// The class of port `device`.
-pub(crate) fn class_of(v: &View<'_>, device: &LinkName) -> NicClass {
-    v.hw.port(device.as_str()).map_or(NicClass::I40e, |p| p.class())
+/// The driver of port `device` (ports of one aggregation share one).
+pub(crate) fn driver_of<'a>(v: &View<'a>, device: &LinkName) -> &'a str {
+    v.hw.port(device.as_str()).map_or("", |p| p.caps().driver)
 }

@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use netadm_config::{LinkProps, LinkState};
 use netadm_model::{PropName, PropValue};
 
-use super::{class_of, name};
+use super::name;
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
 use crate::view::{Link, View};
-use netadm_nic::NicClass;
 
 /// `set-linkprop`.
 pub(crate) fn set_link_prop(
@@ -118,22 +117,31 @@ pub(crate) fn check_value(
     val: &PropValue,
 ) -> Result<(), CoreError> {
     prop.spec().check_class(link.class())?;
-    let driver = match link {
-        Link::Phys(d) => Some(class_of(v, d)),
+    // What a physical link's hardware can do decides its own properties.
+    let caps = match link {
+        Link::Phys(d) => v.hw.port(d.as_str()).map(|p| p.caps()),
         _ => None,
     };
-    let needs = |class: NicClass| -> Result<(), CoreError> {
-        if driver != Some(class) {
+    // An interrupt timer is a property of the ports whose NIC has it.
+    let knob = || -> Result<(), CoreError> {
+        let Some(c) = caps else {
             return Err(CoreError::not_supported(format!(
-                "{prop} applies to {class}-class physical links; {link_name} is not one"
+                "{prop} applies to physical links; {link_name} is not one"
             )));
+        };
+        if c.moderation.iter().any(|k| k.prop == prop.as_str()) {
+            return Ok(());
         }
-        Ok(())
+        let has: Vec<&str> = c.moderation.iter().map(|k| k.prop).collect();
+        Err(CoreError::not_supported(format!(
+            "{prop} applies to physical links whose NIC has that interrupt timer; {link_name} ({}-class) has {}",
+            c.driver,
+            if has.is_empty() { "none".to_owned() } else { has.join(", ") }
+        )))
     };
     match prop {
         PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
-        PropName::RxImt | PropName::TxImt => needs(NicClass::Atl1c)?,
-        PropName::Itr => needs(NicClass::I40e)?,
+        PropName::RxImt | PropName::TxImt | PropName::Itr => knob()?,
         PropName::Maxbw | PropName::Priority => {
             if let Some(Link::Etherstub(e)) = v.switch_of(link) {
                 return Err(CoreError::not_supported(format!(
@@ -146,7 +154,7 @@ pub(crate) fn check_value(
                 .ports_under(link)
                 .iter()
                 .filter_map(|d| v.hw.port(d.as_str()))
-                .filter(|p| !p.engine.nic().caps().offloads.tso)
+                .filter(|p| !p.caps().offloads.tso)
                 .map(|p| p.device.to_string())
                 .collect();
             if val.as_bool() == Some(true) && !without.is_empty() {
@@ -157,9 +165,10 @@ pub(crate) fn check_value(
             }
         }
         PropName::RxRings | PropName::TxRings => {
-            if let Some(NicClass::Atl1c) = driver {
+            if let Some(c) = caps.filter(|c| c.ring_groups == 0) {
                 return Err(CoreError::not_supported(format!(
-                    "{link_name} has no ring groups (atl1c-class)"
+                    "{link_name} has no ring groups ({}-class)",
+                    c.driver
                 )));
             }
             if let Link::Aggr(_) = link {
