@@ -51,7 +51,7 @@ pub use error::{CoreError, ErrorKind};
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub use fail;
-pub use ports::{Hardware, NicWrap, Port};
+pub use ports::{Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus};
 pub use report::{ApplyReport, HistoryEntry, PlanStep, Report};
 pub use show::rows::*;
 pub use timing::Progress;

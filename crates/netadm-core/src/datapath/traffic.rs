@@ -14,7 +14,7 @@ use netadm_datapath::Tx;
 
 use crate::timing::Timing;
 use crate::view::{Link, View};
-use crate::{CoreError, StatsRow, TrafficRow};
+use crate::{CoreError, TrafficRow};
 
 /// Most flows a stream may have.
 const MAX_FLOWS: u32 = 4096;
@@ -177,43 +177,4 @@ impl Traffic {
             })
             .collect()
     }
-}
-
-/// Traffic counters of every physical link and aggregation.
-pub(crate) fn stats(v: &View<'_>) -> Vec<StatsRow> {
-    let st = v.st;
-    // Ports and aggregations only: VNICs have no counters of their own
-    // here, and listing them would make this cost every VNIC.
-    let ports = v.hw.ports().iter();
-    let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
-    ports
-        .chain(st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))))
-        .map(|(name, l)| {
-            let mut s = StatsRow {
-                link: name.to_string(),
-                ipackets: 0,
-                rbytes: 0,
-                opackets: 0,
-                obytes: 0,
-                idrops: 0,
-                odrops: 0,
-            };
-            for d in v.ports_under(&l) {
-                let Some(p) = v.hw.port(d.as_str()) else { continue };
-                for r in p.engine.all_rings() {
-                    if let Ok(i) = p.engine.info(r) {
-                        s.ipackets += i.rx_frames;
-                        s.rbytes += i.rx_bytes;
-                        s.opackets += i.tx_frames;
-                        s.obytes += i.tx_bytes;
-                    }
-                }
-                let hw = p.nic().hw_stats();
-                // Tagged frames for a VLAN nothing here is on, too.
-                s.idrops += hw.rx_dropped + p.classifier.vlan_dropped();
-                s.odrops += hw.wire_dropped;
-            }
-            s
-        })
-        .collect()
 }

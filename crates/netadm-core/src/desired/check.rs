@@ -93,7 +93,7 @@ pub(crate) fn document(doc: &Document, cur: &View<'_>, kernel: bool) -> Result<(
     for (dev, _, b) in cur.st.phys.diff(&d.phys) {
         let Some(conf) = b else { continue };
         let k = dev.as_str();
-        if v.hw.port(k).is_none() {
+        if v.hw.find(k).is_none() {
             return Err(e(
                 &["phys", k],
                 CoreError::not_found(format!("the hardware has no port {dev}")),

@@ -76,7 +76,7 @@ pub(crate) fn assign(hw: &Hardware, cur: &Groups, st: &LinkState) -> Result<Grou
             )));
         };
         let port = hw.port(device.as_str()).expect("resolved");
-        if port.caps().ring_groups == 0 {
+        if port.nic_caps().ring_groups == 0 {
             return Err(CoreError::not_supported(format!(
                 "rxrings on {name}: {} has no ring groups",
                 conf.over
@@ -126,7 +126,7 @@ pub(crate) fn unplug(p: &super::power::Port, g: &Group) -> Result<(), netadm_rin
     let rings: Vec<u16> = g.rings().collect();
     let res = super::hitless::drain(p, &rings)
         .and_then(|()| {
-            if p.caps().ring_groups > 0 {
+            if p.nic_caps().ring_groups > 0 {
                 p.nic().set_mac_filter(g.slot, None)?;
             }
             Ok(())
@@ -139,7 +139,7 @@ pub(crate) fn unplug(p: &super::power::Port, g: &Group) -> Result<(), netadm_rin
 
 /// Puts a group's traffic on its rings: filter and senders.
 pub(crate) fn plug(p: &super::power::Port, g: &Group) -> Result<(), netadm_rings::RingError> {
-    if p.caps().ring_groups > 0 {
+    if p.nic_caps().ring_groups > 0 {
         let f = netadm_nic::MacFilter { mac: g.mac, first_queue: g.base, queues: g.count };
         p.nic().set_mac_filter(g.slot, Some(f))?;
     }

@@ -24,7 +24,7 @@ const DRAIN: Duration = Duration::from_secs(1);
 
 /// Reprograms `rings` (a port's running rings) to `buf`-byte buffers.
 pub(crate) fn reprogram(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, RingError> {
-    let rss = p.caps().rss_table_size > 0;
+    let rss = p.nic_caps().rss_table_size > 0;
     if rings.len() < 2 || !rss {
         return short_stop(p, rings, buf);
     }

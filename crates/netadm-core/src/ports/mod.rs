@@ -8,6 +8,7 @@
 pub(crate) mod drive;
 pub(crate) mod groups;
 pub(crate) mod hitless;
+pub(crate) mod phys;
 pub(crate) mod plan;
 pub(crate) mod power;
 pub(crate) mod vlan;
@@ -25,6 +26,7 @@ use crate::view::View;
 use crate::{CoreError, PlanStep};
 
 use groups::Groups;
+pub use phys::{PhysPort, PortCaps, PortCounters, PortStatus};
 use plan::PortPlan;
 pub use power::{Hardware, NicWrap, Port};
 

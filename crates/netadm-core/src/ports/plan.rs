@@ -50,7 +50,7 @@ pub(crate) fn plans(hw: &Hardware, st: &LinkState, groups: &Groups) -> Vec<PortP
 pub(crate) fn plan(v: &View<'_>, p: &Port, in_use: bool, groups: &Groups) -> PortPlan {
     let link = Link::Phys(p.device.clone());
     let moderation = p
-        .caps()
+        .nic_caps()
         .moderation
         .iter()
         .map(|k| {

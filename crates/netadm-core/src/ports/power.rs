@@ -13,6 +13,7 @@ use netadm_nic::emu::{Device, WireMode};
 use netadm_nic::{Caps, Nic};
 use netadm_rings::{RingEngine, Strategy};
 
+use super::phys::{PhysPort, PortCaps, PortCounters, PortStatus};
 use crate::CoreError;
 
 /// One physical port.
@@ -34,6 +35,9 @@ pub struct Port {
     /// Link speed in Mb/s: what the device's wire serialises at (from the
     /// hardware configuration, read back from the device).
     pub speed: u64,
+    /// What it can do, as every kind of port says it (from its driver's
+    /// caps).
+    caps: PortCaps,
 }
 
 impl std::fmt::Debug for Port {
@@ -48,15 +52,9 @@ impl Port {
         self.engine.nic()
     }
 
-    /// What the port can do.
-    pub fn caps(&self) -> &Caps {
+    /// What its driver says the device can do.
+    pub fn nic_caps(&self) -> &Caps {
         self.nic().caps()
-    }
-
-    /// MTU range the device accepts.
-    pub fn mtu_range(&self) -> (u32, u32) {
-        let c = self.caps();
-        (c.min_mtu, c.max_mtu)
     }
 
     /// The emulated device behind the driver: its wire (carrier, cables,
@@ -70,6 +68,61 @@ impl Port {
         (0..self.engine.ring_count())
             .filter(|&r| self.engine.state(r) == Ok(netadm_rings::RingState::Started))
             .count() as u32
+    }
+}
+
+/// What an emulated port can do, from its driver's caps.
+fn port_caps(c: &Caps, rings: u16) -> PortCaps {
+    PortCaps {
+        driver: c.driver.to_owned(),
+        min_mtu: c.min_mtu,
+        max_mtu: c.max_mtu,
+        rings,
+        ring_groups: c.ring_groups > 0,
+        vlan_filters: c.vlan_filters,
+        moderation: c.moderation.iter().map(|k| k.prop).collect(),
+        offloads: c.offloads,
+    }
+}
+
+impl PhysPort for Port {
+    fn device(&self) -> &LinkName {
+        &self.device
+    }
+
+    fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    fn caps(&self) -> &PortCaps {
+        &self.caps
+    }
+
+    fn status(&self) -> PortStatus {
+        PortStatus {
+            carrier: Some(self.device_handle().carrier()),
+            speed: self.speed,
+            duplex: "full",
+            rings_started: self.rings_started(),
+            dma_bytes: self.engine.dma_bytes(),
+        }
+    }
+
+    fn counters(&self) -> PortCounters {
+        let mut s = PortCounters::default();
+        for r in self.engine.all_rings() {
+            if let Ok(i) = self.engine.info(r) {
+                s.ipackets += i.rx_frames;
+                s.rbytes += i.rx_bytes;
+                s.opackets += i.tx_frames;
+                s.obytes += i.tx_bytes;
+            }
+        }
+        let hw = self.nic().hw_stats();
+        // Tagged frames for a VLAN nothing here is on, too.
+        s.idrops = hw.rx_dropped + self.classifier.vlan_dropped();
+        s.odrops = hw.wire_dropped;
+        s
     }
 }
 
@@ -205,6 +258,7 @@ impl Hardware {
         // What show-phys says is what the wire enforces.
         let speed = engine.nic().device().map_or(speed, |d| d.speed_mbps());
         let (i, oui) = (index as u32, engine.nic().caps().oui);
+        let caps = port_caps(engine.nic().caps(), engine.ring_count());
         let mac = MacAddr([oui[0], oui[1], oui[2], (i >> 16) as u8, (i >> 8) as u8, i as u8 + 1]);
         Ok(Port {
             device: p.name.clone(),
@@ -214,15 +268,27 @@ impl Hardware {
             tx_map: Arc::new(TxMap::default()),
             mac,
             speed,
+            caps,
         })
     }
 
-    /// All ports.
+    /// Every physical port of the machine, whatever drives it, in
+    /// configuration order: what names resolve against.
+    pub fn phys(&self) -> impl Iterator<Item = &dyn PhysPort> + '_ {
+        self.ports.iter().map(|p| p as &dyn PhysPort)
+    }
+
+    /// The physical port with device name `device`, whatever drives it.
+    pub fn find(&self, device: &str) -> Option<&dyn PhysPort> {
+        self.phys().find(|p| p.device().as_str() == device)
+    }
+
+    /// The ports netadm drives itself (emulated devices, their rings).
     pub fn ports(&self) -> &[Port] {
         &self.ports
     }
 
-    /// The port with device name `device`.
+    /// The port netadm drives itself with device name `device`.
     pub fn port(&self, device: &str) -> Option<&Port> {
         self.ports.iter().find(|p| p.device.as_str() == device)
     }

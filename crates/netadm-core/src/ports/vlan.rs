@@ -27,7 +27,7 @@ fn wanted(v: &View<'_>) -> BTreeMap<LinkName, BTreeSet<u16>> {
 /// would carry more VIDs than the table holds.
 pub(crate) fn check_room(v: &View<'_>) -> Result<(), CoreError> {
     for (d, vids) in wanted(v) {
-        let max = v.hw.port(d.as_str()).map_or(0, |p| usize::from(p.caps().vlan_filters));
+        let max = v.hw.find(d.as_str()).map_or(0, |p| usize::from(p.caps().vlan_filters));
         if max > 0 && vids.len() > max {
             return Err(CoreError::invalid_argument(format!(
                 "{}'s VLAN filter table holds {max} VIDs; this would need {}",

@@ -91,9 +91,31 @@ impl Reads<'_> {
         View { hw: self.m.hw(), st }
     }
 
-    /// Traffic counters of every physical link and aggregation.
+    /// Traffic counters of every physical link and aggregation: what
+    /// their ports counted. Ports and aggregations only: VNICs have no
+    /// counters of their own here, and listing them would make this cost
+    /// every VNIC.
     pub(crate) fn stats(&self) -> Vec<crate::StatsRow> {
-        crate::datapath::traffic::stats(&self.view_of(&self.running))
+        let v = self.view_of(&self.running);
+        let ports = v.hw.phys().map(|p| (v.phys_name(p.device()), Link::Phys(p.device().clone())));
+        ports
+            .chain(v.st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))))
+            .map(|(name, l)| {
+                let mut s = crate::PortCounters::default();
+                for p in v.ports_under(&l).iter().filter_map(|d| v.hw.find(d.as_str())) {
+                    s += p.counters();
+                }
+                crate::StatsRow {
+                    link: name.to_string(),
+                    ipackets: s.ipackets,
+                    rbytes: s.rbytes,
+                    opackets: s.opackets,
+                    obytes: s.obytes,
+                    idrops: s.idrops,
+                    odrops: s.odrops,
+                }
+            })
+            .collect()
     }
 
     /// `show-phys`.
@@ -102,19 +124,26 @@ impl Reads<'_> {
         let v = self.view_of(&st);
         self.m
             .hw()
-            .ports()
-            .iter()
-            .map(|p| PhysRow {
-                link: v.phys_name(&p.device).to_string(),
-                media: "Ethernet".into(),
-                state: if p.device_handle().carrier() { "up" } else { "down" }.into(),
-                speed: p.speed,
-                duplex: "full".into(),
-                device: p.device.to_string(),
-                driver: p.caps().driver.into(),
-                rings: p.engine.ring_count().into(),
-                rings_started: p.rings_started(),
-                dma_bytes: p.engine.dma_bytes(),
+            .phys()
+            .map(|p| {
+                let s = p.status();
+                PhysRow {
+                    link: v.phys_name(p.device()).to_string(),
+                    media: "Ethernet".into(),
+                    state: match s.carrier {
+                        Some(true) => "up",
+                        Some(false) => "down",
+                        None => "unknown",
+                    }
+                    .into(),
+                    speed: s.speed,
+                    duplex: s.duplex.into(),
+                    device: p.device().to_string(),
+                    driver: p.caps().driver.clone(),
+                    rings: p.caps().rings.into(),
+                    rings_started: s.rings_started,
+                    dma_bytes: s.dma_bytes,
+                }
             })
             .collect()
     }
@@ -136,8 +165,8 @@ impl Reads<'_> {
             mtus.insert(o.clone(), m);
             m
         };
-        let ports = self.m.hw().ports().iter();
-        let ports = ports.map(|p| (v.phys_name(&p.device), Link::Phys(p.device.clone())));
+        let ports = self.m.hw().phys();
+        let ports = ports.map(|p| (v.phys_name(p.device()), Link::Phys(p.device().clone())));
         let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
         let mut out: Vec<LinkRow> = ports
             .chain(aggrs)
@@ -181,7 +210,7 @@ impl Reads<'_> {
         let mut out = BTreeSet::new();
         for st in [running.0, running.1] {
             let v = self.view_of(st);
-            out.extend(hw.ports().iter().map(|p| v.phys_name(&p.device).to_string()));
+            out.extend(hw.phys().map(|p| v.phys_name(p.device()).to_string()));
         }
         let after = self.view_of(running.1);
         // A configuration that did not change is the same allocation.
@@ -227,19 +256,22 @@ impl Reads<'_> {
                     .ports
                     .iter()
                     .map(|p| {
-                        let port = v.device_of(p).and_then(|d| self.m.hw().port(d.as_str()));
-                        let lacp = port.and_then(|p| self.m.datapath.lacp_state(p.device.as_str()));
+                        let port = v.device_of(p).and_then(|d| self.m.hw().find(d.as_str()));
+                        let status = port.map(|p| p.status());
+                        let lacp =
+                            port.and_then(|p| self.m.datapath.lacp_state(p.device().as_str()));
                         // Attached: running, with carrier, and (with LACP)
                         // distributing; else standby.
-                        let attached = port
-                            .is_some_and(|p| p.rings_started() > 0 && p.device_handle().carrier())
+                        let attached = status
+                            .as_ref()
+                            .is_some_and(|s| s.rings_started > 0 && s.carrier == Some(true))
                             && lacp.is_none_or(|s| {
                                 s & netadm_datapath::lacp::state::DISTRIBUTING != 0
                             });
                         AggrPortRow {
                             port: p.to_string(),
                             state: if attached { "attached" } else { "standby" }.into(),
-                            speed: port.map_or(0, |p| p.speed),
+                            speed: status.map_or(0, |s| s.speed),
                             lacp: lacp.unwrap_or(0),
                         }
                     })
@@ -248,8 +280,8 @@ impl Reads<'_> {
                     .ports
                     .first()
                     .and_then(|p| v.device_of(p))
-                    .and_then(|d| self.m.hw().port(d.as_str()))
-                    .map(|p| p.mac);
+                    .and_then(|d| self.m.hw().find(d.as_str()))
+                    .map(|p| p.mac());
                 AggrRow {
                     link: n.to_string(),
                     policy: a.policy.to_string(),
@@ -287,8 +319,8 @@ impl Reads<'_> {
         let speed = v
             .ports_under(&Link::Vnic(n.clone()))
             .iter()
-            .filter_map(|d| self.m.hw().port(d.as_str()))
-            .map(|p| p.speed)
+            .filter_map(|d| self.m.hw().find(d.as_str()))
+            .map(|p| p.status().speed)
             .sum();
         VnicRow {
             link: n.to_string(),
@@ -385,12 +417,12 @@ impl Reads<'_> {
     fn applicable(&self, l: &Link, p: PropName) -> bool {
         // What a physical link's hardware has decides its own properties.
         let caps = match l {
-            Link::Phys(d) => self.m.hw().port(d.as_str()).map(|p| p.caps()),
+            Link::Phys(d) => self.m.hw().find(d.as_str()).map(|p| p.caps()),
             _ => None,
         };
         match p {
             PropName::RxImt | PropName::TxImt | PropName::Itr => {
-                caps.is_some_and(|c| c.moderation.iter().any(|k| k.prop == p.as_str()))
+                caps.is_some_and(|c| c.has_knob(p.as_str()))
             }
             PropName::Tso => caps.is_some_and(|c| c.offloads.tso) || l.class() == LinkClass::Aggr,
             // They act on what a link sends through a port.
@@ -405,7 +437,7 @@ impl Reads<'_> {
             | PropName::TxRingsEffective
             | PropName::RxRingsAvailable
             | PropName::TxRingsAvailable => {
-                caps.is_none_or(|c| c.ring_groups > 0) && l.class() != LinkClass::Aggr
+                caps.is_none_or(|c| c.ring_groups) && l.class() != LinkClass::Aggr
             }
             _ => true,
         }
@@ -418,10 +450,9 @@ impl Reads<'_> {
             let mut lo = 68;
             let mut hi = u32::MAX;
             for d in view.ports_under(l) {
-                if let Some(p) = self.m.hw().port(d.as_str()) {
-                    let (a, b) = p.mtu_range();
-                    lo = lo.max(a);
-                    hi = hi.min(b);
+                if let Some(p) = self.m.hw().find(d.as_str()) {
+                    lo = lo.max(p.caps().min_mtu);
+                    hi = hi.min(p.caps().max_mtu);
                 }
             }
             return format!("{lo}-{hi}");
@@ -431,13 +462,14 @@ impl Reads<'_> {
 
     fn prop_value(&self, v: &View<'_>, l: &Link, p: PropName) -> Option<PropValue> {
         let ports: Vec<_> =
-            v.ports_under(l).iter().filter_map(|d| self.m.hw().port(d.as_str())).collect();
-        let rings_started = || ports.iter().map(|p| u64::from(p.rings_started())).sum::<u64>();
-        let rings_total = || ports.iter().map(|p| u64::from(p.engine.ring_count())).sum::<u64>();
+            v.ports_under(l).iter().filter_map(|d| self.m.hw().find(d.as_str())).collect();
+        let rings_started =
+            || ports.iter().map(|p| u64::from(p.status().rings_started)).sum::<u64>();
+        let rings_total = || ports.iter().map(|p| u64::from(p.caps().rings)).sum::<u64>();
         match p {
             PropName::Mtu => Some(PropValue::Uint(v.mtu(l).into())),
             PropName::State => Some(PropValue::Text("up".into())),
-            PropName::Speed => Some(PropValue::Uint(ports.iter().map(|p| p.speed).sum())),
+            PropName::Speed => Some(PropValue::Uint(ports.iter().map(|p| p.status().speed).sum())),
             PropName::Duplex => Some(PropValue::Text("full".into())),
             PropName::RxRingsEffective | PropName::TxRingsEffective => match l {
                 // A VNIC: its own group's rings, else none dedicated.
@@ -467,7 +499,10 @@ impl Reads<'_> {
                 let up = v.resolve(n.as_str()).is_some_and(|l| {
                     matches!(v.switch_of(&l), Some(Link::Etherstub(_)))
                         || v.ports_under(&l).iter().any(|d| {
-                            self.m.hw().port(d.as_str()).is_some_and(|p| p.rings_started() > 0)
+                            self.m
+                                .hw()
+                                .find(d.as_str())
+                                .is_some_and(|p| p.status().rings_started > 0)
                         })
                 });
                 let drift = self.m.mirror.as_ref().and_then(|m| m.drift(n));

@@ -87,5 +87,5 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
 
 /// The driver of port `device` (ports of one aggregation share one).
 pub(crate) fn driver_of<'a>(v: &View<'a>, device: &LinkName) -> &'a str {
-    v.hw.port(device.as_str()).map_or("", |p| p.caps().driver)
+    v.hw.find(device.as_str()).map_or("", |p| p.caps().driver.as_str())
 }

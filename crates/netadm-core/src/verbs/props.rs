@@ -119,7 +119,7 @@ pub(crate) fn check_value(
     prop.spec().check_class(link.class())?;
     // What a physical link's hardware can do decides its own properties.
     let caps = match link {
-        Link::Phys(d) => v.hw.port(d.as_str()).map(|p| p.caps()),
+        Link::Phys(d) => v.hw.find(d.as_str()).map(|p| p.caps()),
         _ => None,
     };
     // An interrupt timer is a property of the ports whose NIC has it.
@@ -129,10 +129,10 @@ pub(crate) fn check_value(
                 "{prop} applies to physical links; {link_name} is not one"
             )));
         };
-        if c.moderation.iter().any(|k| k.prop == prop.as_str()) {
+        if c.has_knob(prop.as_str()) {
             return Ok(());
         }
-        let has: Vec<&str> = c.moderation.iter().map(|k| k.prop).collect();
+        let has = &c.moderation;
         Err(CoreError::not_supported(format!(
             "{prop} applies to physical links whose NIC has that interrupt timer; {link_name} ({}-class) has {}",
             c.driver,
@@ -153,9 +153,9 @@ pub(crate) fn check_value(
             let without: Vec<String> = v
                 .ports_under(link)
                 .iter()
-                .filter_map(|d| v.hw.port(d.as_str()))
+                .filter_map(|d| v.hw.find(d.as_str()))
                 .filter(|p| !p.caps().offloads.tso)
-                .map(|p| p.device.to_string())
+                .map(|p| p.device().to_string())
                 .collect();
             if val.as_bool() == Some(true) && !without.is_empty() {
                 return Err(CoreError::not_supported(format!(
@@ -165,7 +165,7 @@ pub(crate) fn check_value(
             }
         }
         PropName::RxRings | PropName::TxRings => {
-            if let Some(c) = caps.filter(|c| c.ring_groups == 0) {
+            if let Some(c) = caps.filter(|c| !c.ring_groups) {
                 return Err(CoreError::not_supported(format!(
                     "{link_name} has no ring groups ({}-class)",
                     c.driver
@@ -177,12 +177,12 @@ pub(crate) fn check_value(
                 )));
             }
             // A VNIC's group must fit its port: checked when groups are
-            // assigned (Core::assign_groups), before anything changes.
+            // assigned (ports::groups::assign), before anything changes.
             let max = v
                 .ports_under(link)
                 .iter()
-                .filter_map(|d| v.hw.port(d.as_str()))
-                .map(|p| p.engine.ring_count())
+                .filter_map(|d| v.hw.find(d.as_str()))
+                .map(|p| p.caps().rings)
                 .min()
                 .unwrap_or(0);
             if val.as_uint().unwrap_or(0) > u64::from(max) {
@@ -241,9 +241,8 @@ fn mtu_range(v: &View<'_>, link: &Link) -> (u32, u32) {
     let ports = v.ports_under(link);
     let mut range = (68, u32::MAX);
     for d in ports {
-        if let Some(p) = v.hw.port(d.as_str()) {
-            let (lo, hi) = p.mtu_range();
-            range = (range.0.max(lo), range.1.min(hi));
+        if let Some(p) = v.hw.find(d.as_str()) {
+            range = (range.0.max(p.caps().min_mtu), range.1.min(p.caps().max_mtu));
         }
     }
     range

@@ -47,7 +47,7 @@ pub(crate) fn create_vnic(
                     "{over} has no factory MAC addresses (not a physical link)"
                 )));
             };
-            let base = v.hw.port(d.as_str()).expect("resolved").mac.0;
+            let base = v.hw.find(d.as_str()).expect("resolved").mac().0;
             let nth = |i: u8| {
                 MacAddr([
                     base[0],
@@ -180,11 +180,11 @@ pub(crate) fn create_vlan(
             Link::Aggr(a) => v.st.aggr[a].mac.map_or_else(
                 || {
                     let first = v.ports_under(&link).into_iter().next();
-                    first.and_then(|d| v.hw.port(d.as_str())).map(|p| p.mac)
+                    first.and_then(|d| v.hw.find(d.as_str())).map(|p| p.mac())
                 },
                 Some,
             ),
-            Link::Phys(d) => v.hw.port(d.as_str()).map(|p| p.mac),
+            Link::Phys(d) => v.hw.find(d.as_str()).map(|p| p.mac()),
         };
         let mac = mac.ok_or_else(|| CoreError::internal(format!("{over}: no MAC")))?;
         if let Some(a) = v.aggr_of(&over_n) {

@@ -18,8 +18,8 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
     // Names are unique within each map; a clash is across them: a port's
     // name or an aggregation's taken again further on.
     let mut seen = BTreeSet::new();
-    for p in v.hw.ports() {
-        let n = v.phys_name(&p.device);
+    for p in v.hw.phys() {
+        let n = v.phys_name(p.device());
         if !seen.insert(n.clone())
             || v.st.aggr.contains_key(n.as_str())
             || v.st.vnic.contains_key(n.as_str())
@@ -39,7 +39,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
         }
     }
     for d in v.st.phys.keys() {
-        if v.hw.port(d.as_str()).is_none() {
+        if v.hw.find(d.as_str()).is_none() {
             return Err(CoreError::not_found(format!(
                 "port {d} is configured but the hardware has no such port"
             )));
@@ -119,14 +119,14 @@ pub(crate) fn check_change(vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError
     // Names that went (or moved): nothing may still refer to them.
     let mut gone: BTreeSet<LinkName> = BTreeSet::new();
     for (d, _, b) in from.phys.diff(&to.phys) {
-        if b.is_some() && vt.hw.port(d.as_str()).is_none() {
+        if b.is_some() && vt.hw.find(d.as_str()).is_none() {
             return Err(CoreError::not_found(format!(
                 "port {d} is configured but the hardware has no such port"
             )));
         }
         let (was, now) = (vf.phys_name(d), vt.phys_name(d));
         if was != now {
-            let twice = vt.hw.ports().iter().filter(|p| vt.phys_name(&p.device) == now).count() > 1;
+            let twice = vt.hw.phys().filter(|p| vt.phys_name(p.device()) == now).count() > 1;
             if twice || to.aggr.contains_key(&now) || to.vnic.contains_key(&now) {
                 return Err(CoreError::exists(format!("link name {now} is used twice")));
             }
@@ -159,7 +159,7 @@ pub(crate) fn check_change(vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError
             Some(_) => {
                 if to.aggr.contains_key(n)
                     || to.vnic.contains_key(n)
-                    || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == n)
+                    || vt.hw.phys().any(|p| &vt.phys_name(p.device()) == n)
                 {
                     return Err(CoreError::exists(format!("link name {n} is used twice")));
                 }
@@ -233,7 +233,7 @@ fn check_aggr(
     let to = vt.st;
     if to.vnic.contains_key(a)
         || to.etherstub.contains_key(a)
-        || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == a)
+        || vt.hw.phys().any(|p| &vt.phys_name(p.device()) == a)
     {
         return Err(CoreError::exists(format!("link name {a} is used twice")));
     }
@@ -266,7 +266,7 @@ fn check_aggr(
 fn check_vnic(vt: &View<'_>, n: &LinkName, conf: &VnicConf) -> Result<(), CoreError> {
     if vt.st.aggr.contains_key(n)
         || vt.st.etherstub.contains_key(n)
-        || vt.hw.ports().iter().any(|p| &vt.phys_name(&p.device) == n)
+        || vt.hw.phys().any(|p| &vt.phys_name(p.device()) == n)
     {
         return Err(CoreError::exists(format!("link name {n} is used twice")));
     }

@@ -65,9 +65,8 @@ impl<'a> View<'a> {
     pub fn links(&self) -> Vec<(LinkName, Link)> {
         let mut v: Vec<(LinkName, Link)> = self
             .hw
-            .ports()
-            .iter()
-            .map(|p| (self.phys_name(&p.device), Link::Phys(p.device.clone())))
+            .phys()
+            .map(|p| (self.phys_name(p.device()), Link::Phys(p.device().clone())))
             .collect();
         v.extend(self.st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone()))));
         v.extend(self.st.vnic.keys().map(|n| (n.clone(), Link::Vnic(n.clone()))));
@@ -83,8 +82,8 @@ impl<'a> View<'a> {
         let phys_name = |d: &'a LinkName| {
             self.st.phys.get(d).and_then(|p| p.name.as_ref()).unwrap_or(d).as_str()
         };
-        if let Some(p) = self.hw.ports().iter().find(|p| phys_name(&p.device) == name) {
-            return Some(Link::Phys(p.device.clone()));
+        if let Some(p) = self.hw.phys().find(|p| phys_name(p.device()) == name) {
+            return Some(Link::Phys(p.device().clone()));
         }
         if let Some((n, _)) = self.st.aggr.get_key_value(name) {
             return Some(Link::Aggr(n.clone()));
