@@ -35,13 +35,66 @@ pub const I40E_DEFAULT_SPEED: u64 = 40_000;
 /// Link speed of an atl1c-class port that does not set `speed`, Mb/s.
 pub const ATL1C_DEFAULT_SPEED: u64 = 1_000;
 
-/// The emulated machine: its physical ports, in file order.
+/// The machine: its physical ports, in file order — emulated ones netadm
+/// drives itself, and kernel ones (`class = "kernel"`), the host's own
+/// network devices, which the kernel's drivers drive and netadm manages
+/// over rtnetlink and ethtool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HardwareConfig {
+    /// What a new etherstub is made of unless its verb says: a kernel
+    /// bridge or netadm's own virtual switch. Default: `kernel` where
+    /// every port is a kernel port, `netadm` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etherstub: Option<StubKind>,
     /// The ports (`[[port]]` tables). A valid configuration has at least one.
     #[serde(rename = "port", default)]
     pub ports: Vec<PortConfig>,
+}
+
+/// What an etherstub is made of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StubKind {
+    /// netadm's own virtual switch: its VNICs' frames cross netadm's
+    /// datapath.
+    #[default]
+    Netadm,
+    /// A kernel bridge with no uplink; a VNIC over it is a veth pair.
+    Kernel,
+}
+
+impl StubKind {
+    /// The spelling used in files: "netadm" or "kernel".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StubKind::Netadm => "netadm",
+            StubKind::Kernel => "kernel",
+        }
+    }
+
+    /// Whether this is the default kind ([`StubKind::Netadm`]), which files
+    /// leave out.
+    pub fn is_netadm(&self) -> bool {
+        *self == StubKind::Netadm
+    }
+}
+
+impl fmt::Display for StubKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl std::str::FromStr for StubKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "netadm" => Ok(StubKind::Netadm),
+            "kernel" => Ok(StubKind::Kernel),
+            _ => Err(format!("etherstub kind {s:?}: expected kernel or netadm")),
+        }
+    }
 }
 
 /// The NIC class of a physical port.
@@ -52,6 +105,9 @@ pub enum PortClass {
     I40e,
     /// atl1c-class: fixed 4 TX + 1 RX queues, 2 vectors, no RSS.
     Atl1c,
+    /// A host network device the kernel's driver owns (a NIC, or a veth in
+    /// tests), named by `interface`.
+    Kernel,
 }
 
 impl PortClass {
@@ -60,6 +116,7 @@ impl PortClass {
         match self {
             PortClass::I40e => "i40e",
             PortClass::Atl1c => "atl1c",
+            PortClass::Kernel => "kernel",
         }
     }
 }
@@ -92,8 +149,14 @@ pub struct PortConfig {
     /// frames at. Default per class: i40e 40000, atl1c 1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed: Option<u64>,
-    /// What the port's wire is connected to.
-    pub wire: Wire,
+    /// What the port's wire is connected to (emulated ports; a kernel
+    /// port's wire is the real one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<Wire>,
+    /// A kernel port's network device (`eth0`). netadm touches no device
+    /// a port does not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
 }
 
 impl PortConfig {
@@ -102,7 +165,7 @@ impl PortConfig {
     pub fn queue_pairs_or_default(&self) -> Option<u16> {
         match self.class {
             PortClass::I40e => Some(self.queue_pairs.unwrap_or(I40E_DEFAULT_QUEUE_PAIRS)),
-            PortClass::Atl1c => None,
+            PortClass::Atl1c | PortClass::Kernel => None,
         }
     }
 
@@ -111,6 +174,7 @@ impl PortConfig {
         self.speed.unwrap_or(match self.class {
             PortClass::I40e => I40E_DEFAULT_SPEED,
             PortClass::Atl1c => ATL1C_DEFAULT_SPEED,
+            PortClass::Kernel => 0,
         })
     }
 
@@ -119,7 +183,7 @@ impl PortConfig {
     pub fn vectors_or_default(&self) -> Option<u16> {
         match self.class {
             PortClass::I40e => Some(self.vectors.unwrap_or(I40E_DEFAULT_VECTORS)),
-            PortClass::Atl1c => None,
+            PortClass::Atl1c | PortClass::Kernel => None,
         }
     }
 }
@@ -347,6 +411,44 @@ pub enum HardwareError {
         /// The peer's speed, Mb/s.
         peer_speed: u64,
     },
+    /// An emulated port has no `wire`.
+    #[error("port {port}: a {class}-class port needs a `wire`")]
+    WireMissing {
+        /// The port.
+        port: LinkName,
+        /// Its class.
+        class: PortClass,
+    },
+    /// A field that does not belong to the port's class.
+    #[error("port {port}: {why}; remove `{field}`")]
+    Field {
+        /// The port.
+        port: LinkName,
+        /// The field that must not be set.
+        field: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+    /// A kernel port names no device, or one the kernel cannot have.
+    #[error("port {port}: kernel port interface {interface:?}: {reason}")]
+    KernelInterface {
+        /// The port.
+        port: LinkName,
+        /// The interface as given.
+        interface: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Two kernel ports name one device.
+    #[error("port {port}: interface {interface} is already port {other}'s")]
+    InterfaceTwice {
+        /// The port.
+        port: LinkName,
+        /// The interface.
+        interface: String,
+        /// The port that has it first.
+        other: LinkName,
+    },
     /// An afpacket wire's host interface name is not a valid Linux name.
     #[error("port {port}: afpacket interface {interface:?}: {reason}")]
     AfpacketInterface {
@@ -495,6 +597,14 @@ impl HardwareConfig {
                     return Err(HardwareError::Atl1cFixedQueues { port: name(), field: "vectors" });
                 }
             }
+            PortClass::Kernel => return self.validate_kernel_port(port),
+        }
+        if port.interface.is_some() {
+            return Err(HardwareError::Field {
+                port: name(),
+                field: "interface",
+                why: "an emulated port's host interface is its wire's (kind = \"afpacket\")",
+            });
         }
         if let Some(value) = port.ring_size
             && !(value.is_power_of_two() && (RING_SIZE_MIN..=RING_SIZE_MAX).contains(&value))
@@ -504,7 +614,10 @@ impl HardwareConfig {
         if let Some(value) = port.speed.filter(|v| !(SPEED_MIN..=SPEED_MAX).contains(v)) {
             return Err(HardwareError::Speed { port: name(), value });
         }
-        match &port.wire {
+        let Some(wire) = &port.wire else {
+            return Err(HardwareError::WireMissing { port: name(), class: port.class });
+        };
+        match wire {
             Wire::Sink | Wire::Reflector => {}
             Wire::Cable { peer } => {
                 if *peer == port.name {
@@ -513,11 +626,11 @@ impl HardwareConfig {
                 let other = self.port(peer.as_str()).ok_or_else(|| {
                     HardwareError::CablePeerMissing { port: name(), peer: peer.clone() }
                 })?;
-                if !matches!(&other.wire, Wire::Cable { peer: back } if *back == port.name) {
+                if !matches!(&other.wire, Some(Wire::Cable { peer: back }) if *back == port.name) {
                     return Err(HardwareError::CableNotMutual {
                         port: name(),
                         peer: peer.clone(),
-                        peer_wire: other.wire.to_string(),
+                        peer_wire: other.wire.as_ref().map_or("none".into(), ToString::to_string),
                     });
                 }
                 let (speed, peer_speed) = (port.speed_or_default(), other.speed_or_default());
@@ -541,6 +654,69 @@ impl HardwareConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl HardwareConfig {
+    /// A kernel port: its device named (a valid, unshared interface name),
+    /// and nothing an emulated device has.
+    fn validate_kernel_port(&self, port: &PortConfig) -> Result<(), HardwareError> {
+        let name = || port.name.clone();
+        let why = "a kernel port is the kernel's device, which its driver sizes";
+        for (set, field) in [
+            (port.queue_pairs.is_some(), "queue_pairs"),
+            (port.vectors.is_some(), "vectors"),
+            (port.ring_size.is_some(), "ring_size"),
+            (port.speed.is_some(), "speed"),
+        ] {
+            if set {
+                return Err(HardwareError::Field { port: name(), field, why });
+            }
+        }
+        if port.wire.is_some() {
+            return Err(HardwareError::Field {
+                port: name(),
+                field: "wire",
+                why: "a kernel port's wire is the device's own",
+            });
+        }
+        let Some(interface) = &port.interface else {
+            return Err(HardwareError::KernelInterface {
+                port: name(),
+                interface: String::new(),
+                reason: "missing: name the device, e.g. interface = \"eth0\"",
+            });
+        };
+        check_ifname(interface).map_err(|reason| HardwareError::KernelInterface {
+            port: name(),
+            interface: interface.clone(),
+            reason,
+        })?;
+        if let Some(other) = self
+            .ports
+            .iter()
+            .take_while(|p| p.name != port.name)
+            .find(|p| p.interface.as_ref() == Some(interface))
+        {
+            return Err(HardwareError::InterfaceTwice {
+                port: name(),
+                interface: interface.clone(),
+                other: other.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// What a new etherstub is made of: as configured, else a kernel
+    /// bridge where every port is a kernel port, else netadm's switch.
+    pub fn etherstub_default(&self) -> StubKind {
+        self.etherstub.unwrap_or(
+            if !self.ports.is_empty() && self.ports.iter().all(|p| p.class == PortClass::Kernel) {
+                StubKind::Kernel
+            } else {
+                StubKind::Netadm
+            },
+        )
     }
 }
 

@@ -34,7 +34,7 @@ pub use hardware::{
     ATL1C_DEFAULT_SPEED, ConfigError, EMBEDDED_DEFAULT, HardwareConfig, HardwareError,
     I40E_DEFAULT_QUEUE_PAIRS, I40E_DEFAULT_SPEED, I40E_DEFAULT_VECTORS, I40E_MAX_QUEUE_PAIRS,
     I40E_MAX_VECTORS, PortClass, PortConfig, RING_SIZE_MAX, RING_SIZE_MIN, SPEED_MAX, SPEED_MIN,
-    Wire,
+    StubKind, Wire,
 };
 pub use links::{
     AddrConf, AddrError, AddrType, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError,

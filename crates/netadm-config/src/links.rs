@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, VlanId};
 
+use crate::hardware::StubKind;
 use crate::props::LinkProps;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -163,6 +164,10 @@ pub struct VnicConf {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EtherstubConf {
+    /// What it is made of: netadm's own switch (the default, left out of
+    /// the file) or a kernel bridge; fixed when it is created.
+    #[serde(default, skip_serializing_if = "StubKind::is_netadm")]
+    pub kind: StubKind,
     /// Persistent link properties.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::props")]
     pub props: LinkProps,

@@ -5,6 +5,8 @@
 //! implementation of it (and a backend that drives it), never another arm
 //! wherever ports are looked at.
 
+use std::sync::Arc;
+
 use netadm_model::{LinkName, MacAddr};
 use netadm_nic::Offloads;
 
@@ -91,8 +93,9 @@ pub trait PhysPort: Send + Sync {
     fn device(&self) -> &LinkName;
     /// Its factory MAC address.
     fn mac(&self) -> MacAddr;
-    /// What it can do.
-    fn caps(&self) -> &PortCaps;
+    /// What it can do (a kernel port's can change: its device can come
+    /// and go).
+    fn caps(&self) -> Arc<PortCaps>;
     /// What it is doing now.
     fn status(&self) -> PortStatus;
     /// What it counted.

@@ -37,7 +37,7 @@ pub struct Port {
     pub speed: u64,
     /// What it can do, as every kind of port says it (from its driver's
     /// caps).
-    caps: PortCaps,
+    caps: Arc<PortCaps>,
 }
 
 impl std::fmt::Debug for Port {
@@ -94,8 +94,8 @@ impl PhysPort for Port {
         self.mac
     }
 
-    fn caps(&self) -> &PortCaps {
-        &self.caps
+    fn caps(&self) -> Arc<PortCaps> {
+        self.caps.clone()
     }
 
     fn status(&self) -> PortStatus {
@@ -178,15 +178,24 @@ fn attach_atl1c(
 /// device name.
 pub type NicWrap = Box<dyn Fn(&str, Arc<dyn Nic>) -> Arc<dyn Nic>>;
 
-/// Every port of the machine, in configuration order.
-#[derive(Debug)]
+/// Every port of the machine: the ones netadm drives itself, in
+/// configuration order, then the others (kernel ports), each as the
+/// backend that drives it made it.
 pub struct Hardware {
     ports: Vec<Port>,
+    others: Vec<Arc<dyn PhysPort>>,
     streams: Arc<StreamTable>,
 }
 
+impl std::fmt::Debug for Hardware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.phys().map(|p| p.device())).finish()
+    }
+}
+
 impl Hardware {
-    /// Powers on every configured port and attaches its driver.
+    /// Powers on every configured emulated port and attaches its driver
+    /// (the machine's other ports join with [`Hardware::with`]).
     pub fn power_on(
         cfg: &HardwareConfig,
         strategy: Strategy,
@@ -195,7 +204,9 @@ impl Hardware {
         let streams = Arc::new(StreamTable::default());
         let mut ports = Vec::with_capacity(cfg.ports.len());
         for (i, p) in cfg.ports.iter().enumerate() {
-            ports.push(Self::attach(i, p, strategy, &streams, wrap)?);
+            if let Some(wire) = &p.wire {
+                ports.push(Self::attach(i, p, wire, strategy, &streams, wrap)?);
+            }
         }
         // Host interfaces for afpacket wires.
         for p in &ports {
@@ -216,7 +227,14 @@ impl Hardware {
                 })?;
             }
         }
-        Ok(Self { ports, streams })
+        Ok(Self { ports, others: vec![], streams })
+    }
+
+    /// The machine with its other ports (kernel ports) too, as the backend
+    /// that drives them made them.
+    pub fn with(mut self, others: Vec<Arc<dyn PhysPort>>) -> Self {
+        self.others = others;
+        self
     }
 
     /// The traffic streams every port's classifier feeds.
@@ -227,11 +245,12 @@ impl Hardware {
     fn attach(
         index: usize,
         p: &PortConfig,
+        wire_cfg: &Wire,
         strategy: Strategy,
         streams: &Arc<StreamTable>,
         wrap: Option<&NicWrap>,
     ) -> Result<Port, CoreError> {
-        let wire = match p.wire {
+        let wire = match wire_cfg {
             Wire::Sink => WireMode::Sink,
             Wire::Afpacket { .. } => WireMode::Afpacket,
             Wire::Reflector => WireMode::Reflector,
@@ -258,13 +277,13 @@ impl Hardware {
         // What show-phys says is what the wire enforces.
         let speed = engine.nic().device().map_or(speed, |d| d.speed_mbps());
         let (i, oui) = (index as u32, engine.nic().caps().oui);
-        let caps = port_caps(engine.nic().caps(), engine.ring_count());
+        let caps = Arc::new(port_caps(engine.nic().caps(), engine.ring_count()));
         let mac = MacAddr([oui[0], oui[1], oui[2], (i >> 16) as u8, (i >> 8) as u8, i as u8 + 1]);
         Ok(Port {
             device: p.name.clone(),
             engine,
             classifier,
-            wire: p.wire.clone(),
+            wire: wire_cfg.clone(),
             tx_map: Arc::new(TxMap::default()),
             mac,
             speed,
@@ -275,7 +294,7 @@ impl Hardware {
     /// Every physical port of the machine, whatever drives it, in
     /// configuration order: what names resolve against.
     pub fn phys(&self) -> impl Iterator<Item = &dyn PhysPort> + '_ {
-        self.ports.iter().map(|p| p as &dyn PhysPort)
+        self.ports.iter().map(|p| p as &dyn PhysPort).chain(self.others.iter().map(|p| &**p))
     }
 
     /// The physical port with device name `device`, whatever drives it.

@@ -133,7 +133,7 @@ pub(crate) fn add_aggr(
         let class = existing.first().and_then(|p| v.device_of(p)).map(|d| driver_of(v, &d));
         for p in &ports {
             let d = port_free(v, p)?;
-            if class.is_some_and(|c| c != driver_of(v, &d)) {
+            if class.as_ref().is_some_and(|c| *c != driver_of(v, &d)) {
                 return Err(CoreError::invalid_argument(format!(
                     "{p} is not of the same class as {aggr}'s ports"
                 )));

@@ -86,6 +86,6 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
 }
 
 /// The driver of port `device` (ports of one aggregation share one).
-pub(crate) fn driver_of<'a>(v: &View<'a>, device: &LinkName) -> &'a str {
-    v.hw.find(device.as_str()).map_or("", |p| p.caps().driver.as_str())
+pub(crate) fn driver_of(v: &View<'_>, device: &LinkName) -> String {
+    v.hw.find(device.as_str()).map(|p| p.caps().driver.clone()).unwrap_or_default()
 }

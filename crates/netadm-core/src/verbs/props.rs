@@ -124,7 +124,7 @@ pub(crate) fn check_value(
     };
     // An interrupt timer is a property of the ports whose NIC has it.
     let knob = || -> Result<(), CoreError> {
-        let Some(c) = caps else {
+        let Some(c) = &caps else {
             return Err(CoreError::not_supported(format!(
                 "{prop} applies to physical links; {link_name} is not one"
             )));
