@@ -7,12 +7,13 @@ use futures_util::TryStreamExt;
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, CacheInfo};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::sys::AsyncSocket;
 use rtnetlink::{LinkUnspec, MulticastGroup};
 use tokio::runtime::Handle;
 
 use crate::events::Events;
 use crate::events::Rx as Notifications;
-use crate::{KernelError, rt};
+use crate::{KernelError, errors, rt};
 
 /// A link as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,21 +84,29 @@ impl Netlink {
         // registered with the runtime's reactor; the connection's task
         // only reads and writes it.
         let _in = rt.enter();
-        let (conn, h, rx) = if groups.is_empty() {
+        let (mut conn, h, rx) = if groups.is_empty() {
             rtnetlink::new_connection().map_err(io)?
         } else {
             rtnetlink::new_multicast_connection(groups).map_err(io)?
         };
+        // The kernel's own words with every refusal ("Unknown device
+        // type", "Invalid VLAN id", ...): see `errors::extack`.
+        conn.socket_mut().socket_mut().set_ext_ack(true).map_err(io)?;
         rt.spawn(conn);
         Ok((Self { h, rt }, Box::pin(rx)))
     }
 
-    fn wait<T: Send + 'static>(
+    pub(crate) fn wait<T: Send + 'static>(
         &self,
         op: &str,
         fut: impl Future<Output = Result<T, rtnetlink::Error>> + Send + 'static,
     ) -> Result<T, KernelError> {
-        rt::wait(&self.rt, op, REPLY_TIMEOUT, fut)?.map_err(|e| typed(e, op))
+        rt::wait(&self.rt, op, REPLY_TIMEOUT, fut)?.map_err(|e| errors::typed(e, op))
+    }
+
+    /// The rtnetlink handle, for requests built elsewhere in this crate.
+    pub(crate) fn handle(&self) -> &rtnetlink::Handle {
+        &self.h
     }
 
     /// The index of interface `name` (in the connection's namespace).
@@ -239,46 +248,9 @@ fn addr_of(m: &AddressMessage) -> Option<(IpAddr, u8)> {
     })
 }
 
-/// The crate's error, typed by the kernel's errno.
-fn typed(e: rtnetlink::Error, op: &str) -> KernelError {
-    match e {
-        rtnetlink::Error::NetlinkError(m) if m.raw_code() != 0 => errno(m.raw_code().abs(), op),
-        e => KernelError::Io {
-            op: op.into(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
-        },
-    }
-}
-
-fn errno(code: i32, op: &str) -> KernelError {
-    let source = std::io::Error::from_raw_os_error(code);
-    match code {
-        libc::EEXIST => KernelError::Exists { what: op.into() },
-        libc::ENODEV | libc::EADDRNOTAVAIL | libc::ESRCH => {
-            KernelError::NotFound { what: op.into() }
-        }
-        _ => KernelError::Refused { op: op.into(), source },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_errnos_are_typed() {
-        use rtnetlink::packet_core::ErrorMessage;
-        let err = |code: i32| {
-            let mut m = ErrorMessage::default();
-            m.code = std::num::NonZeroI32::new(-code);
-            typed(rtnetlink::Error::NetlinkError(m), "t")
-        };
-        assert!(matches!(err(libc::EEXIST), KernelError::Exists { .. }));
-        assert!(matches!(err(libc::ENODEV), KernelError::NotFound { .. }));
-        assert!(matches!(err(libc::EADDRNOTAVAIL), KernelError::NotFound { .. }));
-        assert!(matches!(err(libc::EINVAL), KernelError::Refused { .. }));
-        assert!(matches!(typed(rtnetlink::Error::RequestFailed, "t"), KernelError::Io { .. }));
-    }
 
     #[test]
     fn messages_are_read_as_links_and_addresses() {
