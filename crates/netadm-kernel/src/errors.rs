@@ -85,6 +85,29 @@ pub(crate) fn link_kind_missing(e: KernelError, kind: &str, what: &str) -> Kerne
     }
 }
 
+/// ENOENT on a traffic-control request: a qdisc, classifier or action
+/// kind the kernel does not have (by the kernel's message, naming
+/// `sch_KIND`, `cls_KIND` or `act_KIND`), or an object that does not
+/// exist (the parent, the class or the filter asked for).
+pub(crate) fn tc(e: KernelError, kind: &str, what: &str) -> KernelError {
+    let KernelError::Refused { source, message, op } = e else { return e };
+    if source.raw_os_error() != Some(libc::ENOENT) {
+        return KernelError::Refused { source, message, op };
+    }
+    let text = message.as_deref().unwrap_or("");
+    let prefix = if text.contains("qdisc kind is unknown") {
+        "sch_"
+    } else if text.contains("classifier not found") {
+        "cls_"
+    } else if text.contains("action module") {
+        "act_"
+    } else {
+        let what = if text.is_empty() { op } else { format!("{op} ({text})") };
+        return KernelError::NotFound { what };
+    };
+    KernelError::NotSupported { what: what.into(), module: format!("{prefix}{kind}") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +173,20 @@ mod tests {
         assert!(matches!(e, KernelError::Refused { .. }));
         let e = link_kind_missing(refused(libc::EINVAL, None), "bond", "b");
         assert!(matches!(e, KernelError::Refused { .. }));
+
+        for (text, module) in [
+            ("Specified qdisc kind is unknown", "sch_x"),
+            ("TC classifier not found", "cls_x"),
+            ("Failed to load TC action module", "act_x"),
+        ] {
+            let e = tc(refused(libc::ENOENT, Some(text)), "x", "what");
+            assert!(
+                matches!(&e, KernelError::NotSupported { module: m, .. } if m == module),
+                "{e:?}"
+            );
+        }
+        let e = tc(refused(libc::ENOENT, Some("Cannot find specified qdisc")), "htb", "w");
+        assert!(matches!(e, KernelError::NotFound { .. }), "{e:?}");
+        assert!(matches!(tc(refused(libc::EINVAL, None), "htb", "w"), KernelError::Refused { .. }));
     }
 }

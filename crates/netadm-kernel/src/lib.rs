@@ -19,6 +19,7 @@ mod packet;
 mod rt;
 pub mod sysctl;
 mod tap;
+mod tc;
 mod wake;
 
 pub use errors::module_of_kind;
@@ -31,6 +32,7 @@ pub use netlink::{KernelLink, Netlink};
 pub use netns::{NETNS_DIR, Netns};
 pub use packet::PacketSocket;
 pub use tap::Tap;
+pub use tc::{Class, HtbClass, Mode, Qdisc, QdiscKind, Rate, Tbf, TcId, U32Filter};
 pub use wake::{eventfd, wake};
 
 /// Why a kernel operation failed.

@@ -3,8 +3,10 @@
 
 use std::net::IpAddr;
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
+use rtnetlink::packet_core::{NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, CacheInfo};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::sys::AsyncSocket;
@@ -107,6 +109,35 @@ impl Netlink {
     /// The rtnetlink handle, for requests built elsewhere in this crate.
     pub(crate) fn handle(&self) -> &rtnetlink::Handle {
         &self.h
+    }
+
+    /// Sends one request (`NLM_F_REQUEST` and `flags`) and returns what
+    /// the kernel answered before its acknowledgement or the end of the
+    /// dump: for requests the `rtnetlink` crate has no builder for
+    /// (traffic control) or whose answer it does not hand back.
+    pub(crate) fn request(
+        &self,
+        op: &str,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
+        let mut req = NetlinkMessage::from(msg);
+        req.header.flags = NLM_F_REQUEST | flags;
+        let mut h = self.h.clone();
+        self.wait(op, async move {
+            let mut answers = h.request(req)?;
+            let mut got = vec![];
+            while let Some(m) = answers.next().await {
+                match m.payload {
+                    NetlinkPayload::InnerMessage(m) => got.push(m),
+                    NetlinkPayload::Error(e) if e.code.is_some() => {
+                        return Err(rtnetlink::Error::NetlinkError(e));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(got)
+        })
     }
 
     /// The index of interface `name` (in the connection's namespace).

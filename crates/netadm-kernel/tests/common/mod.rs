@@ -93,6 +93,51 @@ pub fn wait_up(nl: &Netlink, index: u32) {
     }
 }
 
+/// The iperf3 server of one test: killed on drop if it has not ended.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One TCP stream measured by iperf3 from `client` to a one-off server
+/// at `addr` in `server` (`reverse`: the server sends), 4 s with the
+/// first (slow start) left out: the receiver's goodput in bit/s and the
+/// segment size (MSS), from `iperf3 -J`.
+pub fn iperf(server: &Scratch, client: &Scratch, addr: &str, reverse: bool) -> (f64, f64) {
+    use std::io::BufRead;
+    let mut s = Command::new("ip")
+        .args(["netns", "exec", &server.name, "iperf3", "-s", "-1", "--forceflush", "-B", addr])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("iperf3");
+    let out = s.stdout.take().unwrap();
+    let _server = Server(s);
+    // It says when it listens; its output is read to the end (a closed
+    // pipe would kill it with SIGPIPE when it prints its results).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if l.contains("Server listening") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("the iperf3 server did not start");
+    let mut args = vec!["iperf3", "-c", addr, "-t", "4", "-O", "1", "-J"];
+    if reverse {
+        args.push("-R");
+    }
+    let json = client.exec(&args);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("iperf3 -J");
+    let goodput = v["end"]["sum_received"]["bits_per_second"].as_f64().expect(&json);
+    let mss = v["start"]["tcp_mss_default"].as_f64().expect(&json);
+    (goodput, mss)
+}
+
 /// Runs a command; its standard output (panics, with its error output,
 /// when it fails).
 pub fn sh(args: &[&str]) -> String {
