@@ -11,6 +11,7 @@
 //! stays synchronous, with every wait bounded.
 
 mod errors;
+mod ethtool;
 mod events;
 mod links;
 mod netlink;
@@ -23,6 +24,10 @@ mod tc;
 mod wake;
 
 pub use errors::module_of_kind;
+pub use ethtool::{
+    Channel, ChannelCounts, Channels, DriverInfo, Duplex, Ethtool, Features, LinkModes, Offload,
+    OffloadState,
+};
 pub use events::{Events, Touched};
 pub use links::{
     BondMode, BondSpec, BondState, LacpRate, LinkDetail, LinkKind, MacVlanMode, NewLink, OperState,
@@ -79,6 +84,16 @@ pub enum KernelError {
         what: String,
         /// The module that provides it (`bonding`, `8021q`, `sch_htb`, ...).
         module: String,
+    },
+    /// The kernel took the request but kept the device otherwise (read
+    /// back): a feature that is fixed, or that needs another which is off.
+    /// What the request changed was put back.
+    #[error("{what}: the kernel kept {kept}")]
+    NotApplied {
+        /// What was asked.
+        what: String,
+        /// What stayed as it was, and why where known.
+        kept: String,
     },
     /// A request this crate will not send, as given: the reason names
     /// what is wrong. Nothing was changed.

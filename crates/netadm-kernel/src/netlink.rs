@@ -34,7 +34,7 @@ pub struct KernelLink {
 
 /// How long a request waits for the kernel's answer: requests are made
 /// under the mutation lock, which must never be held forever.
-const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The rtnetlink handle: one connection for the daemon's life (in the
 /// network namespace it was opened in), driven on the tokio runtime;
