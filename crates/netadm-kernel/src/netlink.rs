@@ -3,16 +3,19 @@
 
 use std::net::IpAddr;
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
+use rtnetlink::packet_core::{NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, CacheInfo};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::sys::AsyncSocket;
 use rtnetlink::{LinkUnspec, MulticastGroup};
 use tokio::runtime::Handle;
 
 use crate::events::Events;
 use crate::events::Rx as Notifications;
-use crate::{KernelError, rt};
+use crate::{KernelError, errors, rt};
 
 /// A link as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +34,7 @@ pub struct KernelLink {
 
 /// How long a request waits for the kernel's answer: requests are made
 /// under the mutation lock, which must never be held forever.
-const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The rtnetlink handle: one connection for the daemon's life (in the
 /// network namespace it was opened in), driven on the tokio runtime;
@@ -83,21 +86,58 @@ impl Netlink {
         // registered with the runtime's reactor; the connection's task
         // only reads and writes it.
         let _in = rt.enter();
-        let (conn, h, rx) = if groups.is_empty() {
+        let (mut conn, h, rx) = if groups.is_empty() {
             rtnetlink::new_connection().map_err(io)?
         } else {
             rtnetlink::new_multicast_connection(groups).map_err(io)?
         };
+        // The kernel's own words with every refusal ("Unknown device
+        // type", "Invalid VLAN id", ...): see `errors::extack`.
+        conn.socket_mut().socket_mut().set_ext_ack(true).map_err(io)?;
         rt.spawn(conn);
         Ok((Self { h, rt }, Box::pin(rx)))
     }
 
-    fn wait<T: Send + 'static>(
+    pub(crate) fn wait<T: Send + 'static>(
         &self,
         op: &str,
         fut: impl Future<Output = Result<T, rtnetlink::Error>> + Send + 'static,
     ) -> Result<T, KernelError> {
-        rt::wait(&self.rt, op, REPLY_TIMEOUT, fut)?.map_err(|e| typed(e, op))
+        rt::wait(&self.rt, op, REPLY_TIMEOUT, fut)?.map_err(|e| errors::typed(e, op))
+    }
+
+    /// The rtnetlink handle, for requests built elsewhere in this crate.
+    pub(crate) fn handle(&self) -> &rtnetlink::Handle {
+        &self.h
+    }
+
+    /// Sends one request (`NLM_F_REQUEST` and `flags`) and returns what
+    /// the kernel answered before its acknowledgement or the end of the
+    /// dump: for requests the `rtnetlink` crate has no builder for
+    /// (traffic control) or whose answer it does not hand back.
+    pub(crate) fn request(
+        &self,
+        op: &str,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
+        let mut req = NetlinkMessage::from(msg);
+        req.header.flags = NLM_F_REQUEST | flags;
+        let mut h = self.h.clone();
+        self.wait(op, async move {
+            let mut answers = h.request(req)?;
+            let mut got = vec![];
+            while let Some(m) = answers.next().await {
+                match m.payload {
+                    NetlinkPayload::InnerMessage(m) => got.push(m),
+                    NetlinkPayload::Error(e) if e.code.is_some() => {
+                        return Err(rtnetlink::Error::NetlinkError(e));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(got)
+        })
     }
 
     /// The index of interface `name` (in the connection's namespace).
@@ -239,46 +279,9 @@ fn addr_of(m: &AddressMessage) -> Option<(IpAddr, u8)> {
     })
 }
 
-/// The crate's error, typed by the kernel's errno.
-fn typed(e: rtnetlink::Error, op: &str) -> KernelError {
-    match e {
-        rtnetlink::Error::NetlinkError(m) if m.raw_code() != 0 => errno(m.raw_code().abs(), op),
-        e => KernelError::Io {
-            op: op.into(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
-        },
-    }
-}
-
-fn errno(code: i32, op: &str) -> KernelError {
-    let source = std::io::Error::from_raw_os_error(code);
-    match code {
-        libc::EEXIST => KernelError::Exists { what: op.into() },
-        libc::ENODEV | libc::EADDRNOTAVAIL | libc::ESRCH => {
-            KernelError::NotFound { what: op.into() }
-        }
-        _ => KernelError::Refused { op: op.into(), source },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_errnos_are_typed() {
-        use rtnetlink::packet_core::ErrorMessage;
-        let err = |code: i32| {
-            let mut m = ErrorMessage::default();
-            m.code = std::num::NonZeroI32::new(-code);
-            typed(rtnetlink::Error::NetlinkError(m), "t")
-        };
-        assert!(matches!(err(libc::EEXIST), KernelError::Exists { .. }));
-        assert!(matches!(err(libc::ENODEV), KernelError::NotFound { .. }));
-        assert!(matches!(err(libc::EADDRNOTAVAIL), KernelError::NotFound { .. }));
-        assert!(matches!(err(libc::EINVAL), KernelError::Refused { .. }));
-        assert!(matches!(typed(rtnetlink::Error::RequestFailed, "t"), KernelError::Io { .. }));
-    }
 
     #[test]
     fn messages_are_read_as_links_and_addresses() {

@@ -94,6 +94,7 @@ impl Netns {
                     |e| KernelError::Refused {
                         op: format!("enter zone {}", self.zone),
                         source: e.into(),
+                        message: None,
                     },
                 )?;
                 Ok(f())
@@ -101,6 +102,14 @@ impl Netns {
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
         })
+    }
+}
+
+impl std::os::fd::AsFd for Netns {
+    /// The namespace file, for `IFLA_NET_NS_FD` (creating or moving a
+    /// device into the zone).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
     }
 }
 

@@ -69,6 +69,6 @@ fn read(p: String) -> Result<String, KernelError> {
 fn write(p: String, value: &str) -> Result<(), KernelError> {
     std::fs::write(&p, value).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => KernelError::NotFound { what: p },
-        _ => KernelError::Refused { op: format!("write {value:?} to {p}"), source },
+        _ => KernelError::Refused { op: format!("write {value:?} to {p}"), source, message: None },
     })
 }

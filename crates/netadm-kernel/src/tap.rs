@@ -57,7 +57,9 @@ impl Tap {
                 Some(libc::EINVAL) => {
                     KernelError::BadName { name: name.into(), reason: "rejected by the kernel" }
                 }
-                _ => KernelError::Refused { op: format!("create TAP {name}"), source },
+                _ => {
+                    KernelError::Refused { op: format!("create TAP {name}"), source, message: None }
+                }
             });
         }
         Ok(Self { file, name: name.to_owned() })
@@ -91,6 +93,7 @@ impl Tap {
             return Err(KernelError::Refused {
                 op: format!("set offloads on {}", self.name),
                 source: std::io::Error::last_os_error(),
+                message: None,
             });
         }
         Ok(())

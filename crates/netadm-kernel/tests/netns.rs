@@ -7,21 +7,8 @@ use std::net::IpAddr;
 
 use netadm_kernel::{Events, KernelError, Netlink, Tap, Touched};
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Whether to skip, not being root (CI=true: fail instead).
-fn skip() -> bool {
-    if root() {
-        return false;
-    }
-    let why = "creating TAP devices and network namespaces needs root";
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and not root: {why}");
-    eprintln!("skipped: {why}");
-    true
-}
+mod common;
+use common::skip;
 
 /// Runs `f` on a thread in a fresh network namespace.
 fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
