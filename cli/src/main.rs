@@ -97,30 +97,71 @@ struct AggrOpts {
     mac: Option<String>,
 }
 
+/// The arguments of `add-aggr` and `remove-aggr`.
+#[derive(Debug, Args)]
+struct AggrPorts {
+    /// Temporary: do not persist the change.
+    #[arg(short = 't')]
+    temporary: bool,
+    /// A port (repeat for each).
+    #[arg(short = 'l', value_name = "PORT", required = true)]
+    ports: Vec<String>,
+    /// Aggregation name.
+    #[arg(id = "name", value_name = "AGGR")]
+    aggr: String,
+}
+
+/// The arguments of `delete-addr`, `up-addr` and `down-addr`.
+#[derive(Debug, Args)]
+struct AddrObj {
+    /// Temporary: do not persist the change.
+    #[arg(short = 't')]
+    temporary: bool,
+    /// Address object, IF/TAG.
+    addrobj: String,
+}
+
+/// The arguments of `create-etherstub` and `delete-etherstub`.
+#[derive(Debug, Args)]
+struct Etherstub {
+    /// Temporary: do not persist the change.
+    #[arg(short = 't')]
+    temporary: bool,
+    /// Etherstub name.
+    #[arg(id = "name", value_name = "ETHERSTUB")]
+    etherstub: String,
+}
+
+/// The arguments of `enable-if` and `disable-if`.
+#[derive(Debug, Args)]
+struct IpadmIf {
+    /// Temporary (ipadm's -t; the only way it acts).
+    #[arg(short = 't')]
+    temporary: bool,
+    /// Interface name.
+    #[arg(id = "name", value_name = "IFNAME")]
+    ifname: String,
+}
+
+/// The arguments of `show-phys` and `show-link`.
+#[derive(Debug, Args)]
+struct LinkShow {
+    /// Show traffic counters.
+    #[arg(short = 's')]
+    stats: bool,
+    #[command(flatten)]
+    show: ShowOpts,
+    /// Show only this link.
+    #[arg(id = "name", value_name = "LINK")]
+    link: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Verb {
     /// Show physical links.
-    ShowPhys {
-        /// Show traffic counters.
-        #[arg(short = 's')]
-        stats: bool,
-        #[command(flatten)]
-        show: ShowOpts,
-        /// Show only this link.
-        #[arg(id = "name", value_name = "LINK")]
-        link: Option<String>,
-    },
+    ShowPhys(LinkShow),
     /// Show datalinks.
-    ShowLink {
-        /// Show traffic counters.
-        #[arg(short = 's')]
-        stats: bool,
-        #[command(flatten)]
-        show: ShowOpts,
-        /// Show only this link.
-        #[arg(id = "name", value_name = "LINK")]
-        link: Option<String>,
-    },
+    ShowLink(LinkShow),
     /// Rename a datalink.
     RenameLink {
         /// Temporary: do not persist the change.
@@ -151,29 +192,9 @@ enum Verb {
         aggr: String,
     },
     /// Add ports to an aggregation.
-    AddAggr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// A port (repeat for each).
-        #[arg(short = 'l', value_name = "PORT", required = true)]
-        ports: Vec<String>,
-        /// Aggregation name.
-        #[arg(id = "name", value_name = "AGGR")]
-        aggr: String,
-    },
+    AddAggr(AggrPorts),
     /// Remove ports from an aggregation.
-    RemoveAggr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// A port (repeat for each).
-        #[arg(short = 'l', value_name = "PORT", required = true)]
-        ports: Vec<String>,
-        /// Aggregation name.
-        #[arg(id = "name", value_name = "AGGR")]
-        aggr: String,
-    },
+    RemoveAggr(AggrPorts),
     /// Delete an aggregation.
     DeleteAggr {
         /// Temporary: do not persist the change.
@@ -272,23 +293,9 @@ enum Verb {
     },
     /// Create an etherstub: a virtual switch with no port, for VNICs
     /// that reach only each other.
-    CreateEtherstub {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Etherstub name.
-        #[arg(id = "name", value_name = "ETHERSTUB")]
-        etherstub: String,
-    },
+    CreateEtherstub(Etherstub),
     /// Delete an etherstub (no VNIC may be over it).
-    DeleteEtherstub {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Etherstub name.
-        #[arg(id = "name", value_name = "ETHERSTUB")]
-        etherstub: String,
-    },
+    DeleteEtherstub(Etherstub),
     /// Show etherstubs.
     ShowEtherstub {
         #[command(flatten)]
@@ -353,24 +360,10 @@ enum Verb {
     },
     /// Bring a disabled IP interface back, with its addresses, from its
     /// persistent configuration (running system only).
-    EnableIf {
-        /// Temporary (ipadm's -t; the only way it acts).
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Interface name.
-        #[arg(id = "name", value_name = "IFNAME")]
-        ifname: String,
-    },
+    EnableIf(IpadmIf),
     /// Remove a persistent IP interface and its addresses from the
     /// running system, keeping its persistent configuration.
-    DisableIf {
-        /// Temporary (ipadm's -t; the only way it acts).
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Interface name.
-        #[arg(id = "name", value_name = "IFNAME")]
-        ifname: String,
-    },
+    DisableIf(IpadmIf),
     /// Set IP interface properties of a protocol.
     SetIfprop {
         /// Temporary: do not persist the change.
@@ -495,30 +488,12 @@ enum Verb {
         addrobj: String,
     },
     /// Delete an address object.
-    DeleteAddr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Address object, IF/TAG.
-        addrobj: String,
-    },
+    DeleteAddr(AddrObj),
     /// Mark a static address up (back in the kernel).
-    UpAddr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Address object, IF/TAG.
-        addrobj: String,
-    },
+    UpAddr(AddrObj),
     /// Mark a static address down (kept in the configuration, removed
     /// from the kernel).
-    DownAddr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Address object, IF/TAG.
-        addrobj: String,
-    },
+    DownAddr(AddrObj),
     /// Show address objects.
     ShowAddr {
         #[command(flatten)]
@@ -670,6 +645,18 @@ impl Ctx {
         self.table(fmt, T::COLUMNS, async { Ok(show::table(&rows.await?)) }).await
     }
 
+    /// The rows of `name` from `named` (a lookup of its own) when one is
+    /// given, else every row from `all`.
+    async fn by_name<T: Rows>(
+        &self,
+        name: Option<&str>,
+        named: impl Future<Output = zbus::Result<Vec<T>>>,
+        all: impl Future<Output = zbus::Result<Vec<T>>>,
+    ) -> Result<Vec<T>, CliError> {
+        let rows = if name.is_some() { named.await } else { all.await };
+        show::pick_rows(rows.map_err(|e| self.err(e))?, name)
+    }
+
     /// [`Ctx::show`] for a table built otherwise, of `columns`.
     async fn table(
         &self,
@@ -765,30 +752,21 @@ async fn run(
     let p = &ctx.proxy;
     let err = |e| ctx.err(e);
     match verb {
-        Verb::ShowPhys { stats: true, show, link } | Verb::ShowLink { stats: true, show, link } => {
+        Verb::ShowPhys(LinkShow { stats: true, show, link })
+        | Verb::ShowLink(LinkShow { stats: true, show, link }) => {
             let rows =
                 async { show::pick_rows(p.show_stats().await.map_err(err)?, link.as_deref()) };
             ctx.show(show.format(json), rows).await
         }
         // One link or VNIC: asked for by name, not picked out of every one.
-        Verb::ShowLink { show, link, .. } => {
-            let rows = async {
-                let all = match link.as_deref() {
-                    Some(l) => p.show_link_named(&[l]).await,
-                    None => p.show_link().await,
-                };
-                show::pick_rows(all.map_err(err)?, link.as_deref())
-            };
+        Verb::ShowLink(LinkShow { show, link, .. }) => {
+            let names: Vec<&str> = link.iter().map(String::as_str).collect();
+            let rows = ctx.by_name(link.as_deref(), p.show_link_named(&names), p.show_link());
             ctx.show(show.format(json), rows).await
         }
         Verb::ShowVnic { show, vnic } => {
-            let rows = async {
-                let all = match vnic.as_deref() {
-                    Some(v) => p.show_vnic_named(&[v]).await,
-                    None => p.show_vnic().await,
-                };
-                show::pick_rows(all.map_err(err)?, vnic.as_deref())
-            };
+            let names: Vec<&str> = vnic.iter().map(String::as_str).collect();
+            let rows = ctx.by_name(vnic.as_deref(), p.show_vnic_named(&names), p.show_vnic());
             ctx.show(show.format(json), rows).await
         }
         Verb::ShowAggr { lacp, extended, stats, show, aggr } => {

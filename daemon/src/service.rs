@@ -243,14 +243,10 @@ macro_rules! call {
 /// which stays what `docs/dbus/org.netadm.Netadm1.xml` says (so do the doc
 /// comments, which zbus would print into it).
 macro_rules! manager_interface {
-    (
-        methods { $(
-            $(#[$doc:meta])*
-            $class:ident $name:ident ($($arg:ident : $ty:tt),*) -> $ret:ty = $verb:literal;
-        )* }
-        properties { $( $(#[$pdoc:meta])* $prop:ident : $pty:ty; )* }
-        signals { $( $(#[$sdoc:meta])* $sig:ident ($($sarg:ident : $sty:ty),*); )* }
-    ) => {
+    (methods { $($(#[$doc:meta])* $class:ident $name:ident ($($arg:ident: $ty:tt),*)
+        -> $ret:ty = $verb:literal;)* }
+     properties { $($(#[$pdoc:meta])* $prop:ident: $pty:ty;)* }
+     signals { $($(#[$sdoc:meta])* $sig:ident ($($sarg:ident: $sty:ty),*);)* }) => {
         #[interface(name = "org.netadm.Netadm1")]
         impl Manager {
             $(

@@ -2,8 +2,10 @@
 //!
 //! This crate depends on nothing from the daemon: it holds the bus and
 //! object names, the typed structures that cross the bus, the typed errors
-//! (`org.netadm.Netadm1.Error.*`) and the client proxy. The daemon
-//! implements the interface; `netadm` and any other client use [`NetadmProxy`].
+//! (`org.netadm.Netadm1.Error.*`), the manager interface declared once
+//! ([`interface!`], see [`mod@interface`]) and the client proxy made from
+//! it. The daemon implements the interface from the same declaration;
+//! `netadm` and any other client use [`NetadmProxy`].
 //!
 //! Arguments are typed D-Bus values. Link property values travel as strings
 //! in `a{ss}` because dladm's properties are heterogeneous and their parser
@@ -518,14 +520,10 @@ macro_rules! client_arg {
 
 /// The manager interface's proxy, from its declaration in [`interface!`].
 macro_rules! netadm_proxy {
-    (
-        methods { $(
-            $(#[$doc:meta])*
-            $class:ident $name:ident ($($arg:ident : $ty:tt),*) -> $ret:ty = $verb:literal;
-        )* }
-        properties { $( $(#[$pdoc:meta])* $prop:ident : $pty:ty; )* }
-        signals { $( $(#[$sdoc:meta])* $sig:ident ($($sarg:ident : $sty:ty),*); )* }
-    ) => {
+    (methods { $($(#[$doc:meta])* $class:ident $name:ident ($($arg:ident: $ty:tt),*)
+        -> $ret:ty = $verb:literal;)* }
+     properties { $($(#[$pdoc:meta])* $prop:ident: $pty:ty;)* }
+     signals { $($(#[$sdoc:meta])* $sig:ident ($($sarg:ident: $sty:ty),*);)* }) => {
         /// The manager interface, as clients see it.
         #[zbus::proxy(
             interface = "org.netadm.Netadm1",
