@@ -156,6 +156,10 @@ struct LinkShow {
     link: Option<String>,
 }
 
+/// The verbs, in the order `--help` lists them. Each option's clap id is
+/// the name of the bus argument it gives (`#[arg(id = "...")]` where the
+/// field is named otherwise, its value name kept), and a show verb's name
+/// to pick is `name`: `dispatch.rs` reads them by those names.
 #[derive(Debug, Subcommand)]
 enum Verb {
     /// Show physical links.
