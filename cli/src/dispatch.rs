@@ -40,14 +40,12 @@ macro_rules! held {
         let $arg = &$arg[..];
     };
     ($m:ident, $arg:ident, PropNames) => {
-        let $arg =
-            prop_names(&strings($m, stringify!($arg)).map(str::to_owned).collect::<Vec<_>>())?;
+        let $arg = prop_names(&lists($m, stringify!($arg)))?;
         let $arg = refs(&$arg);
         let $arg = &$arg[..];
     };
     ($m:ident, $arg:ident, Props) => {
-        let $arg =
-            assignments(&strings($m, stringify!($arg)).map(str::to_owned).collect::<Vec<_>>())?;
+        let $arg = assignments(&lists($m, stringify!($arg)))?;
     };
     ($m:ident, $arg:ident, $number:ty) => {
         let $arg = *$m.get_one::<$number>(stringify!($arg)).expect("the option has a default");
@@ -150,6 +148,11 @@ netadm_dbus::interface!(dispatch);
 /// The values of option `id`, none when it was not given.
 fn strings<'a>(m: &'a ArgMatches, id: &str) -> impl Iterator<Item = &'a str> {
     m.get_many::<String>(id).into_iter().flatten().map(String::as_str)
+}
+
+/// The `-p` lists of option `id`, as given.
+fn lists(m: &ArgMatches, id: &str) -> Vec<String> {
+    strings(m, id).map(str::to_owned).collect()
 }
 
 #[cfg(test)]
