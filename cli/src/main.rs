@@ -8,26 +8,26 @@
 
 mod apply;
 mod demo;
+mod dispatch;
 mod error;
-mod etherstub;
 mod illumos;
 mod opresult;
 mod progress;
 mod render;
 mod show;
-mod vlan;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Arg, ArgMatches, Args, Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 use netadm_dbus::{NetadmProxy, OpResult};
 use zbus::Connection;
 use zbus::proxy::CacheProperties;
 
 use crate::error::CliError;
 use crate::render::{Format, Table};
+use crate::show::Rows;
 
 /// netadm: administer datalinks and IP interfaces through netadmd.
 #[derive(Debug, Parser)]
@@ -73,14 +73,8 @@ struct PropShowOpts {
     #[arg(short = 'o', value_name = "FIELD,...")]
     fields: Option<String>,
     /// Only these properties, PROP,... (may repeat).
-    #[arg(short = 'p', value_name = "PROP,...")]
+    #[arg(short = 'p', value_name = "PROP,...", id = "names")]
     props: Vec<String>,
-}
-
-impl PropShowOpts {
-    fn format(&self, json: bool) -> Format {
-        Format { json, parsable: self.parsable, parsable_flag: "-c", fields: self.fields.clone() }
-    }
 }
 
 /// Aggregation settings shared by create-aggr and modify-aggr.
@@ -103,28 +97,75 @@ struct AggrOpts {
     mac: Option<String>,
 }
 
+/// The arguments of `add-aggr` and `remove-aggr`.
+#[derive(Debug, Args)]
+struct AggrPorts {
+    /// Temporary: do not persist the change.
+    #[arg(short = 't')]
+    temporary: bool,
+    /// A port (repeat for each).
+    #[arg(short = 'l', value_name = "PORT", required = true)]
+    ports: Vec<String>,
+    /// Aggregation name.
+    #[arg(id = "name", value_name = "AGGR")]
+    aggr: String,
+}
+
+/// The arguments of `delete-addr`, `up-addr` and `down-addr`.
+#[derive(Debug, Args)]
+struct AddrObj {
+    /// Temporary: do not persist the change.
+    #[arg(short = 't')]
+    temporary: bool,
+    /// Address object, IF/TAG.
+    addrobj: String,
+}
+
+/// The arguments of `create-etherstub` and `delete-etherstub`.
+#[derive(Debug, Args)]
+struct Etherstub {
+    /// Temporary: do not persist the change.
+    #[arg(short = 't')]
+    temporary: bool,
+    /// Etherstub name.
+    #[arg(id = "name", value_name = "ETHERSTUB")]
+    etherstub: String,
+}
+
+/// The arguments of `enable-if` and `disable-if`.
+#[derive(Debug, Args)]
+struct IpadmIf {
+    /// Temporary (ipadm's -t; the only way it acts).
+    #[arg(short = 't')]
+    temporary: bool,
+    /// Interface name.
+    #[arg(id = "name", value_name = "IFNAME")]
+    ifname: String,
+}
+
+/// The arguments of `show-phys` and `show-link`.
+#[derive(Debug, Args)]
+struct LinkShow {
+    /// Show traffic counters.
+    #[arg(short = 's')]
+    stats: bool,
+    #[command(flatten)]
+    show: ShowOpts,
+    /// Show only this link.
+    #[arg(id = "name", value_name = "LINK")]
+    link: Option<String>,
+}
+
+/// The verbs, in the order `--help` lists them. Each option's clap id is
+/// the name of the bus argument it gives (`#[arg(id = "...")]` where the
+/// field is named otherwise, its value name kept), and a show verb's name
+/// to pick is `name`: `dispatch.rs` reads them by those names.
 #[derive(Debug, Subcommand)]
 enum Verb {
     /// Show physical links.
-    ShowPhys {
-        /// Show traffic counters.
-        #[arg(short = 's')]
-        stats: bool,
-        #[command(flatten)]
-        show: ShowOpts,
-        /// Show only this link.
-        link: Option<String>,
-    },
+    ShowPhys(LinkShow),
     /// Show datalinks.
-    ShowLink {
-        /// Show traffic counters.
-        #[arg(short = 's')]
-        stats: bool,
-        #[command(flatten)]
-        show: ShowOpts,
-        /// Show only this link.
-        link: Option<String>,
-    },
+    ShowLink(LinkShow),
     /// Rename a datalink.
     RenameLink {
         /// Temporary: do not persist the change.
@@ -143,6 +184,7 @@ enum Verb {
         #[arg(short = 'l', value_name = "PORT", required = true)]
         ports: Vec<String>,
         /// Aggregation name.
+        #[arg(id = "name", value_name = "AGGR")]
         aggr: String,
     },
     /// Change an aggregation's policy, LACP settings or MAC address.
@@ -150,36 +192,20 @@ enum Verb {
         #[command(flatten)]
         opts: AggrOpts,
         /// Aggregation name.
+        #[arg(id = "name", value_name = "AGGR")]
         aggr: String,
     },
     /// Add ports to an aggregation.
-    AddAggr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// A port (repeat for each).
-        #[arg(short = 'l', value_name = "PORT", required = true)]
-        ports: Vec<String>,
-        /// Aggregation name.
-        aggr: String,
-    },
+    AddAggr(AggrPorts),
     /// Remove ports from an aggregation.
-    RemoveAggr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// A port (repeat for each).
-        #[arg(short = 'l', value_name = "PORT", required = true)]
-        ports: Vec<String>,
-        /// Aggregation name.
-        aggr: String,
-    },
+    RemoveAggr(AggrPorts),
     /// Delete an aggregation.
     DeleteAggr {
         /// Temporary: do not persist the change.
         #[arg(short = 't')]
         temporary: bool,
         /// Aggregation name.
+        #[arg(id = "name", value_name = "AGGR")]
         aggr: String,
     },
     /// Show aggregations.
@@ -196,6 +222,7 @@ enum Verb {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this aggregation.
+        #[arg(id = "name", value_name = "AGGR")]
         aggr: Option<String>,
     },
     /// Create a VNIC.
@@ -204,7 +231,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// The link to create it over.
-        #[arg(short = 'l', value_name = "LINK")]
+        #[arg(short = 'l', value_name = "LINK", id = "over")]
         link: String,
         /// MAC address: auto, factory, random or an address.
         #[arg(short = 'm', value_name = "MAC", default_value = "auto")]
@@ -216,6 +243,7 @@ enum Verb {
         #[arg(short = 'p', value_name = "PROP=VAL,...")]
         props: Vec<String>,
         /// VNIC name.
+        #[arg(id = "name", value_name = "VNIC")]
         vnic: String,
     },
     /// Delete a VNIC.
@@ -224,6 +252,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// VNIC name.
+        #[arg(id = "name", value_name = "VNIC")]
         vnic: String,
     },
     /// Show VNICs.
@@ -231,6 +260,7 @@ enum Verb {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this VNIC.
+        #[arg(id = "name", value_name = "VNIC")]
         vnic: Option<String>,
     },
     /// Create a VLAN link: frames it sends leave tagged with its VID.
@@ -239,12 +269,13 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// The link to create it over (a physical link or an aggregation).
-        #[arg(short = 'l', value_name = "LINK")]
+        #[arg(short = 'l', value_name = "LINK", id = "over")]
         link: String,
         /// VLAN id, 1-4094.
         #[arg(short = 'v', value_name = "VID")]
         vid: u16,
         /// VLAN link name.
+        #[arg(id = "name", value_name = "VLAN")]
         vlan: String,
     },
     /// Delete a VLAN link.
@@ -253,6 +284,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// VLAN link name.
+        #[arg(id = "name", value_name = "VLAN")]
         vlan: String,
     },
     /// Show VLAN links.
@@ -260,30 +292,20 @@ enum Verb {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this VLAN link.
+        #[arg(id = "name", value_name = "VLAN")]
         vlan: Option<String>,
     },
     /// Create an etherstub: a virtual switch with no port, for VNICs
     /// that reach only each other.
-    CreateEtherstub {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Etherstub name.
-        etherstub: String,
-    },
+    CreateEtherstub(Etherstub),
     /// Delete an etherstub (no VNIC may be over it).
-    DeleteEtherstub {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Etherstub name.
-        etherstub: String,
-    },
+    DeleteEtherstub(Etherstub),
     /// Show etherstubs.
     ShowEtherstub {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this etherstub.
+        #[arg(id = "name", value_name = "ETHERSTUB")]
         etherstub: Option<String>,
     },
     /// Set link properties.
@@ -303,7 +325,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...")]
+        #[arg(short = 'p', value_name = "PROP,...", id = "names")]
         props: Vec<String>,
         /// The link.
         link: String,
@@ -321,6 +343,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// Interface name (the link's).
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: String,
     },
     /// Delete an IP interface and its addresses.
@@ -329,32 +352,22 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// Interface name.
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: String,
     },
     /// Put an IP interface's kernel device back as configured (after
     /// someone changed or deleted it: show-if says `drifted` or `missing`).
     RefreshIf {
         /// Interface name.
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: String,
     },
     /// Bring a disabled IP interface back, with its addresses, from its
     /// persistent configuration (running system only).
-    EnableIf {
-        /// Temporary (ipadm's -t; the only way it acts).
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Interface name.
-        ifname: String,
-    },
+    EnableIf(IpadmIf),
     /// Remove a persistent IP interface and its addresses from the
     /// running system, keeping its persistent configuration.
-    DisableIf {
-        /// Temporary (ipadm's -t; the only way it acts).
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Interface name.
-        ifname: String,
-    },
+    DisableIf(IpadmIf),
     /// Set IP interface properties of a protocol.
     SetIfprop {
         /// Temporary: do not persist the change.
@@ -367,6 +380,7 @@ enum Verb {
         #[arg(short = 'm', value_name = "PROTO", required = true)]
         proto: String,
         /// The interface.
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: String,
     },
     /// Reset IP interface properties of a protocol to their defaults.
@@ -375,12 +389,13 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        #[arg(short = 'p', value_name = "PROP,...", required = true, id = "names")]
         props: Vec<String>,
         /// Protocol: ipv4 or ipv6.
         #[arg(short = 'm', value_name = "PROTO", required = true)]
         proto: String,
         /// The interface.
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: String,
     },
     /// Show IP interface properties.
@@ -391,6 +406,7 @@ enum Verb {
         #[arg(short = 'm', value_name = "PROTO")]
         proto: Option<String>,
         /// Only this interface.
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: Option<String>,
     },
     /// Set address properties of a static address (prefixlen, deprecated).
@@ -410,7 +426,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        #[arg(short = 'p', value_name = "PROP,...", required = true, id = "names")]
         props: Vec<String>,
         /// Address object, IF/TAG.
         addrobj: String,
@@ -439,7 +455,7 @@ enum Verb {
         #[arg(short = 't')]
         temporary: bool,
         /// PROP,... (may repeat).
-        #[arg(short = 'p', value_name = "PROP,...", required = true)]
+        #[arg(short = 'p', value_name = "PROP,...", required = true, id = "names")]
         props: Vec<String>,
         /// Protocol: ipv4, ipv6 or tcp.
         proto: String,
@@ -456,6 +472,7 @@ enum Verb {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this interface.
+        #[arg(id = "name", value_name = "IFNAME")]
         ifname: Option<String>,
     },
     /// Create an address object.
@@ -475,35 +492,18 @@ enum Verb {
         addrobj: String,
     },
     /// Delete an address object.
-    DeleteAddr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Address object, IF/TAG.
-        addrobj: String,
-    },
+    DeleteAddr(AddrObj),
     /// Mark a static address up (back in the kernel).
-    UpAddr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Address object, IF/TAG.
-        addrobj: String,
-    },
+    UpAddr(AddrObj),
     /// Mark a static address down (kept in the configuration, removed
     /// from the kernel).
-    DownAddr {
-        /// Temporary: do not persist the change.
-        #[arg(short = 't')]
-        temporary: bool,
-        /// Address object, IF/TAG.
-        addrobj: String,
-    },
+    DownAddr(AddrObj),
     /// Show address objects.
     ShowAddr {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this address object.
+        #[arg(id = "name", value_name = "ADDROBJ")]
         addrobj: Option<String>,
     },
     /// Show recent mutating commands and their timings.
@@ -555,6 +555,7 @@ enum Verb {
         #[command(flatten)]
         show: ShowOpts,
         /// Show only this link.
+        #[arg(id = "name", value_name = "LINK")]
         link: Option<String>,
     },
     /// Show the persistent configuration (with -t, the running one) as one
@@ -623,6 +624,52 @@ impl Ctx {
 
     fn err(&self, e: zbus::Error) -> CliError {
         CliError::from_call(e, &self.bus)
+    }
+
+    /// How a show verb prints, from its matches `m` (its `-p`/`-c`, its
+    /// `-o`) and its definition `cmd` (which of them asks for parsable
+    /// output).
+    fn format(&self, m: &ArgMatches, cmd: &Command) -> Format {
+        let short = cmd.get_arguments().find(|a| a.get_id() == "parsable").and_then(Arg::get_short);
+        Format {
+            json: self.json,
+            parsable: m.get_flag("parsable"),
+            parsable_flag: if short == Some('c') { "-c" } else { "-p" },
+            fields: m.get_one::<String>("fields").cloned(),
+        }
+    }
+
+    /// The one show path: refuses a bad `-o` (or `-p` without `-o`) before
+    /// asking the daemon, then fetches `rows` and prints them as `fmt` says.
+    async fn show<T: Rows>(
+        &self,
+        fmt: Format,
+        rows: impl Future<Output = Result<Vec<T>, CliError>>,
+    ) -> Result<String, CliError> {
+        self.table(fmt, T::COLUMNS, async { Ok(show::table(&rows.await?)) }).await
+    }
+
+    /// The rows of `name` from `named` (a lookup of its own) when one is
+    /// given, else every row from `all`.
+    async fn by_name<T: Rows>(
+        &self,
+        name: Option<&str>,
+        named: impl Future<Output = zbus::Result<Vec<T>>>,
+        all: impl Future<Output = zbus::Result<Vec<T>>>,
+    ) -> Result<Vec<T>, CliError> {
+        let rows = if name.is_some() { named.await } else { all.await };
+        show::pick_rows(rows.map_err(|e| self.err(e))?, name)
+    }
+
+    /// [`Ctx::show`] for a table built otherwise, of `columns`.
+    async fn table(
+        &self,
+        fmt: Format,
+        columns: &'static [&'static str],
+        table: impl Future<Output = Result<Table, CliError>>,
+    ) -> Result<String, CliError> {
+        render::render(&Table { columns, rows: vec![] }, &fmt)?;
+        render::render(&table.await?, &fmt)
     }
 
     /// Runs a mutating call (with a progress bar when slow and on a
@@ -695,337 +742,72 @@ fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
+/// Runs `verb` (parsed from `matches`, defined by `command`): the verbs
+/// whose command line differs from their bus method's shape are written
+/// out here; every other comes from the interface's declaration
+/// ([`dispatch`]).
+async fn run(
+    verb: Verb,
+    matches: &ArgMatches,
+    command: &Command,
+    ctx: &Ctx,
+) -> Result<String, CliError> {
     let json = ctx.json;
     let p = &ctx.proxy;
     let err = |e| ctx.err(e);
-    // Refuses a bad -o (or -p without -o) before asking the daemon.
-    let check = |cols: &'static [&'static str], fmt: &Format| -> Result<(), CliError> {
-        render::render(&Table { columns: cols, rows: vec![] }, fmt).map(drop)
-    };
     match verb {
-        Verb::ShowPhys { stats: true, show, link } | Verb::ShowLink { stats: true, show, link } => {
-            let fmt = show.format(json);
-            check(show::stats(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_stats().await.map_err(err)?,
-                link.as_deref(),
-                |x| &x.link,
-                "link",
-            )?;
-            render::render(&show::stats(&v), &fmt)
+        Verb::ShowPhys(LinkShow { stats: true, show, link })
+        | Verb::ShowLink(LinkShow { stats: true, show, link }) => {
+            let rows =
+                async { show::pick_rows(p.show_stats().await.map_err(err)?, link.as_deref()) };
+            ctx.show(show.format(json), rows).await
         }
-        Verb::ShowTraffic { show, link } => {
-            let fmt = show.format(json);
-            check(show::traffic(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_traffic().await.map_err(err)?,
-                link.as_deref(),
-                |x| &x.link,
-                "traffic on link",
-            )?;
-            render::render(&show::traffic(&v), &fmt)
-        }
-        Verb::StartTraffic { link, rate, size, flows } => {
-            ctx.mutate(&link, &link, || p.start_traffic(&link, rate, size, flows)).await
-        }
-        Verb::StopTraffic { link } => ctx.mutate(&link, &link, || p.stop_traffic(&link)).await,
-        Verb::CutCable { port } => ctx.mutate(&port, &port, || p.set_carrier(&port, false)).await,
-        Verb::PlugCable { port } => ctx.mutate(&port, &port, || p.set_carrier(&port, true)).await,
-        Verb::ShowPhys { show, link, .. } => {
-            let fmt = show.format(json);
-            check(show::phys(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_phys().await.map_err(err)?,
-                link.as_deref(),
-                |x| &x.link,
-                "physical link",
-            )?;
-            render::render(&show::phys(&v), &fmt)
-        }
-        Verb::ShowLink { show, link, .. } => {
-            let fmt = show.format(json);
-            check(show::link(&[]).columns, &fmt)?;
-            // One link: asked for by name, not picked out of every link.
-            let all = match link.as_deref() {
-                Some(l) => p.show_link_named(&[l]).await,
-                None => p.show_link().await,
-            };
-            let v = show::pick(all.map_err(err)?, link.as_deref(), |x| &x.link, "link")?;
-            render::render(&show::link(&v), &fmt)
-        }
-        Verb::ShowAggr { lacp, extended, stats, show, aggr } => {
-            let fmt = show.format(json);
-            let cols = if lacp {
-                show::aggr_lacp(&[]).columns
-            } else if extended {
-                show::aggr_extended(&[], &[], &[]).columns
-            } else if stats {
-                show::aggr_stats(&[], &[]).columns
-            } else {
-                show::aggr(&[]).columns
-            };
-            check(cols, &fmt)?;
-            let v = show::pick(
-                p.show_aggr().await.map_err(err)?,
-                aggr.as_deref(),
-                |x| &x.link,
-                "aggregation",
-            )?;
-            let table = if lacp {
-                show::aggr_lacp(&v)
-            } else if extended {
-                let links = p.show_link().await.map_err(err)?;
-                let phys = p.show_phys().await.map_err(err)?;
-                show::aggr_extended(&v, &links, &phys)
-            } else if stats {
-                show::aggr_stats(&v, &p.show_stats().await.map_err(err)?)
-            } else {
-                show::aggr(&v)
-            };
-            render::render(&table, &fmt)
+        // One link or VNIC: asked for by name, not picked out of every one.
+        Verb::ShowLink(LinkShow { show, link, .. }) => {
+            let names: Vec<&str> = link.iter().map(String::as_str).collect();
+            let rows = ctx.by_name(link.as_deref(), p.show_link_named(&names), p.show_link());
+            ctx.show(show.format(json), rows).await
         }
         Verb::ShowVnic { show, vnic } => {
-            let fmt = show.format(json);
-            check(show::vnic(&[]).columns, &fmt)?;
-            let all = match vnic.as_deref() {
-                Some(l) => p.show_vnic_named(&[l]).await,
-                None => p.show_vnic().await,
+            let names: Vec<&str> = vnic.iter().map(String::as_str).collect();
+            let rows = ctx.by_name(vnic.as_deref(), p.show_vnic_named(&names), p.show_vnic());
+            ctx.show(show.format(json), rows).await
+        }
+        Verb::ShowAggr { lacp, extended, stats, show, aggr } => {
+            let columns = match (lacp, extended, stats) {
+                (true, _, _) => show::LACP_COLUMNS,
+                (_, true, _) => show::EXTENDED_COLUMNS,
+                (_, _, true) => show::STATS_COLUMNS,
+                _ => <netadm_dbus::AggrInfo as show::Rows>::COLUMNS,
             };
-            let v = show::pick(all.map_err(err)?, vnic.as_deref(), |x| &x.link, "VNIC")?;
-            render::render(&show::vnic(&v), &fmt)
+            let table = async {
+                let v = show::pick_rows(p.show_aggr().await.map_err(err)?, aggr.as_deref())?;
+                Ok(if lacp {
+                    show::aggr_lacp(&v)
+                } else if extended {
+                    let links = p.show_link().await.map_err(err)?;
+                    let phys = p.show_phys().await.map_err(err)?;
+                    show::aggr_extended(&v, &links, &phys)
+                } else if stats {
+                    show::aggr_stats(&v, &p.show_stats().await.map_err(err)?)
+                } else {
+                    show::aggr(&v)
+                })
+            };
+            ctx.table(show.format(json), columns, table).await
         }
-        Verb::ShowVlan { show, vlan } => {
-            let fmt = show.format(json);
-            check(vlan::table(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_vlan().await.map_err(err)?,
-                vlan.as_deref(),
-                |x| &x.link,
-                "VLAN",
-            )?;
-            render::render(&vlan::table(&v), &fmt)
-        }
-        Verb::ShowEtherstub { show, etherstub } => {
-            let fmt = show.format(json);
-            check(etherstub::table(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_etherstub().await.map_err(err)?,
-                etherstub.as_deref(),
-                |x| &x.link,
-                "etherstub",
-            )?;
-            render::render(&etherstub::table(&v), &fmt)
-        }
-        Verb::ShowLinkprop { show, link } => {
-            let fmt = show.format(json);
-            check(show::linkprop(&[]).columns, &fmt)?;
-            let names = prop_names(&show.props)?;
-            let v = p
-                .show_link_prop(link.as_deref().unwrap_or(""), &refs(&names))
-                .await
-                .map_err(err)?;
-            render::render(&show::linkprop(&v), &fmt)
-        }
-        Verb::ShowIfprop { show, proto, ifname } => {
-            let fmt = show.format(json);
-            check(show::ifprop(&[]).columns, &fmt)?;
-            let names = prop_names(&show.props)?;
-            let v = p
-                .show_if_prop(
-                    ifname.as_deref().unwrap_or(""),
-                    proto.as_deref().unwrap_or(""),
-                    &refs(&names),
-                )
-                .await
-                .map_err(err)?;
-            render::render(&show::ifprop(&v), &fmt)
-        }
-        Verb::ShowAddrprop { show, addrobj } => {
-            let fmt = show.format(json);
-            check(show::addrprop(&[]).columns, &fmt)?;
-            let names = prop_names(&show.props)?;
-            let v = p
-                .show_addr_prop(addrobj.as_deref().unwrap_or(""), &refs(&names))
-                .await
-                .map_err(err)?;
-            render::render(&show::addrprop(&v), &fmt)
-        }
-        Verb::ShowProp { show, proto } => {
-            let fmt = show.format(json);
-            check(show::protoprop(&[]).columns, &fmt)?;
-            let names = prop_names(&show.props)?;
-            let v =
-                p.show_prop(proto.as_deref().unwrap_or(""), &refs(&names)).await.map_err(err)?;
-            render::render(&show::protoprop(&v), &fmt)
-        }
-        Verb::ShowIf { show, ifname } => {
-            let fmt = show.format(json);
-            check(show::iface(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_if().await.map_err(err)?,
-                ifname.as_deref(),
-                |x| &x.ifname,
-                "IP interface",
-            )?;
-            render::render(&show::iface(&v), &fmt)
-        }
-        Verb::ShowAddr { show, addrobj } => {
-            let fmt = show.format(json);
-            check(show::addr(&[]).columns, &fmt)?;
-            let v = show::pick(
-                p.show_addr().await.map_err(err)?,
-                addrobj.as_deref(),
-                |x| &x.addrobj,
-                "address object",
-            )?;
-            render::render(&show::addr(&v), &fmt)
-        }
-        Verb::ShowHistory { show } => {
-            let fmt = show.format(json);
-            check(show::history(&[]).columns, &fmt)?;
-            let v = p.show_history().await.map_err(err)?;
-            render::render(&show::history(&v), &fmt)
-        }
-
-        Verb::RenameLink { temporary, old, new } => {
-            ctx.mutate(&old, &format!("{old} -> {new}"), || p.rename_link(&old, &new, temporary))
-                .await
-        }
-        Verb::CreateAggr { opts, ports, aggr } => {
-            let ports = refs(&ports);
-            ctx.mutate(&aggr, &aggr, || {
-                p.create_aggr(
-                    &aggr,
-                    &ports,
-                    opts.policy.as_deref().unwrap_or(""),
-                    opts.lacp_mode.as_deref().unwrap_or(""),
-                    opts.lacp_timer.as_deref().unwrap_or(""),
-                    opts.mac.as_deref().unwrap_or(""),
-                    opts.temporary,
-                )
-            })
-            .await
-        }
-        Verb::ModifyAggr { opts, aggr } => {
+        Verb::ModifyAggr { opts, .. }
             if opts.policy.is_none()
                 && opts.lacp_mode.is_none()
                 && opts.lacp_timer.is_none()
-                && opts.mac.is_none()
-            {
-                return Err(CliError::invalid_argument(
-                    "modify-aggr: nothing to change (give -P, -L, -T or -u)",
-                ));
-            }
-            ctx.mutate(&aggr, &aggr, || {
-                p.modify_aggr(
-                    &aggr,
-                    opts.policy.as_deref().unwrap_or(""),
-                    opts.lacp_mode.as_deref().unwrap_or(""),
-                    opts.lacp_timer.as_deref().unwrap_or(""),
-                    opts.mac.as_deref().unwrap_or(""),
-                    opts.temporary,
-                )
-            })
-            .await
+                && opts.mac.is_none() =>
+        {
+            Err(CliError::invalid_argument(
+                "modify-aggr: nothing to change (give -P, -L, -T or -u)",
+            ))
         }
-        Verb::AddAggr { temporary, ports, aggr } => {
-            let ports = refs(&ports);
-            ctx.mutate(&aggr, &aggr, || p.add_aggr(&aggr, &ports, temporary)).await
-        }
-        Verb::RemoveAggr { temporary, ports, aggr } => {
-            let ports = refs(&ports);
-            ctx.mutate(&aggr, &aggr, || p.remove_aggr(&aggr, &ports, temporary)).await
-        }
-        Verb::DeleteAggr { temporary, aggr } => {
-            ctx.mutate(&aggr, &aggr, || p.delete_aggr(&aggr, temporary)).await
-        }
-        Verb::CreateVnic { temporary, link, mac, vid, props, vnic } => {
-            let props = assignments(&props)?;
-            ctx.mutate(&vnic, &vnic, || p.create_vnic(&vnic, &link, &mac, vid, props, temporary))
-                .await
-        }
-        Verb::DeleteVnic { temporary, vnic } => {
-            ctx.mutate(&vnic, &vnic, || p.delete_vnic(&vnic, temporary)).await
-        }
-        Verb::CreateVlan { temporary, link, vid, vlan } => {
-            ctx.mutate(&vlan, &vlan, || p.create_vlan(&vlan, &link, vid, temporary)).await
-        }
-        Verb::DeleteVlan { temporary, vlan } => {
-            ctx.mutate(&vlan, &vlan, || p.delete_vlan(&vlan, temporary)).await
-        }
-        Verb::CreateEtherstub { temporary, etherstub } => {
-            ctx.mutate(&etherstub, &etherstub, || p.create_etherstub(&etherstub, temporary)).await
-        }
-        Verb::DeleteEtherstub { temporary, etherstub } => {
-            ctx.mutate(&etherstub, &etherstub, || p.delete_etherstub(&etherstub, temporary)).await
-        }
-        Verb::SetLinkprop { temporary, props, link } => {
-            let props = assignments(&props)?;
-            ctx.mutate(&link, &link, || p.set_link_prop(&link, props, temporary)).await
-        }
-        Verb::ResetLinkprop { temporary, props, link } => {
-            let names = prop_names(&props)?;
-            let names = refs(&names);
-            ctx.mutate(&link, &link, || p.reset_link_prop(&link, &names, temporary)).await
-        }
-        Verb::CreateIf { temporary, ifname } => {
-            ctx.mutate(&ifname, &ifname, || p.create_if(&ifname, temporary)).await
-        }
-        Verb::DeleteIf { temporary, ifname } => {
-            ctx.mutate(&ifname, &ifname, || p.delete_if(&ifname, temporary)).await
-        }
-        Verb::SetIfprop { temporary, props, proto, ifname } => {
-            let props = assignments(&props)?;
-            ctx.mutate(&ifname, &ifname, || p.set_if_prop(&ifname, &proto, props, temporary)).await
-        }
-        Verb::ResetIfprop { temporary, props, proto, ifname } => {
-            let names = prop_names(&props)?;
-            let names = refs(&names);
-            ctx.mutate(&ifname, &ifname, || p.reset_if_prop(&ifname, &proto, &names, temporary))
-                .await
-        }
-        Verb::SetAddrprop { temporary, props, addrobj } => {
-            let props = assignments(&props)?;
-            ctx.mutate(&addrobj, &addrobj, || p.set_addr_prop(&addrobj, props, temporary)).await
-        }
-        Verb::ResetAddrprop { temporary, props, addrobj } => {
-            let names = prop_names(&props)?;
-            let names = refs(&names);
-            ctx.mutate(&addrobj, &addrobj, || p.reset_addr_prop(&addrobj, &names, temporary)).await
-        }
-        Verb::SetProp { temporary, props, proto } => {
-            let props = assignments(&props)?;
-            ctx.mutate(&proto, &proto, || p.set_prop(&proto, props, temporary)).await
-        }
-        Verb::ResetProp { temporary, props, proto } => {
-            let names = prop_names(&props)?;
-            let names = refs(&names);
-            ctx.mutate(&proto, &proto, || p.reset_prop(&proto, &names, temporary)).await
-        }
-        Verb::EnableIf { temporary: _, ifname } => {
-            ctx.mutate(&ifname, &ifname, || p.enable_if(&ifname)).await
-        }
-        Verb::DisableIf { temporary: _, ifname } => {
-            ctx.mutate(&ifname, &ifname, || p.disable_if(&ifname)).await
-        }
-        Verb::UpAddr { temporary, addrobj } => {
-            ctx.mutate(&addrobj, &addrobj, || p.up_addr(&addrobj, temporary)).await
-        }
-        Verb::DownAddr { temporary, addrobj } => {
-            ctx.mutate(&addrobj, &addrobj, || p.down_addr(&addrobj, temporary)).await
-        }
-        Verb::RefreshIf { ifname } => ctx.mutate(&ifname, &ifname, || p.refresh_if(&ifname)).await,
-        Verb::CreateAddr { temporary, kind, addr, addrobj } => {
-            ctx.mutate(&addrobj, &addrobj, || p.create_addr(&addrobj, &kind, &addr, temporary))
-                .await
-        }
-        Verb::DeleteAddr { temporary, addrobj } => {
-            ctx.mutate(&addrobj, &addrobj, || p.delete_addr(&addrobj, temporary)).await
-        }
-        Verb::SetStrategy { strategy } => {
-            ctx.mutate(&strategy, &strategy, || p.set_strategy(&strategy)).await
-        }
+        Verb::CutCable { port } => ctx.mutate(&port, &port, || p.set_carrier(&port, false)).await,
+        Verb::PlugCable { port } => ctx.mutate(&port, &port, || p.set_carrier(&port, true)).await,
         Verb::ShowConfig { temporary } => {
             p.show_config(temporary, if json { "json" } else { "toml" }).await.map_err(err)
         }
@@ -1045,9 +827,14 @@ async fn run(verb: Verb, ctx: &Ctx) -> Result<String, CliError> {
                 apply::summary(&r)
             })
         }
-        Verb::Confirm => ctx.mutate("checkpoint", "checkpoint", || p.confirm()).await,
-        Verb::Rollback => ctx.mutate("checkpoint", "checkpoint", || p.rollback()).await,
         Verb::Demo(_) => unreachable!("demo runs without a daemon connection"),
+        _ => {
+            let (name, m) = matches.subcommand().expect("a verb was parsed");
+            let cmd = command.find_subcommand(name).expect("the verb parsed is defined");
+            dispatch::dispatch(ctx, name, m, cmd).await.unwrap_or_else(|| {
+                Err(CliError::new("Internal", format!("{name}: neither written out nor declared")))
+            })
+        }
     }
 }
 
@@ -1103,12 +890,12 @@ fn main() -> ExitCode {
                 }
                 let prints = who.prints(&verb, json);
                 let ctx = Ctx::connect(bus, json, verb).await?;
-                let out = match run(cli.verb, &ctx).await {
+                let out = match run(cli.verb, &matches, &command, &ctx).await {
                     Err(e) => match who.delete_temporary(&args, &e) {
                         Some(with_t) => {
-                            let m = command.try_get_matches_from(with_t).map_err(|_| e)?;
+                            let m = command.clone().try_get_matches_from(with_t).map_err(|_| e)?;
                             let cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
-                            run(cli.verb, &ctx).await?
+                            run(cli.verb, &m, &command, &ctx).await?
                         }
                         None => return Err(e),
                     },

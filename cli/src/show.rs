@@ -1,13 +1,37 @@
-//! The show verbs' tables, built from what the daemon answered. Pure: the
-//! bus calls are in `main.rs`, the printing in [`crate::render`].
+//! The show verbs' tables, built from what the daemon answered: one
+//! description per type of row (its columns in their default order and
+//! how one row fills them), and the few tables of `show-aggr` that join
+//! several answers. Pure: the bus calls are in `dispatch.rs` and `main.rs`,
+//! the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AddrPropInfo, AggrInfo, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, PhysInfo,
-    PropInfo, ProtoPropInfo, VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherstubInfo, HistoryEntry, IfInfo,
+    IfPropInfo, LinkInfo, LinkStats, PhysInfo, PropInfo, ProtoPropInfo, TrafficInfo, VlanInfo,
+    VnicInfo,
 };
 
 use crate::error::CliError;
 use crate::render::{Cell, Row, Table};
+
+/// What the daemon answers a show verb with, as the verb prints it.
+pub trait Rows: Sized {
+    /// Column names, uppercase, in their default order.
+    const COLUMNS: &'static [&'static str];
+    /// What one is called in `<what> <name> does not exist`, when a show
+    /// verb picks one by name.
+    const WHAT: &'static str = "";
+    /// Its name, for picking it.
+    fn name(&self) -> &str {
+        ""
+    }
+    /// Its row: a cell for each of [`Rows::COLUMNS`], and JSON-only extras.
+    fn row(&self) -> Row;
+}
+
+/// The table of `v`.
+pub fn table<T: Rows>(v: &[T]) -> Table {
+    Table { columns: T::COLUMNS, rows: v.iter().map(T::row).collect() }
+}
 
 /// Keeps the one item named `name` (all of them when `None`); a name that
 /// matches nothing is a `NotFound` error, `<what> <name> does not exist`.
@@ -27,114 +51,241 @@ pub fn pick<T>(
     Ok(found)
 }
 
-/// `show-phys`.
-pub fn phys(v: &[PhysInfo]) -> Table {
-    Table {
-        columns: &["LINK", "MEDIA", "STATE", "SPEED", "DUPLEX", "DEVICE"],
-        rows: v
-            .iter()
-            .map(|p| {
-                Row::new()
-                    .cell("LINK", Cell::text(&p.link))
-                    .cell("MEDIA", Cell::text(&p.media))
-                    .cell("STATE", Cell::text(&p.state))
-                    .cell("SPEED", Cell::num(p.speed))
-                    .cell("DUPLEX", Cell::text(&p.duplex))
-                    .cell("DEVICE", Cell::text(&p.device))
-                    .extra("driver", p.driver.as_str())
-                    .extra("rings", p.rings)
-                    .extra("rings_started", p.rings_started)
-                    .extra("dma_bytes", p.dma_bytes)
-            })
-            .collect(),
-    }
+/// [`pick`] by the row type's own name and noun.
+pub fn pick_rows<T: Rows>(items: Vec<T>, name: Option<&str>) -> Result<Vec<T>, CliError> {
+    pick(items, name, T::name, T::WHAT)
 }
 
-/// `show-link`.
-pub fn link(v: &[LinkInfo]) -> Table {
-    Table {
-        columns: &["LINK", "CLASS", "MTU", "STATE", "BRIDGE", "OVER"],
-        rows: v
-            .iter()
-            .map(|l| {
-                Row::new()
-                    .cell("LINK", Cell::text(&l.link))
-                    .cell("CLASS", Cell::text(&l.class))
-                    .cell("MTU", Cell::num(l.mtu))
-                    .cell("STATE", Cell::text(&l.state))
-                    // No bridges in netadm.
-                    .cell("BRIDGE", Cell::text("--"))
-                    .cell("OVER", Cell::list(&l.over))
-                    .extra("member_of", l.member_of.as_str())
-                    .extra("persistent", l.persistent)
-            })
-            .collect(),
-    }
+/// One [`Rows`] description per entry:
+///
+/// ```text
+/// Type as x [, "what" name_field] { COLUMN: cell, ... } [extra { key: value, ... }];
+/// ```
+///
+/// `x` is the row's item in the cells (`Cell`s) and extras (JSON values);
+/// the column's name is its header.
+macro_rules! rows {
+    ($(
+        $(#[$m:meta])*
+        $t:ty as $x:ident $(, $what:literal $key:ident)? {
+            $($col:ident: $cell:expr),+ $(,)?
+        } $(extra { $($k:ident: $v:expr),+ $(,)? })?;
+    )*) => {$(
+        $(#[$m])*
+        impl Rows for $t {
+            const COLUMNS: &'static [&'static str] = &[$(stringify!($col)),+];
+            $(
+                const WHAT: &'static str = $what;
+                fn name(&self) -> &str {
+                    &self.$key
+                }
+            )?
+            fn row(&self) -> Row {
+                let $x = self;
+                Row::new()$(.cell(stringify!($col), $cell))+$($(.extra(stringify!($k), $v))+)?
+            }
+        }
+    )*};
+}
+
+rows! {
+    /// `show-phys`.
+    PhysInfo as p, "physical link" link {
+        LINK: Cell::text(&p.link), MEDIA: Cell::text(&p.media), STATE: Cell::text(&p.state),
+        SPEED: Cell::num(p.speed), DUPLEX: Cell::text(&p.duplex), DEVICE: Cell::text(&p.device),
+    } extra {
+        driver: p.driver.as_str(), rings: p.rings, rings_started: p.rings_started,
+        dma_bytes: p.dma_bytes,
+    };
+
+    /// `show-link` (no bridges in netadm: BRIDGE is `--`).
+    LinkInfo as l, "link" link {
+        LINK: Cell::text(&l.link), CLASS: Cell::text(&l.class), MTU: Cell::num(l.mtu),
+        STATE: Cell::text(&l.state), BRIDGE: Cell::text("--"), OVER: Cell::list(&l.over),
+    } extra { member_of: l.member_of.as_str(), persistent: l.persistent };
+
+    /// `show-aggr` (dladm's FLAGS, forced, 802.3ad marker, ...: none apply).
+    AggrInfo as a, "aggregation" link {
+        LINK: Cell::text(&a.link), POLICY: Cell::text(&a.policy),
+        ADDRPOLICY: Cell::text(&a.addr_policy), LACPACTIVITY: Cell::text(&a.lacp_mode),
+        LACPTIMER: Cell::text(&a.lacp_timer), FLAGS: Cell::text("----"),
+    } extra {
+        address: a.mac.as_str(),
+        ports: a.ports.iter().map(|p| p.port.clone()).collect::<Vec<_>>(),
+    };
+
+    /// `show-vnic`.
+    VnicInfo as n, "VNIC" link {
+        LINK: Cell::text(&n.link), OVER: Cell::text(&n.over), SPEED: Cell::num(n.speed),
+        MACADDRESS: Cell::text(&n.macaddress), MACADDRTYPE: Cell::text(&n.macaddrtype),
+        VID: Cell::num(n.vid),
+    };
+
+    /// `show-vlan` (dladm's LINK VID OVER FLAGS).
+    VlanInfo as n, "VLAN" link {
+        LINK: Cell::text(&n.link), VID: Cell::num(n.vid), OVER: Cell::text(&n.over),
+        FLAGS: Cell::text(&n.flags),
+    };
+
+    /// `show-etherstub` (dladm's LINK).
+    EtherstubInfo as n, "etherstub" link { LINK: Cell::text(&n.link) };
+
+    /// `show-linkprop`. Values stay strings in JSON: properties are
+    /// heterogeneous and `--` means "none".
+    PropInfo as p {
+        LINK: Cell::text(&p.link), PROPERTY: Cell::text(&p.property), PERM: Cell::text(&p.perm),
+        VALUE: Cell::text_or_dash(&p.value), DEFAULT: Cell::text_or_dash(&p.default),
+        POSSIBLE: Cell::text_or_dash(&p.possible),
+    };
+
+    /// `show-ifprop`.
+    IfPropInfo as p {
+        IFNAME: Cell::text(&p.ifname), PROPERTY: Cell::text(&p.property),
+        PROTO: Cell::text(&p.proto), PERM: Cell::text(&p.perm),
+        CURRENT: Cell::text_or_dash(&p.current), PERSISTENT: Cell::text_or_dash(&p.persistent),
+        DEFAULT: Cell::text_or_dash(&p.default), POSSIBLE: Cell::text_or_dash(&p.possible),
+    };
+
+    /// `show-addrprop`.
+    AddrPropInfo as p {
+        ADDROBJ: Cell::text(&p.addrobj), PROPERTY: Cell::text(&p.property),
+        PERM: Cell::text(&p.perm), CURRENT: Cell::text_or_dash(&p.current),
+        PERSISTENT: Cell::text_or_dash(&p.persistent), DEFAULT: Cell::text_or_dash(&p.default),
+        POSSIBLE: Cell::text_or_dash(&p.possible),
+    };
+
+    /// `show-prop`.
+    ProtoPropInfo as p {
+        PROTO: Cell::text(&p.proto), PROPERTY: Cell::text(&p.property), PERM: Cell::text(&p.perm),
+        CURRENT: Cell::text_or_dash(&p.current), PERSISTENT: Cell::text_or_dash(&p.persistent),
+        DEFAULT: Cell::text_or_dash(&p.default), POSSIBLE: Cell::text_or_dash(&p.possible),
+    };
+
+    /// `show-if`.
+    IfInfo as i, "IP interface" ifname {
+        IFNAME: Cell::text(&i.ifname), CLASS: Cell::text(&i.class), STATE: Cell::text(&i.state),
+        CURRENT: Cell::text_or_dash(&i.current), PERSISTENT: Cell::text_or_dash(&i.persistent),
+    } extra { kernel_device: i.kernel_device.as_str(), drift: i.drift.as_str() };
+
+    /// `show-addr`.
+    AddrInfo as a, "address object" addrobj {
+        ADDROBJ: Cell::text(&a.addrobj), TYPE: Cell::text(&a.r#type),
+        STATE: Cell::text(&a.state), CURRENT: Cell::text(&a.current),
+        PERSISTENT: Cell::text_or_dash(&a.persistent), ADDR: Cell::text(&a.addr),
+    };
+
+    /// `show-history`. TOTAL is milliseconds: one decimal with the unit in
+    /// the table, three decimals (exact µs) in parsable output, a number in
+    /// JSON (plus `total_us` and `time_ms`).
+    HistoryEntry as h {
+        SEQ: Cell::num(h.seq), TIME: Cell::text(clock(h.time_ms)),
+        COMMAND: Cell::text(&h.command), RESULT: Cell::text(if h.ok { "ok" } else { "failed" }),
+        TOTAL: total(h.total_us), ERROR: Cell::text_or_dash(&h.error),
+    } extra { time_ms: h.time_ms, total_us: h.total_us, ok: h.ok };
+
+    /// `show-link -s` / `show-phys -s`: traffic counters.
+    LinkStats as s, "link" link {
+        LINK: Cell::text(&s.link), IPACKETS: Cell::num(s.ipackets), RBYTES: Cell::num(s.rbytes),
+        IDROPS: Cell::num(s.idrops), OPACKETS: Cell::num(s.opackets),
+        OBYTES: Cell::num(s.obytes), ODROPS: Cell::num(s.odrops),
+    };
+
+    /// `show-traffic`.
+    TrafficInfo as t, "traffic on link" link {
+        LINK: Cell::text(&t.link), STATE: Cell::text(if t.running { "running" } else { "stopped" }),
+        RATE: Cell::num(t.rate), SIZE: Cell::num(t.size), FLOWS: Cell::num(t.flows),
+        SENT: Cell::num(t.sent), RECEIVED: Cell::num(t.received), LOST: Cell::num(t.lost),
+        REORDERED: Cell::num(t.reordered), DUPLICATED: Cell::num(t.duplicated),
+        AVG_US: us(t.latency_avg_us), P99_US: us(t.latency_p99_us), MAX_US: us(t.latency_max_us),
+        PAUSE_MAX_US: us(t.pause_max_us),
+    } extra { paused_us: t.paused_us };
+}
+
+/// Microseconds with one decimal; a number in JSON.
+fn us(x: f64) -> Cell {
+    Cell::text(format!("{x:.1}")).json_as(x)
+}
+
+/// `show-history`'s TOTAL of `total_us`.
+fn total(total_us: u64) -> Cell {
+    let ms = total_us as f64 / 1000.0;
+    Cell::text(format!("{ms:.3}")).table_as(format!("{ms:.1} ms")).json_as(ms)
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a Unix time in milliseconds.
+pub fn clock(time_ms: u64) -> String {
+    let day_ms = time_ms % 86_400_000;
+    let (h, m) = (day_ms / 3_600_000, day_ms / 60_000 % 60);
+    let (s, ms) = (day_ms / 1000 % 60, day_ms % 1000);
+    format!("{h:02}:{m:02}:{s:02}.{ms:03}")
 }
 
 /// `show-aggr`.
 pub fn aggr(v: &[AggrInfo]) -> Table {
-    Table {
-        columns: &["LINK", "POLICY", "ADDRPOLICY", "LACPACTIVITY", "LACPTIMER", "FLAGS"],
-        rows: v
-            .iter()
-            .map(|a| {
-                let ports: Vec<String> = a.ports.iter().map(|p| p.port.clone()).collect();
-                Row::new()
-                    .cell("LINK", Cell::text(&a.link))
-                    .cell("POLICY", Cell::text(&a.policy))
-                    .cell("ADDRPOLICY", Cell::text(&a.addr_policy))
-                    .cell("LACPACTIVITY", Cell::text(&a.lacp_mode))
-                    .cell("LACPTIMER", Cell::text(&a.lacp_timer))
-                    // dladm's FLAGS (forced, 802.3ad marker, ...): none apply.
-                    .cell("FLAGS", Cell::text("----"))
-                    .extra("address", a.mac.as_str())
-                    .extra("ports", ports)
-            })
-            .collect(),
-    }
+    table(v)
 }
 
-/// `show-aggr -L`: LACP state per port.
-///
-/// netadm runs no LACP yet, so nothing here is negotiated: every port can
-/// aggregate, none is in sync, collecting or distributing with a partner,
-/// and with LACP on the partner information is the default one (no LACPDU
-/// was ever received). Nothing expires. The LACP issue replaces this with
-/// the daemon's real per-port state.
+/// `show-history`.
+#[cfg(test)]
+pub fn history(v: &[HistoryEntry]) -> Table {
+    table(v)
+}
+
+/// `show-aggr -L`'s columns.
+pub const LACP_COLUMNS: &[&str] =
+    &["LINK", "PORT", "AGGREGATABLE", "SYNC", "COLL", "DIST", "DEFAULTED", "EXPIRED"];
+
+/// `show-aggr -x`'s columns.
+pub const EXTENDED_COLUMNS: &[&str] =
+    &["LINK", "PORT", "SPEED", "DUPLEX", "STATE", "ADDRESS", "PORTSTATE"];
+
+/// `show-aggr -s`'s columns.
+pub const STATS_COLUMNS: &[&str] = &["LINK", "PORT", "IPACKETS", "RBYTES", "OPACKETS", "OBYTES"];
+
+/// `show-aggr -L`: LACP state per port, from the port's LACP actor bits
+/// (all "no" when LACP is off).
 pub fn aggr_lacp(v: &[AggrInfo]) -> Table {
     let yn = |b: bool| Cell::text(if b { "yes" } else { "no" });
-    Table {
-        columns: &["LINK", "PORT", "AGGREGATABLE", "SYNC", "COLL", "DIST", "DEFAULTED", "EXPIRED"],
-        rows: v
-            .iter()
-            .flat_map(|a| {
-                a.ports.iter().map(move |p| {
-                    // The negotiated state, from the port's LACP actor
-                    // bits (all "no" when LACP is off).
-                    let bit = |b: u8| yn(p.lacp & b != 0);
-                    Row::new()
-                        .cell("LINK", Cell::text(&a.link))
-                        .cell("PORT", Cell::text(&p.port))
-                        .cell("AGGREGATABLE", bit(0x04))
-                        .cell("SYNC", bit(0x08))
-                        .cell("COLL", bit(0x10))
-                        .cell("DIST", bit(0x20))
-                        .cell("DEFAULTED", bit(0x40))
-                        .cell("EXPIRED", bit(0x80))
-                })
-            })
-            .collect(),
-    }
+    let rows = v.iter().flat_map(|a| {
+        a.ports.iter().map(move |p| {
+            let bit = |b: u8| yn(p.lacp & b != 0);
+            Row::new()
+                .cell("LINK", Cell::text(&a.link))
+                .cell("PORT", Cell::text(&p.port))
+                .cells([("AGGREGATABLE", bit(0x04)), ("SYNC", bit(0x08)), ("COLL", bit(0x10))])
+                .cells([("DIST", bit(0x20)), ("DEFAULTED", bit(0x40)), ("EXPIRED", bit(0x80))])
+        })
+    });
+    Table { columns: LACP_COLUMNS, rows: rows.collect() }
 }
 
-/// `show-aggr -x`: the aggregation's own line, then one per port, as dladm
-/// prints them. Port lines leave LINK blank in the table; parsable output
-/// and JSON (which has only the port lines) name the aggregation.
-pub fn aggr_extended(v: &[AggrInfo], links: &[LinkInfo], phys: &[PhysInfo]) -> Table {
-    let phys_of = |port: &str| phys.iter().find(|p| p.link == port);
+/// The tables of `show-aggr -x` and `-s`: for each aggregation its own line
+/// (PORT `--`; for people and parsable output, not JSON), then one line per
+/// port, whose LINK is blank in the table (parsable output and JSON name
+/// the aggregation). `aggr` and `port` fill in the other columns.
+fn per_port(
+    v: &[AggrInfo],
+    columns: &'static [&'static str],
+    aggr: impl Fn(&AggrInfo, Row) -> Row,
+    port: impl Fn(&AggrInfo, &AggrPortInfo, Row) -> Row,
+) -> Table {
     let mut rows = Vec::new();
     for a in v {
+        let own = Row::new().cell("LINK", Cell::text(&a.link)).cell("PORT", Cell::text("--"));
+        rows.push(aggr(a, own).not_json());
+        for p in &a.ports {
+            let line = Row::new().cell("LINK", Cell::text(&a.link).table_as(""));
+            rows.push(port(a, p, line.cell("PORT", Cell::text(&p.port))));
+        }
+    }
+    Table { columns, rows }
+}
+
+/// `show-aggr -x`: the aggregation's speed (of its attached ports), duplex
+/// (theirs when they agree), state and address, then each port's.
+pub fn aggr_extended(v: &[AggrInfo], links: &[LinkInfo], phys: &[PhysInfo]) -> Table {
+    let phys_of = |port: &str| phys.iter().find(|p| p.link == port);
+    let aggr = |a: &AggrInfo, row: Row| {
         let attached: Vec<_> = a.ports.iter().filter(|p| p.state == "attached").collect();
         let speed: u64 = attached.iter().map(|p| p.speed).sum();
         let duplexes: Vec<&str> = attached
@@ -146,337 +297,35 @@ pub fn aggr_extended(v: &[AggrInfo], links: &[LinkInfo], phys: &[PhysInfo]) -> T
             _ => "unknown",
         };
         let state = links.iter().find(|l| l.link == a.link).map_or("unknown", |l| &l.state);
-        rows.push(
-            Row::new()
-                .cell("LINK", Cell::text(&a.link))
-                .cell("PORT", Cell::text("--"))
-                .cell("SPEED", Cell::num(speed))
-                .cell("DUPLEX", Cell::text(duplex))
-                .cell("STATE", Cell::text(state))
-                .cell("ADDRESS", Cell::text_or_dash(&a.mac))
-                .cell("PORTSTATE", Cell::text("--"))
-                .not_json(),
-        );
-        for p in &a.ports {
-            let ph = phys_of(&p.port);
-            rows.push(
-                Row::new()
-                    .cell("LINK", Cell::text(&a.link).table_as(""))
-                    .cell("PORT", Cell::text(&p.port))
-                    .cell("SPEED", Cell::num(p.speed))
-                    .cell("DUPLEX", Cell::text(ph.map_or("unknown", |ph| &ph.duplex)))
-                    .cell("STATE", Cell::text(ph.map_or("unknown", |ph| &ph.state)))
-                    // The contract carries no per-port MAC address yet.
-                    .cell("ADDRESS", Cell::text_or_dash(""))
-                    .cell("PORTSTATE", Cell::text(&p.state)),
-            );
-        }
-    }
-    Table { columns: &["LINK", "PORT", "SPEED", "DUPLEX", "STATE", "ADDRESS", "PORTSTATE"], rows }
+        row.cell("SPEED", Cell::num(speed))
+            .cell("DUPLEX", Cell::text(duplex))
+            .cell("STATE", Cell::text(state))
+            .cell("ADDRESS", Cell::text_or_dash(&a.mac))
+            .cell("PORTSTATE", Cell::text("--"))
+    };
+    let port = |_: &AggrInfo, p: &AggrPortInfo, row: Row| {
+        let ph = phys_of(&p.port);
+        row.cell("SPEED", Cell::num(p.speed))
+            .cell("DUPLEX", Cell::text(ph.map_or("unknown", |ph| &ph.duplex)))
+            .cell("STATE", Cell::text(ph.map_or("unknown", |ph| &ph.state)))
+            // The contract carries no per-port MAC address yet.
+            .cell("ADDRESS", Cell::text_or_dash(""))
+            .cell("PORTSTATE", Cell::text(&p.state))
+    };
+    per_port(v, EXTENDED_COLUMNS, aggr, port)
 }
 
-/// `show-aggr -s`: traffic counters, the aggregation's line then one per
-/// port (JSON: the port lines only).
-///
-/// All zero: there is no datapath counting frames through an aggregation
-/// yet. The datapath issue adds the counters to the D-Bus contract and fills
-/// these in.
-pub fn aggr_stats(v: &[AggrInfo], stats: &[netadm_dbus::LinkStats]) -> Table {
+/// `show-aggr -s`: traffic counters of the aggregation, then of each port.
+pub fn aggr_stats(v: &[AggrInfo], stats: &[LinkStats]) -> Table {
     let counters = |row: Row, link: &str| {
         let s = stats.iter().find(|s| s.link == link);
-        let n = |f: fn(&netadm_dbus::LinkStats) -> u64| Cell::num(s.map_or(0, f));
+        let n = |f: fn(&LinkStats) -> u64| Cell::num(s.map_or(0, f));
         row.cell("IPACKETS", n(|s| s.ipackets))
             .cell("RBYTES", n(|s| s.rbytes))
             .cell("OPACKETS", n(|s| s.opackets))
             .cell("OBYTES", n(|s| s.obytes))
     };
-    let mut rows = Vec::new();
-    for a in v {
-        rows.push(
-            counters(
-                Row::new().cell("LINK", Cell::text(&a.link)).cell("PORT", Cell::text("--")),
-                &a.link,
-            )
-            .not_json(),
-        );
-        for p in &a.ports {
-            rows.push(counters(
-                Row::new()
-                    .cell("LINK", Cell::text(&a.link).table_as(""))
-                    .cell("PORT", Cell::text(&p.port)),
-                &p.port,
-            ));
-        }
-    }
-    Table { columns: &["LINK", "PORT", "IPACKETS", "RBYTES", "OPACKETS", "OBYTES"], rows }
-}
-
-/// `show-vnic`.
-pub fn vnic(v: &[VnicInfo]) -> Table {
-    Table {
-        columns: &["LINK", "OVER", "SPEED", "MACADDRESS", "MACADDRTYPE", "VID"],
-        rows: v
-            .iter()
-            .map(|n| {
-                Row::new()
-                    .cell("LINK", Cell::text(&n.link))
-                    .cell("OVER", Cell::text(&n.over))
-                    .cell("SPEED", Cell::num(n.speed))
-                    .cell("MACADDRESS", Cell::text(&n.macaddress))
-                    .cell("MACADDRTYPE", Cell::text(&n.macaddrtype))
-                    .cell("VID", Cell::num(n.vid))
-            })
-            .collect(),
-    }
-}
-
-/// `show-linkprop`. Values stay strings in JSON: properties are
-/// heterogeneous and `--` means "none".
-pub fn linkprop(v: &[PropInfo]) -> Table {
-    Table {
-        columns: &["LINK", "PROPERTY", "PERM", "VALUE", "DEFAULT", "POSSIBLE"],
-        rows: v
-            .iter()
-            .map(|p| {
-                Row::new()
-                    .cell("LINK", Cell::text(&p.link))
-                    .cell("PROPERTY", Cell::text(&p.property))
-                    .cell("PERM", Cell::text(&p.perm))
-                    .cell("VALUE", Cell::text_or_dash(&p.value))
-                    .cell("DEFAULT", Cell::text_or_dash(&p.default))
-                    .cell("POSSIBLE", Cell::text_or_dash(&p.possible))
-            })
-            .collect(),
-    }
-}
-
-/// `show-ifprop`.
-pub fn ifprop(v: &[IfPropInfo]) -> Table {
-    Table {
-        columns: &[
-            "IFNAME",
-            "PROPERTY",
-            "PROTO",
-            "PERM",
-            "CURRENT",
-            "PERSISTENT",
-            "DEFAULT",
-            "POSSIBLE",
-        ],
-        rows: v
-            .iter()
-            .map(|p| {
-                Row::new()
-                    .cell("IFNAME", Cell::text(&p.ifname))
-                    .cell("PROPERTY", Cell::text(&p.property))
-                    .cell("PROTO", Cell::text(&p.proto))
-                    .cells(prop_cells([
-                        &p.perm,
-                        &p.current,
-                        &p.persistent,
-                        &p.default,
-                        &p.possible,
-                    ]))
-            })
-            .collect(),
-    }
-}
-
-/// The PERM CURRENT PERSISTENT DEFAULT POSSIBLE cells of a property row
-/// (`show-ifprop`, `show-addrprop`, `show-prop`).
-fn prop_cells(v: [&str; 5]) -> [(&'static str, Cell); 5] {
-    [
-        ("PERM", Cell::text(v[0])),
-        ("CURRENT", Cell::text_or_dash(v[1])),
-        ("PERSISTENT", Cell::text_or_dash(v[2])),
-        ("DEFAULT", Cell::text_or_dash(v[3])),
-        ("POSSIBLE", Cell::text_or_dash(v[4])),
-    ]
-}
-
-/// `show-addrprop`.
-pub fn addrprop(v: &[AddrPropInfo]) -> Table {
-    Table {
-        columns: &["ADDROBJ", "PROPERTY", "PERM", "CURRENT", "PERSISTENT", "DEFAULT", "POSSIBLE"],
-        rows: v
-            .iter()
-            .map(|p| {
-                Row::new()
-                    .cell("ADDROBJ", Cell::text(&p.addrobj))
-                    .cell("PROPERTY", Cell::text(&p.property))
-                    .cells(prop_cells([
-                        &p.perm,
-                        &p.current,
-                        &p.persistent,
-                        &p.default,
-                        &p.possible,
-                    ]))
-            })
-            .collect(),
-    }
-}
-
-/// `show-prop`.
-pub fn protoprop(v: &[ProtoPropInfo]) -> Table {
-    Table {
-        columns: &["PROTO", "PROPERTY", "PERM", "CURRENT", "PERSISTENT", "DEFAULT", "POSSIBLE"],
-        rows: v
-            .iter()
-            .map(|p| {
-                Row::new()
-                    .cell("PROTO", Cell::text(&p.proto))
-                    .cell("PROPERTY", Cell::text(&p.property))
-                    .cells(prop_cells([
-                        &p.perm,
-                        &p.current,
-                        &p.persistent,
-                        &p.default,
-                        &p.possible,
-                    ]))
-            })
-            .collect(),
-    }
-}
-
-/// `show-if`.
-pub fn iface(v: &[IfInfo]) -> Table {
-    Table {
-        columns: &["IFNAME", "CLASS", "STATE", "CURRENT", "PERSISTENT"],
-        rows: v
-            .iter()
-            .map(|i| {
-                Row::new()
-                    .cell("IFNAME", Cell::text(&i.ifname))
-                    .cell("CLASS", Cell::text(&i.class))
-                    .cell("STATE", Cell::text(&i.state))
-                    .cell("CURRENT", Cell::text_or_dash(&i.current))
-                    .cell("PERSISTENT", Cell::text_or_dash(&i.persistent))
-                    .extra("kernel_device", i.kernel_device.as_str())
-                    .extra("drift", i.drift.as_str())
-            })
-            .collect(),
-    }
-}
-
-/// `show-addr`.
-pub fn addr(v: &[AddrInfo]) -> Table {
-    Table {
-        columns: &["ADDROBJ", "TYPE", "STATE", "CURRENT", "PERSISTENT", "ADDR"],
-        rows: v
-            .iter()
-            .map(|a| {
-                Row::new()
-                    .cell("ADDROBJ", Cell::text(&a.addrobj))
-                    .cell("TYPE", Cell::text(&a.r#type))
-                    .cell("STATE", Cell::text(&a.state))
-                    .cell("CURRENT", Cell::text(&a.current))
-                    .cell("PERSISTENT", Cell::text_or_dash(&a.persistent))
-                    .cell("ADDR", Cell::text(&a.addr))
-            })
-            .collect(),
-    }
-}
-
-/// `HH:MM:SS.mmm` (UTC) of a Unix time in milliseconds.
-pub fn clock(time_ms: u64) -> String {
-    let day_ms = time_ms % 86_400_000;
-    let (h, m) = (day_ms / 3_600_000, day_ms / 60_000 % 60);
-    let (s, ms) = (day_ms / 1000 % 60, day_ms % 1000);
-    format!("{h:02}:{m:02}:{s:02}.{ms:03}")
-}
-
-/// `show-history`. TOTAL is milliseconds: one decimal with the unit in the
-/// table, three decimals (exact µs) in parsable output, a number in JSON
-/// (plus `total_us` and `time_ms`).
-pub fn history(v: &[HistoryEntry]) -> Table {
-    Table {
-        columns: &["SEQ", "TIME", "COMMAND", "RESULT", "TOTAL", "ERROR"],
-        rows: v
-            .iter()
-            .map(|h| {
-                let total_ms = h.total_us as f64 / 1000.0;
-                Row::new()
-                    .cell("SEQ", Cell::num(h.seq))
-                    .cell("TIME", Cell::text(clock(h.time_ms)))
-                    .cell("COMMAND", Cell::text(&h.command))
-                    .cell("RESULT", Cell::text(if h.ok { "ok" } else { "failed" }))
-                    .cell(
-                        "TOTAL",
-                        Cell::text(format!("{total_ms:.3}"))
-                            .table_as(format!("{total_ms:.1} ms"))
-                            .json_as(total_ms),
-                    )
-                    .cell("ERROR", Cell::text_or_dash(&h.error))
-                    .extra("time_ms", h.time_ms)
-                    .extra("total_us", h.total_us)
-                    .extra("ok", h.ok)
-            })
-            .collect(),
-    }
-}
-
-/// `show-link -s` / `show-phys -s`: traffic counters.
-pub fn stats(v: &[netadm_dbus::LinkStats]) -> Table {
-    Table {
-        columns: &["LINK", "IPACKETS", "RBYTES", "IDROPS", "OPACKETS", "OBYTES", "ODROPS"],
-        rows: v
-            .iter()
-            .map(|s| {
-                Row::new()
-                    .cell("LINK", Cell::text(&s.link))
-                    .cell("IPACKETS", Cell::num(s.ipackets))
-                    .cell("RBYTES", Cell::num(s.rbytes))
-                    .cell("IDROPS", Cell::num(s.idrops))
-                    .cell("OPACKETS", Cell::num(s.opackets))
-                    .cell("OBYTES", Cell::num(s.obytes))
-                    .cell("ODROPS", Cell::num(s.odrops))
-            })
-            .collect(),
-    }
-}
-
-/// `show-traffic`.
-pub fn traffic(v: &[netadm_dbus::TrafficInfo]) -> Table {
-    let us = |x: f64| Cell::text(format!("{x:.1}")).json_as(x);
-    Table {
-        columns: &[
-            "LINK",
-            "STATE",
-            "RATE",
-            "SIZE",
-            "FLOWS",
-            "SENT",
-            "RECEIVED",
-            "LOST",
-            "REORDERED",
-            "DUPLICATED",
-            "AVG_US",
-            "P99_US",
-            "MAX_US",
-            "PAUSE_MAX_US",
-        ],
-        rows: v
-            .iter()
-            .map(|t| {
-                Row::new()
-                    .cell("LINK", Cell::text(&t.link))
-                    .cell("STATE", Cell::text(if t.running { "running" } else { "stopped" }))
-                    .cell("RATE", Cell::num(t.rate))
-                    .cell("SIZE", Cell::num(t.size))
-                    .cell("FLOWS", Cell::num(t.flows))
-                    .cell("SENT", Cell::num(t.sent))
-                    .cell("RECEIVED", Cell::num(t.received))
-                    .cell("LOST", Cell::num(t.lost))
-                    .cell("REORDERED", Cell::num(t.reordered))
-                    .cell("DUPLICATED", Cell::num(t.duplicated))
-                    .cell("AVG_US", us(t.latency_avg_us))
-                    .cell("P99_US", us(t.latency_p99_us))
-                    .cell("MAX_US", us(t.latency_max_us))
-                    .cell("PAUSE_MAX_US", us(t.pause_max_us))
-                    .extra("paused_us", t.paused_us)
-            })
-            .collect(),
-    }
+    per_port(v, STATS_COLUMNS, |a, row| counters(row, &a.link), |_, p, row| counters(row, &p.port))
 }
 
 #[cfg(test)]

@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use netadm_core::{Core, CoreError};
 
-use crate::wire::ToWire;
-
 use crate::auth::Authorizer;
+use crate::wire::{Answer, Lend, ToWire};
 use netadm_dbus::{
     AddrInfo, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherstubInfo, HistoryEntry,
-    IfInfo, IfPropInfo, LinkInfo, LinkStats, OpResult, PhysInfo, PropInfo, ProtoPropInfo,
-    ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    IfInfo, IfPropInfo, LinkInfo, LinkStats, Links, OpResult, PhysInfo, PropInfo, PropNames, Props,
+    ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -28,12 +27,17 @@ struct Manager {
 }
 
 impl Manager {
-    /// Runs a read on the blocking pool: reads take std locks, and nothing
-    /// that can block may run on one of the runtime's async workers.
-    async fn read<T: ToWire + Send + 'static>(
+    /// Runs a read on the blocking pool (reads take std locks, and nothing
+    /// that can block may run on one of the runtime's async workers) and
+    /// answers with its rows, or with the error a fallible read gave.
+    async fn read<T>(
         &self,
         f: impl FnOnce(&Core) -> T + Send + 'static,
-    ) -> Result<T::Wire, Error> {
+    ) -> Result<<T::Wire as Answer>::Ok, Error>
+    where
+        T: ToWire + Send + 'static,
+        T::Wire: Answer,
+    {
         let core = self.core.clone();
         tokio::task::spawn_blocking(move || {
             // Test-only: `daemon.read=return(FIFO)` holds every read until
@@ -48,7 +52,8 @@ impl Manager {
             f(&core).wire()
         })
         .await
-        .map_err(|e| Error::Internal(format!("a read failed: {e}")))
+        .map_err(|e| Error::Internal(format!("a read failed: {e}")))?
+        .answer()
     }
 
     /// Runs a mutation on the blocking pool, forwarding its progress as
@@ -96,523 +101,113 @@ impl Manager {
     }
 }
 
-#[interface(name = "org.netadm.Netadm1")]
 impl Manager {
-    async fn show_phys(&self) -> Result<Vec<PhysInfo>, Error> {
-        self.read(|c| c.show_phys()).await
-    }
-
-    async fn show_link(&self) -> Result<Vec<LinkInfo>, Error> {
-        self.read(|c| c.show_link()).await
-    }
-
-    async fn show_link_named(&self, names: Vec<String>) -> Result<Vec<LinkInfo>, Error> {
+    /// A by-name read: the rows of `names`, each looked up on its own, or
+    /// `NotFound` naming the first name that has none (`what` it is not).
+    async fn named<T, F, K>(
+        &self,
+        names: Vec<String>,
+        what: &'static str,
+        f: F,
+        key: K,
+    ) -> Result<Vec<T::Wire>, Error>
+    where
+        T: ToWire + Send + 'static,
+        F: FnOnce(&Core, &BTreeSet<String>) -> Vec<T> + Send + 'static,
+        K: Fn(&T) -> &String + Send + 'static,
+    {
         let names: BTreeSet<String> = names.into_iter().collect();
-        let rows = self.read(move |c| (c.show_links_named(&names), names)).await?;
-        every_named(rows, |l| &l.link, "link")
-    }
-
-    async fn rename_link(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        old: String,
-        new: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "rename-link", move |c, p| c.rename_link(&old, &new, temporary, p))
-            .await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn create_aggr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        ports: Vec<String>,
-        policy: String,
-        lacp_mode: String,
-        lacp_timer: String,
-        mac: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "create-aggr", move |c, p| {
-            c.create_aggr(&name, &ports, &policy, &lacp_mode, &lacp_timer, &mac, temporary, p)
-        })
-        .await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn modify_aggr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        policy: String,
-        lacp_mode: String,
-        lacp_timer: String,
-        mac: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "modify-aggr", move |c, p| {
-            c.modify_aggr(&name, &policy, &lacp_mode, &lacp_timer, &mac, temporary, p)
-        })
-        .await
-    }
-
-    async fn add_aggr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        ports: Vec<String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "add-aggr", move |c, p| c.add_aggr(&name, &ports, temporary, p))
-            .await
-    }
-
-    async fn remove_aggr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        ports: Vec<String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "remove-aggr", move |c, p| {
-            c.remove_aggr(&name, &ports, temporary, p)
-        })
-        .await
-    }
-
-    async fn delete_aggr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "delete-aggr", move |c, p| c.delete_aggr(&name, temporary, p)).await
-    }
-
-    async fn show_aggr(&self) -> Result<Vec<AggrInfo>, Error> {
-        self.read(|c| c.show_aggr()).await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn create_vnic(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        over: String,
-        mac: String,
-        vid: u16,
-        props: BTreeMap<String, String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "create-vnic", move |c, p| {
-            c.create_vnic(&name, &over, &mac, vid, &props, temporary, p)
-        })
-        .await
-    }
-
-    async fn delete_vnic(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "delete-vnic", move |c, p| c.delete_vnic(&name, temporary, p)).await
-    }
-
-    async fn show_vnic(&self) -> Result<Vec<VnicInfo>, Error> {
-        self.read(|c| c.show_vnic()).await
-    }
-
-    async fn show_vnic_named(&self, names: Vec<String>) -> Result<Vec<VnicInfo>, Error> {
-        let names: BTreeSet<String> = names.into_iter().collect();
-        let rows = self.read(move |c| (c.show_vnics_named(&names), names)).await?;
-        every_named(rows, |l| &l.link, "VNIC")
-    }
-
-    async fn create_vlan(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        over: String,
-        vid: u16,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "create-vlan", move |c, p| {
-            c.create_vlan(&name, &over, vid, temporary, p)
-        })
-        .await
-    }
-
-    async fn delete_vlan(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "delete-vlan", move |c, p| c.delete_vlan(&name, temporary, p)).await
-    }
-
-    async fn show_vlan(&self) -> Result<Vec<VlanInfo>, Error> {
-        self.read(|c| c.show_vlan()).await
-    }
-
-    async fn create_etherstub(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "create-etherstub", move |c, p| {
-            c.create_etherstub(&name, temporary, p)
-        })
-        .await
-    }
-
-    async fn delete_etherstub(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "delete-etherstub", move |c, p| {
-            c.delete_etherstub(&name, temporary, p)
-        })
-        .await
-    }
-
-    async fn show_etherstub(&self) -> Result<Vec<EtherstubInfo>, Error> {
-        self.read(|c| c.show_etherstub()).await
-    }
-
-    async fn set_link_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        link: String,
-        props: BTreeMap<String, String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "set-linkprop", move |c, p| {
-            c.set_link_prop(&link, &props, temporary, p)
-        })
-        .await
-    }
-
-    async fn reset_link_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        link: String,
-        names: Vec<String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "reset-linkprop", move |c, p| {
-            c.reset_link_prop(&link, &names, temporary, p)
-        })
-        .await
-    }
-
-    async fn show_link_prop(
-        &self,
-        link: String,
-        names: Vec<String>,
-    ) -> Result<Vec<PropInfo>, Error> {
-        self.read(move |c| c.show_link_prop(&link, &names)).await?
-    }
-
-    async fn create_if(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "create-if", move |c, p| c.create_if(&name, temporary, p)).await
-    }
-
-    async fn delete_if(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "delete-if", move |c, p| c.delete_if(&name, temporary, p)).await
-    }
-
-    async fn refresh_if(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "refresh-if", move |c, _| c.refresh_if(&name)).await
-    }
-
-    async fn set_if_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        proto: String,
-        props: BTreeMap<String, String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "set-ifprop", move |c, p| {
-            c.set_if_prop(&name, &proto, &props, temporary, p)
-        })
-        .await
-    }
-
-    async fn reset_if_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-        proto: String,
-        names: Vec<String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "reset-ifprop", move |c, p| {
-            c.reset_if_prop(&name, &proto, &names, temporary, p)
-        })
-        .await
-    }
-
-    async fn show_if_prop(
-        &self,
-        name: String,
-        proto: String,
-        names: Vec<String>,
-    ) -> Result<Vec<IfPropInfo>, Error> {
-        self.read(move |c| c.show_if_prop(&name, &proto, &names)).await?
-    }
-
-    async fn set_addr_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        addrobj: String,
-        props: BTreeMap<String, String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "set-addrprop", move |c, p| {
-            c.set_addr_prop(&addrobj, &props, temporary, p)
-        })
-        .await
-    }
-
-    async fn reset_addr_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        addrobj: String,
-        names: Vec<String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "reset-addrprop", move |c, p| {
-            c.reset_addr_prop(&addrobj, &names, temporary, p)
-        })
-        .await
-    }
-
-    async fn show_addr_prop(
-        &self,
-        addrobj: String,
-        names: Vec<String>,
-    ) -> Result<Vec<AddrPropInfo>, Error> {
-        self.read(move |c| c.show_addr_prop(&addrobj, &names)).await?
-    }
-
-    async fn set_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        proto: String,
-        props: BTreeMap<String, String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "set-prop", move |c, p| c.set_prop(&proto, &props, temporary, p))
-            .await
-    }
-
-    async fn reset_prop(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        proto: String,
-        names: Vec<String>,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "reset-prop", move |c, p| c.reset_prop(&proto, &names, temporary, p))
-            .await
-    }
-
-    async fn show_prop(
-        &self,
-        proto: String,
-        names: Vec<String>,
-    ) -> Result<Vec<ProtoPropInfo>, Error> {
-        self.read(move |c| c.show_prop(&proto, &names)).await?
-    }
-
-    async fn enable_if(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "enable-if", move |c, p| c.enable_if(&name, p)).await
-    }
-
-    async fn disable_if(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        name: String,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "disable-if", move |c, p| c.disable_if(&name, p)).await
-    }
-
-    async fn show_if(&self) -> Result<Vec<IfInfo>, Error> {
-        self.read(|c| c.show_if()).await
-    }
-
-    async fn create_addr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        addrobj: String,
-        kind: String,
-        addr: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "create-addr", move |c, p| {
-            c.create_addr(&addrobj, &kind, &addr, temporary, p)
-        })
-        .await
-    }
-
-    async fn delete_addr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        addrobj: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "delete-addr", move |c, p| c.delete_addr(&addrobj, temporary, p))
-            .await
-    }
-
-    async fn up_addr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        addrobj: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "up-addr", move |c, p| c.set_addr_up(&addrobj, true, temporary, p))
-            .await
-    }
-
-    async fn down_addr(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        addrobj: String,
-        temporary: bool,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "down-addr", move |c, p| {
-            c.set_addr_up(&addrobj, false, temporary, p)
-        })
-        .await
-    }
-
-    async fn show_addr(&self) -> Result<Vec<AddrInfo>, Error> {
-        self.read(|c| c.show_addr()).await
-    }
-
-    async fn start_traffic(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        link: String,
-        rate: u64,
-        size: u32,
-        flows: u32,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "start-traffic", move |c, _| {
-            c.start_traffic(&link, rate, size, flows)
-        })
-        .await
-    }
-
-    async fn stop_traffic(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        link: String,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "stop-traffic", move |c, _| c.stop_traffic(&link)).await
-    }
-
-    async fn set_carrier(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        link: String,
-        up: bool,
-    ) -> Result<OpResult, Error> {
-        let op = if up { "plug-cable" } else { "cut-cable" };
-        self.mutate(&hdr, &em, op, move |c, _| c.set_carrier(&link, up)).await
-    }
-
-    async fn show_traffic(&self) -> Result<Vec<TrafficInfo>, Error> {
-        self.read(|c| c.show_traffic()).await
-    }
-
-    async fn show_stats(&self) -> Result<Vec<LinkStats>, Error> {
-        self.read(|c| c.show_stats()).await
-    }
-
-    async fn show_config(&self, running: bool, format: String) -> Result<String, Error> {
-        let json = match format.as_str() {
-            "" | "toml" => false,
-            "json" => true,
-            f => {
-                return Err(Error::InvalidArgument(format!("format {f:?}: expected toml or json")));
+        self.read(move |c| {
+            let rows = f(c, &names);
+            if rows.len() < names.len() {
+                let found: BTreeSet<&String> = rows.iter().map(&key).collect();
+                if let Some(n) = names.iter().find(|n| !found.contains(n)) {
+                    return Err(Error::NotFound(format!("{what} {n} does not exist")));
+                }
             }
-        };
-        self.read(move |c| c.show_config(running, json)).await?
+            Ok(rows)
+        })
+        .await
     }
 
-    async fn apply(
+    /// Runs a call that changes the daemon but is no operation of the
+    /// pipeline (`set-strategy`): authorized as a mutation, run on the
+    /// blocking pool, with no progress, metrics or link objects to update.
+    async fn direct<T: ToWire + Send + 'static>(
         &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-        document: String,
-        dry_run: bool,
-        confirm_timeout_s: u32,
-    ) -> Result<ApplyResult, Error> {
-        let r = self
-            .mutate(&hdr, &em, "apply", move |c, p| {
-                c.apply(&document, dry_run, confirm_timeout_s, p)
-            })
-            .await?;
+        hdr: &Header<'_>,
+        emitter: &SignalEmitter<'_>,
+        op: &'static str,
+        f: impl FnOnce(&Core) -> Result<T, CoreError> + Send + 'static,
+    ) -> Result<T::Wire, Error> {
+        self.auth.check(emitter.connection(), hdr, op).await?;
+        let core = self.core.clone();
+        tokio::task::spawn_blocking(move || f(&core))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .wire()
+    }
+}
+
+/// `ShowConfig`'s `format`: whether it asks for JSON (`json`) rather than
+/// TOML (`toml` or empty).
+fn config_format(format: &str) -> Result<bool, Error> {
+    match format {
+        "" | "toml" => Ok(false),
+        "json" => Ok(true),
+        f => Err(Error::InvalidArgument(format!("format {f:?}: expected toml or json"))),
+    }
+}
+
+/// The body of each bus method. The rule: a `read` method `m(a, ..)`
+/// answers with the core's `m(a, ..)`, a `mutate` method `m(a, ..)` runs the
+/// core's `m(a, .., progress)` as the operation named by its verb. The
+/// methods below are the exceptions, where the core's function differs in
+/// name or shape, or the method does more than call it.
+macro_rules! call {
+    // By-name reads: `NotFound` names the first name that has no row.
+    ($s:tt, $h:ident, $e:ident, read show_link_named($n:ident) $v:literal) => {
+        $s.named($n, "link", |c, n| c.show_links_named(n), |l| &l.link).await
+    };
+    ($s:tt, $h:ident, $e:ident, read show_vnic_named($n:ident) $v:literal) => {
+        $s.named($n, "VNIC", |c, n| c.show_vnics_named(n), |l| &l.link).await
+    };
+    ($s:tt, $h:ident, $e:ident, read show_history() $v:literal) => {
+        $s.read(|c| c.history()).await
+    };
+    // The format is checked before anything is read.
+    ($s:tt, $h:ident, $e:ident, read show_config($running:ident, $format:ident) $v:literal) => {{
+        let json = config_format(&$format)?;
+        $s.read(move |c| c.show_config($running, json)).await
+    }};
+    // Core functions that report no progress.
+    ($s:tt, $h:ident, $e:ident, mutate refresh_if($n:ident) $v:literal) => {
+        $s.mutate(&$h, &$e, $v, move |c, _| c.refresh_if(&$n)).await
+    };
+    ($s:tt, $h:ident, $e:ident, mutate start_traffic($l:ident, $r:ident, $z:ident, $f:ident) $v:literal) => {
+        $s.mutate(&$h, &$e, $v, move |c, _| c.start_traffic(&$l, $r, $z, $f)).await
+    };
+    ($s:tt, $h:ident, $e:ident, mutate stop_traffic($l:ident) $v:literal) => {
+        $s.mutate(&$h, &$e, $v, move |c, _| c.stop_traffic(&$l)).await
+    };
+    ($s:tt, $h:ident, $e:ident, mutate confirm() $v:literal) => {
+        $s.mutate(&$h, &$e, $v, |c, _| c.confirm()).await
+    };
+    // One method, two operations: `cut-cable` and `plug-cable`.
+    ($s:tt, $h:ident, $e:ident, mutate set_carrier($l:ident, $up:ident) $v:literal) => {{
+        let op = if $up { "plug-cable" } else { "cut-cable" };
+        $s.mutate(&$h, &$e, op, move |c, _| c.set_carrier(&$l, $up)).await
+    }};
+    // One core function, two methods.
+    ($s:tt, $h:ident, $e:ident, mutate up_addr($a:ident, $t:ident) $v:literal) => {
+        $s.mutate(&$h, &$e, $v, move |c, p| c.set_addr_up(&$a, true, $t, p)).await
+    };
+    ($s:tt, $h:ident, $e:ident, mutate down_addr($a:ident, $t:ident) $v:literal) => {
+        $s.mutate(&$h, &$e, $v, move |c, p| c.set_addr_up(&$a, false, $t, p)).await
+    };
+    // An armed checkpoint is logged.
+    ($s:tt, $h:ident, $e:ident, mutate apply($d:ident, $dry:ident, $t:ident) $v:literal) => {{
+        let r = $s.mutate(&$h, &$e, $v, move |c, p| c.apply(&$d, $dry, $t, p)).await?;
         if r.confirm_deadline_ms > 0 {
             tracing::warn!(
                 "checkpoint armed: rolls back at {} ms unless confirmed",
@@ -620,78 +215,66 @@ impl Manager {
             );
         }
         Ok(r)
-    }
-
-    async fn confirm(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "confirm", |c, _| c.confirm()).await
-    }
-
-    async fn rollback(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] em: SignalEmitter<'_>,
-    ) -> Result<OpResult, Error> {
-        self.mutate(&hdr, &em, "rollback", |c, p| c.rollback(p)).await
-    }
-
-    async fn show_history(&self) -> Result<Vec<HistoryEntry>, Error> {
-        self.read(|c| c.history()).await
-    }
-
-    async fn set_strategy(
-        &self,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(connection)] conn: &Connection,
-        strategy: String,
-    ) -> Result<OpResult, Error> {
-        self.auth.check(conn, &hdr, "set-strategy").await?;
-        let core = self.core.clone();
-        tokio::task::spawn_blocking(move || core.set_strategy(&strategy))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))?
-            .wire()
-    }
-
-    #[zbus(property)]
-    async fn strategy(&self) -> String {
-        self.core.strategy().to_string()
-    }
-
-    #[zbus(property)]
-    async fn version(&self) -> String {
+    }};
+    // Not an operation of the pipeline.
+    ($s:tt, $h:ident, $e:ident, mutate set_strategy($st:ident) $v:literal) => {
+        $s.direct(&$h, &$e, $v, move |c| c.set_strategy(&$st)).await
+    };
+    ($s:tt, property strategy) => {
+        $s.core.strategy().to_string()
+    };
+    ($s:tt, property version) => {
         env!("CARGO_PKG_VERSION").to_owned()
-    }
-
-    #[zbus(signal)]
-    async fn progress(
-        emitter: &SignalEmitter<'_>,
-        caller: &str,
-        op: &str,
-        phase: &str,
-        done: u32,
-        total: u32,
-    ) -> zbus::Result<()>;
+    };
+    // The rule.
+    ($s:tt, $h:ident, $e:ident, read $m:ident($($a:ident),*) $v:literal) => {
+        $s.read(move |c| c.$m($(Lend::lend(&$a)),*)).await
+    };
+    ($s:tt, $h:ident, $e:ident, mutate $m:ident($($a:ident),*) $v:literal) => {
+        $s.mutate(&$h, &$e, $v, move |c, p| c.$m($(Lend::lend(&$a),)* p)).await
+    };
 }
 
-/// The rows of a by-name read, or NotFound naming the first name that has
-/// none (`what` it is not).
-fn every_named<T>(
-    (rows, names): (Vec<T>, BTreeSet<String>),
-    key: impl Fn(&T) -> &String,
-    what: &str,
-) -> Result<Vec<T>, Error> {
-    if rows.len() < names.len() {
-        let found: BTreeSet<&String> = rows.iter().map(key).collect();
-        if let Some(n) = names.iter().find(|n| !found.contains(n)) {
-            return Err(Error::NotFound(format!("{what} {n} does not exist")));
+/// The manager's `#[zbus::interface]`, from the interface's declaration
+/// (`netadm_dbus::interface!`): every method is its class's skeleton
+/// ([`Manager::read`], [`Manager::mutate`]) around its core function (the
+/// rule and the exceptions of [`call!`]). Every method takes the message
+/// header and a signal emitter; zbus leaves both out of the introspection,
+/// which stays what `docs/dbus/org.netadm.Netadm1.xml` says (so do the doc
+/// comments, which zbus would print into it).
+macro_rules! manager_interface {
+    (methods { $($(#[$doc:meta])* $class:ident $name:ident ($($arg:ident: $ty:tt),*)
+        -> $ret:ty = $verb:literal;)* }
+     properties { $($(#[$pdoc:meta])* $prop:ident: $pty:ty;)* }
+     signals { $($(#[$sdoc:meta])* $sig:ident ($($sarg:ident: $sty:ty),*);)* }) => {
+        #[interface(name = "org.netadm.Netadm1")]
+        impl Manager {
+            $(
+                #[allow(clippy::too_many_arguments, unused_variables)]
+                async fn $name(
+                    &self,
+                    #[zbus(header)] hdr: Header<'_>,
+                    #[zbus(signal_emitter)] em: SignalEmitter<'_>,
+                    $($arg: $ty),*
+                ) -> Result<$ret, Error> {
+                    call!(self, hdr, em, $class $name($($arg),*) $verb)
+                }
+            )*
+            $(
+                #[zbus(property)]
+                async fn $prop(&self) -> $pty {
+                    call!(self, property $prop)
+                }
+            )*
+            $(
+                #[zbus(signal)]
+                async fn $sig(emitter: &SignalEmitter<'_>, $($sarg: $sty),*) -> zbus::Result<()>;
+            )*
         }
-    }
-    Ok(rows)
+    };
 }
+
+netadm_dbus::interface!(manager_interface);
 
 /// A link object.
 struct LinkObject {

@@ -1,5 +1,7 @@
-//! The one place where the core's answers become the D-Bus contract's
-//! types (`netadm-dbus`), and its errors the contract's typed errors.
+//! The one place where the core and the D-Bus contract (`netadm-dbus`)
+//! meet: the core's answers become the contract's types and its errors the
+//! contract's typed errors ([`ToWire`]); the bus's arguments are lent to the
+//! core's functions ([`Lend`]).
 
 use netadm_core::{CoreError, ErrorKind};
 use netadm_dbus as dbus;
@@ -55,6 +57,74 @@ impl<T: ToWire> ToWire for Result<T, CoreError> {
         self.map(ToWire::wire).map_err(error)
     }
 }
+
+/// A result the daemon decided itself (a by-name read's `NotFound`).
+impl<T: ToWire> ToWire for Result<T, dbus::Error> {
+    type Wire = Result<T::Wire, dbus::Error>;
+    fn wire(self) -> Self::Wire {
+        self.map(ToWire::wire)
+    }
+}
+
+/// What a read answers on the bus: its rows as they are, or what a read
+/// that can fail gave.
+pub trait Answer {
+    /// The answer when there is one.
+    type Ok;
+    /// The answer or the error.
+    fn answer(self) -> Result<Self::Ok, dbus::Error>;
+}
+
+impl<T> Answer for Vec<T> {
+    type Ok = Self;
+    fn answer(self) -> Result<Self, dbus::Error> {
+        Ok(self)
+    }
+}
+
+impl<T> Answer for Result<T, dbus::Error> {
+    type Ok = T;
+    fn answer(self) -> Self {
+        self
+    }
+}
+
+/// How a bus argument is lent to the core function a method calls:
+/// strings as `&str`, lists and maps by reference, numbers and flags by
+/// value.
+pub trait Lend {
+    /// What the core function takes.
+    type Out;
+    /// Lends it.
+    fn lend(self) -> Self::Out;
+}
+
+impl<'a> Lend for &'a String {
+    type Out = &'a str;
+    fn lend(self) -> &'a str {
+        self
+    }
+}
+
+impl<'a> Lend for &'a Vec<String> {
+    type Out = &'a [String];
+    fn lend(self) -> &'a [String] {
+        self
+    }
+}
+
+impl Lend for &std::collections::BTreeMap<String, String> {
+    type Out = Self;
+    fn lend(self) -> Self {
+        self
+    }
+}
+
+/// Arguments the core takes by value.
+macro_rules! by_value {
+    ($($t:ty),*) => { $(impl Lend for &$t { type Out = $t; fn lend(self) -> $t { *self } })* };
+}
+by_value!(bool, u16, u32, u64);
 
 impl ToWire for std::collections::BTreeMap<String, u64> {
     type Wire = Self;

@@ -2,8 +2,10 @@
 //!
 //! This crate depends on nothing from the daemon: it holds the bus and
 //! object names, the typed structures that cross the bus, the typed errors
-//! (`org.netadm.Netadm1.Error.*`) and the client proxy. The daemon
-//! implements the interface; `netadm` and any other client use [`NetadmProxy`].
+//! (`org.netadm.Netadm1.Error.*`), the manager interface declared once
+//! ([`interface!`], see [`mod@interface`]) and the client proxy made from
+//! it. The daemon implements the interface from the same declaration;
+//! `netadm` and any other client use [`NetadmProxy`].
 //!
 //! Arguments are typed D-Bus values. Link property values travel as strings
 //! in `a{ss}` because dladm's properties are heterogeneous and their parser
@@ -13,6 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use zbus::zvariant::{OwnedObjectPath, Type};
+
+pub mod interface;
 
 /// Well-known bus name.
 pub const BUS_NAME: &str = "org.netadm.Netadm1";
@@ -490,272 +494,69 @@ pub struct ApplyResult {
 
 pub use proxies::{LinkProxy, NetadmProxy};
 
+/// Wire type `as`: link (or port) names.
+pub type Links = Vec<String>;
+/// Wire type `as`: property names.
+pub type PropNames = Vec<String>;
+/// Wire type `a{ss}`: property assignments, name to value.
+pub type Props = BTreeMap<String, String>;
+
+/// How a client passes an argument of [`interface!`] wire type `$t`:
+/// strings and lists borrowed, the rest by value.
+macro_rules! client_arg {
+    (String) => {
+        &str
+    };
+    (Links) => {
+        &[&str]
+    };
+    (PropNames) => {
+        &[&str]
+    };
+    ($t:ty) => {
+        $t
+    };
+}
+
+/// The manager interface's proxy, from its declaration in [`interface!`].
+macro_rules! netadm_proxy {
+    (methods { $($(#[$doc:meta])* $class:ident $name:ident ($($arg:ident: $ty:tt),*)
+        -> $ret:ty = $verb:literal;)* }
+     properties { $($(#[$pdoc:meta])* $prop:ident: $pty:ty;)* }
+     signals { $($(#[$sdoc:meta])* $sig:ident ($($sarg:ident: $sty:ty),*);)* }) => {
+        /// The manager interface, as clients see it.
+        #[zbus::proxy(
+            interface = "org.netadm.Netadm1",
+            default_service = "org.netadm.Netadm1",
+            default_path = "/org/netadm/Netadm1",
+            gen_blocking = false
+        )]
+        pub trait Netadm {
+            $(
+                $(#[$doc])*
+                #[allow(clippy::too_many_arguments)]
+                fn $name(&self, $($arg: client_arg!($ty)),*) -> zbus::Result<$ret>;
+            )*
+            $(
+                $(#[$pdoc])*
+                #[zbus(property)]
+                fn $prop(&self) -> zbus::Result<$pty>;
+            )*
+            $(
+                $(#[$sdoc])*
+                #[zbus(signal)]
+                fn $sig(&self, $($sarg: $sty),*) -> zbus::Result<()>;
+            )*
+        }
+    };
+}
+
 /// Client proxies (generated code carries no docs of its own).
 #[allow(missing_docs)]
 mod proxies {
     use super::*;
 
-    /// The manager interface, as clients see it.
-    #[zbus::proxy(
-        interface = "org.netadm.Netadm1",
-        default_service = "org.netadm.Netadm1",
-        default_path = "/org/netadm/Netadm1",
-        gen_blocking = false
-    )]
-    pub trait Netadm {
-        /// Physical links.
-        fn show_phys(&self) -> zbus::Result<Vec<PhysInfo>>;
-        /// All datalinks.
-        fn show_link(&self) -> zbus::Result<Vec<LinkInfo>>;
-        /// The datalinks named, each at the cost of its own lookup, not of
-        /// listing every link; `NotFound` names the first that is no link.
-        fn show_link_named(&self, names: &[&str]) -> zbus::Result<Vec<LinkInfo>>;
-        /// Renames a link.
-        fn rename_link(&self, old: &str, new: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Creates an aggregation; `mac` empty means the first port's.
-        #[allow(clippy::too_many_arguments)]
-        fn create_aggr(
-            &self,
-            name: &str,
-            ports: &[&str],
-            policy: &str,
-            lacp_mode: &str,
-            lacp_timer: &str,
-            mac: &str,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Changes an aggregation's policy, LACP mode/timer or MAC; an empty
-        /// argument leaves that setting as it is.
-        fn modify_aggr(
-            &self,
-            name: &str,
-            policy: &str,
-            lacp_mode: &str,
-            lacp_timer: &str,
-            mac: &str,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Adds ports to an aggregation.
-        fn add_aggr(&self, name: &str, ports: &[&str], temporary: bool) -> zbus::Result<OpResult>;
-        /// Removes ports from an aggregation.
-        fn remove_aggr(
-            &self,
-            name: &str,
-            ports: &[&str],
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Deletes an aggregation.
-        fn delete_aggr(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Aggregations.
-        fn show_aggr(&self) -> zbus::Result<Vec<AggrInfo>>;
-        /// Creates a VNIC. `mac`: `auto`, `factory`, `random` or a MAC address;
-        /// `vid` 0 for none; `props` are link properties to set.
-        fn create_vnic(
-            &self,
-            name: &str,
-            over: &str,
-            mac: &str,
-            vid: u16,
-            props: BTreeMap<String, String>,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Deletes a VNIC.
-        fn delete_vnic(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// VNICs.
-        fn show_vnic(&self) -> zbus::Result<Vec<VnicInfo>>;
-        /// The VNICs named, each at the cost of its own lookup; `NotFound`
-        /// names the first that is no VNIC.
-        fn show_vnic_named(&self, names: &[&str]) -> zbus::Result<Vec<VnicInfo>>;
-        /// Creates VLAN `vid` (1-4094) over `over` as link `name`.
-        fn create_vlan(
-            &self,
-            name: &str,
-            over: &str,
-            vid: u16,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Deletes a VLAN link.
-        fn delete_vlan(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// VLAN links.
-        fn show_vlan(&self) -> zbus::Result<Vec<VlanInfo>>;
-        /// Creates etherstub `name`.
-        fn create_etherstub(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Deletes an etherstub (refused while VNICs are over it).
-        fn delete_etherstub(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Etherstubs.
-        fn show_etherstub(&self) -> zbus::Result<Vec<EtherstubInfo>>;
-        /// Sets link properties.
-        fn set_link_prop(
-            &self,
-            link: &str,
-            props: BTreeMap<String, String>,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Resets link properties to their defaults (all settable ones when
-        /// `names` is empty).
-        fn reset_link_prop(
-            &self,
-            link: &str,
-            names: &[&str],
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Link properties of `link` (every link when empty), limited to
-        /// `names` when not empty.
-        fn show_link_prop(&self, link: &str, names: &[&str]) -> zbus::Result<Vec<PropInfo>>;
-        /// Creates an IP interface over a link.
-        fn create_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Deletes an IP interface and its addresses.
-        fn delete_if(&self, name: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Makes an IP interface's kernel device anew as configured (MAC,
-        /// MTU, up, addresses), whatever was done to it.
-        fn refresh_if(&self, name: &str) -> zbus::Result<OpResult>;
-        /// Sets address properties of a static address object.
-        fn set_addr_prop(
-            &self,
-            addrobj: &str,
-            props: BTreeMap<String, String>,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Resets address properties to their defaults.
-        fn reset_addr_prop(
-            &self,
-            addrobj: &str,
-            names: &[&str],
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Address properties of `addrobj` (every static one when empty),
-        /// limited to `names` when not empty.
-        fn show_addr_prop(&self, addrobj: &str, names: &[&str]) -> zbus::Result<Vec<AddrPropInfo>>;
-        /// Sets protocol properties of `proto` (netadmd's network
-        /// namespace's).
-        fn set_prop(
-            &self,
-            proto: &str,
-            props: BTreeMap<String, String>,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Resets protocol properties of `proto` to the kernel's defaults.
-        fn reset_prop(
-            &self,
-            proto: &str,
-            names: &[&str],
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Protocol properties of `proto` (all when empty), limited to
-        /// `names` when not empty.
-        fn show_prop(&self, proto: &str, names: &[&str]) -> zbus::Result<Vec<ProtoPropInfo>>;
-        /// Brings a disabled IP interface back from its persistent
-        /// configuration, with its addresses (running system only).
-        fn enable_if(&self, name: &str) -> zbus::Result<OpResult>;
-        /// Removes a persistent IP interface and its addresses from the
-        /// running system, keeping its persistent configuration.
-        fn disable_if(&self, name: &str) -> zbus::Result<OpResult>;
-        /// IP interfaces.
-        fn show_if(&self) -> zbus::Result<Vec<IfInfo>>;
-        /// Sets interface properties of protocol `proto` (`ipv4`, `ipv6`).
-        fn set_if_prop(
-            &self,
-            name: &str,
-            proto: &str,
-            props: BTreeMap<String, String>,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Resets interface properties of `proto` to their defaults.
-        fn reset_if_prop(
-            &self,
-            name: &str,
-            proto: &str,
-            names: &[&str],
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Interface properties of `name` (every interface when empty) and
-        /// protocol `proto` (both when empty), limited to `names` when not
-        /// empty.
-        fn show_if_prop(
-            &self,
-            name: &str,
-            proto: &str,
-            names: &[&str],
-        ) -> zbus::Result<Vec<IfPropInfo>>;
-        /// Creates an address object; `kind` is `static` (`addr` is
-        /// `ADDRESS/PREFIX`), `dhcp` or `addrconf` (`addr` empty).
-        fn create_addr(
-            &self,
-            addrobj: &str,
-            kind: &str,
-            addr: &str,
-            temporary: bool,
-        ) -> zbus::Result<OpResult>;
-        /// Deletes an address object.
-        fn delete_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Marks a static address up: back in the kernel.
-        fn up_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Marks a static address down: kept in the configuration, removed
-        /// from the kernel.
-        fn down_addr(&self, addrobj: &str, temporary: bool) -> zbus::Result<OpResult>;
-        /// Address objects.
-        fn show_addr(&self) -> zbus::Result<Vec<AddrInfo>>;
-        /// Recent mutating commands and their timings, oldest first.
-        fn show_history(&self) -> zbus::Result<Vec<HistoryEntry>>;
-        /// Starts a traffic generator on `link`: `rate` frames per second (0:
-        /// as fast as it takes them) of `size` bytes over `flows` flows.
-        fn start_traffic(
-            &self,
-            link: &str,
-            rate: u64,
-            size: u32,
-            flows: u32,
-        ) -> zbus::Result<OpResult>;
-        /// Stops the traffic generator on `link`; its books stay readable.
-        fn stop_traffic(&self, link: &str) -> zbus::Result<OpResult>;
-        /// Cuts (`up` false) or plugs back in (`up` true) a port's wire; for a
-        /// cable, both ends lose or regain carrier.
-        fn set_carrier(&self, link: &str, up: bool) -> zbus::Result<OpResult>;
-        /// Traffic streams and their books.
-        fn show_traffic(&self) -> zbus::Result<Vec<TrafficInfo>>;
-        /// Traffic counters of every physical link and aggregation.
-        fn show_stats(&self) -> zbus::Result<Vec<LinkStats>>;
-        /// The persistent configuration (the running one with `running`)
-        /// as one document in the `links.toml` schema; `format` is `toml`
-        /// (or empty) or `json`.
-        fn show_config(&self, running: bool, format: &str) -> zbus::Result<String>;
-        /// Makes the configuration `document` (TOML or JSON, the
-        /// `links.toml` schema), as one operation; with `dry_run`, only
-        /// plans it. With `confirm_timeout_s` > 0, arms a checkpoint that
-        /// rolls back unless `Confirm` comes in time.
-        fn apply(
-            &self,
-            document: &str,
-            dry_run: bool,
-            confirm_timeout_s: u32,
-        ) -> zbus::Result<ApplyResult>;
-        /// Keeps what the last `Apply` with a confirm timeout made.
-        fn confirm(&self) -> zbus::Result<OpResult>;
-        /// Rolls back to the armed checkpoint now.
-        fn rollback(&self) -> zbus::Result<OpResult>;
-        /// Selects the ring lifecycle strategy: `batched`, `sequential`,
-        /// `legacy` or `legacy@HZ` (for comparisons such as `netadm demo`).
-        fn set_strategy(&self, strategy: &str) -> zbus::Result<OpResult>;
-
-        /// The ring lifecycle strategy in use.
-        #[zbus(property)]
-        fn strategy(&self) -> zbus::Result<String>;
-        /// The daemon's version.
-        #[zbus(property)]
-        fn version(&self) -> zbus::Result<String>;
-
-        /// Progress of a long operation started by bus client `caller`:
-        /// `done` of `total` units in `phase`.
-        #[zbus(signal)]
-        fn progress(
-            &self,
-            caller: &str,
-            op: &str,
-            phase: &str,
-            done: u32,
-            total: u32,
-        ) -> zbus::Result<()>;
-    }
+    crate::interface!(netadm_proxy);
 
     /// A link object, as clients see it.
     #[zbus::proxy(
