@@ -102,7 +102,7 @@ pub(crate) fn tc(e: KernelError, kind: &str, what: &str) -> KernelError {
     } else if text.contains("action module") {
         "act_"
     } else {
-        let what = if text.is_empty() { op } else { format!("{op} ({text})") };
+        let what = if text.is_empty() { op } else { format!("{op} (the kernel: {text})") };
         return KernelError::NotFound { what };
     };
     KernelError::NotSupported { what: what.into(), module: format!("{prefix}{kind}") }

@@ -513,6 +513,15 @@ fn bond_message(name: &str, spec: &BondSpec) -> Result<LinkMessageBuilder<LinkBo
     Ok(b)
 }
 
+/// `ip link set BOND type bond active_slave PORT`: the bond's kind and
+/// `IFLA_BOND_ACTIVE_SLAVE` (the crate's `ActivePort`), by index.
+fn active_port_message(bond: u32, port: u32) -> LinkMessage {
+    LinkMessageBuilder::<LinkBond>::new_with_info_kind(InfoKind::Bond)
+        .index(bond)
+        .active_port(port)
+        .build()
+}
+
 impl Netlink {
     /// Sends `RTM_NEWLINK` with `NLM_F_CREATE | NLM_F_EXCL` for a device of
     /// kind `kind`; `names` says which device(s) a name clash is about.
@@ -644,11 +653,7 @@ impl Netlink {
             });
         }
         // RTM_NEWLINK without NLM_F_CREATE: RTM_SETLINK ignores IFLA_LINKINFO.
-        let m = LinkMessageBuilder::<LinkBond>::new_with_info_kind(InfoKind::Bond)
-            .index(bond)
-            .active_port(port)
-            .build();
-        let req = self.handle().link().change(m).execute();
+        let req = self.handle().link().change(active_port_message(bond, port)).execute();
         self.wait(&op, req)
     }
 
@@ -777,6 +782,20 @@ mod tests {
             assert!(matches!(bond_message("b0", &bad), Err(KernelError::Invalid { .. })));
         }
         assert!(BondMode::ActiveBackup.has_active_port() && !BondMode::Lacp.has_active_port());
+
+        // The active port: the bond by index, its kind, the port's index.
+        let m = active_port_message(5, 9);
+        assert_eq!(m.header.index, 5);
+        assert_eq!(
+            data(&m),
+            [
+                LinkInfo::Kind(InfoKind::Bond),
+                LinkInfo::Data(InfoData::Bond(vec![InfoBond::ActivePort(9)]))
+            ]
+        );
+        let mut read = m.clone();
+        read.attributes.push(LinkAttribute::IfName("b0".into()));
+        assert_eq!(LinkDetail::parse(&read).bond.unwrap().active_port, Some(9));
     }
 
     #[test]

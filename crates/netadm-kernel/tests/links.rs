@@ -237,6 +237,7 @@ fn bonds_and_vlans_are_made_or_not_supported_naming_the_module() {
         Err(KernelError::NotSupported { module, .. }) => {
             assert_eq!(module, "8021q");
             assert_eq!(h.state(), before, "nothing changed");
+            assert!(host.link_named("nic0.10").is_err());
         }
         Ok(()) => {
             let v = host.link_named("nic0.10").unwrap();
