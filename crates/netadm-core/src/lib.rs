@@ -23,6 +23,7 @@
 mod datapath;
 mod desired;
 mod error;
+mod kernel;
 mod machine;
 mod mirror;
 mod pipeline;
@@ -41,6 +42,7 @@ use netadm_model::LinkName;
 use netadm_rings::Strategy;
 
 use desired::Desired;
+use kernel::Kernel;
 use machine::Machine;
 use pipeline::{Change, Cx, Pipeline};
 use show::Reads;
@@ -110,11 +112,14 @@ impl Core {
         wrap: Option<&NicWrap>,
         kernel_mirror: bool,
     ) -> Result<Self, CoreError> {
-        let hw = Arc::new(Hardware::power_on(cfg, strategy, wrap)?);
+        let kernel = Kernel::open(cfg)?;
+        let others = kernel.as_ref().map_or(vec![], Kernel::phys);
+        let hw = Arc::new(Hardware::power_on(cfg, strategy, wrap)?.with(others));
         let pipeline = Pipeline::new(store);
         let persisted = pipeline.load()?;
-        let machine = Machine::start(hw, kernel_mirror)?;
+        let machine = Machine::start(hw, kernel_mirror, kernel)?;
         pipeline.replay(&machine, persisted)?;
+        machine.started();
         let desired = Desired::load(&pipeline)?;
         Ok(Self { pipeline, machine, desired })
     }

@@ -1,7 +1,9 @@
-//! The machine: the ports netadm emulates and drives itself, the datapath
-//! over them, and the kernel mirror that gives their IP interfaces TAP
-//! devices. It is the pipeline's [`Backend`]: each step of a change is
-//! one wing's, in the order the pipeline calls them.
+//! The machine: the ports netadm emulates and drives itself and the
+//! datapath over them, the host's own ports the kernel drives (the kernel
+//! wing), and the kernel mirror that gives IP interfaces their devices (a
+//! TAP over netadm's links, the link's own device over the kernel's). It
+//! is the pipeline's [`Backend`]: each step of a change is one wing's, in
+//! the order the pipeline calls them.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use netadm_datapath::Tx;
 use netadm_model::{AddrObj, LinkName};
 
 use crate::datapath::Datapath;
+use crate::kernel::Kernel;
 use crate::mirror::{LinkTx, Mirror};
 use crate::pipeline::Backend;
 use crate::ports::{Hardware, Ports};
@@ -25,19 +28,37 @@ pub(crate) struct Machine {
     pub(crate) ports: Ports,
     /// What sends and receives over them.
     pub(crate) datapath: Datapath,
-    /// The kernel mirror (TAP devices), when this netadmd has one.
+    /// The kernel mirror (IP interfaces' devices), when this netadmd has
+    /// one.
     pub(crate) mirror: Option<Mirror>,
+    /// The kernel ports and what is built over them, when there are any.
+    pub(crate) kernel: Option<Kernel>,
 }
 
 impl Machine {
-    /// The machine over the powered-on ports `hw`: the datapath started,
-    /// and the kernel mirror opened when asked to.
-    pub(crate) fn start(hw: Arc<Hardware>, kernel_mirror: bool) -> Result<Self, CoreError> {
+    /// The machine over the powered-on ports `hw` (the kernel's among
+    /// them, `kernel`'s): the datapath started, and the kernel mirror
+    /// opened when asked to (always where there are kernel ports: their
+    /// IP interfaces are kernel devices).
+    pub(crate) fn start(
+        hw: Arc<Hardware>,
+        kernel_mirror: bool,
+        kernel: Option<Kernel>,
+    ) -> Result<Self, CoreError> {
+        let mirror = kernel_mirror || kernel.is_some();
         Ok(Self {
             datapath: Datapath::start(hw.clone())?,
             ports: Ports::new(hw),
-            mirror: if kernel_mirror { Some(Mirror::open()?) } else { None },
+            mirror: if mirror { Some(Mirror::open()?) } else { None },
+            kernel,
         })
+    }
+
+    /// The configuration netadmd started with is in place.
+    pub(crate) fn started(&self) {
+        if let Some(k) = &self.kernel {
+            k.started();
+        }
     }
 
     /// The ports.
@@ -95,8 +116,11 @@ impl Machine {
         next: &netadm_config::LinkState,
     ) -> Result<Vec<PlanStep>, CoreError> {
         let mut steps = self.ports.plan_steps(cur, next)?;
+        let (vf, vt) = (View { hw: self.hw(), st: cur }, View { hw: self.hw(), st: next });
+        if let Some(k) = &self.kernel {
+            steps.extend(k.plan_steps(&vf, &vt));
+        }
         if self.mirror.is_some() {
-            let (vf, vt) = (View { hw: self.hw(), st: cur }, View { hw: self.hw(), st: next });
             steps.extend(crate::mirror::plan_steps(&vf, &vt));
         }
         Ok(steps)
@@ -106,6 +130,10 @@ impl Machine {
 impl LinkTx for Machine {
     fn link_tx(&self, v: &View<'_>, l: &Link) -> Option<(Arc<dyn Tx>, [u8; 6])> {
         self.datapath.link_tx(&self.ports, v, l)
+    }
+
+    fn kernel_device(&self, v: &View<'_>, l: &Link) -> Option<(Option<String>, String)> {
+        self.kernel.as_ref().and_then(|k| k.device_of(v, l))
     }
 }
 
@@ -122,10 +150,15 @@ impl Backend for Machine {
     }
 
     fn shrink(&self, from: &View<'_>, to: &View<'_>) -> Result<bool, CoreError> {
-        match &self.mirror {
-            Some(m) => m.shrink(from, to),
-            None => Ok(false),
-        }
+        let ip = match &self.mirror {
+            Some(m) => m.shrink(from, to)?,
+            None => false,
+        };
+        let links = match &self.kernel {
+            Some(k) => k.shrink(from, to)?,
+            None => false,
+        };
+        Ok(ip || links)
     }
 
     fn drive(
@@ -135,7 +168,15 @@ impl Backend for Machine {
         t: &mut Timing,
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
-        self.ports.execute(from.st, to.st, t, progress)
+        self.ports.execute(from.st, to.st, t, progress)?;
+        if let Some(k) = &self.kernel
+            && let Err(e) = k.drive(from, to, t)
+        {
+            // The kernel put itself back; so do the rings.
+            let _ = self.ports.execute(to.st, from.st, &mut Timing::new(), &|_, _, _| {});
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn kernel(&self, from: &View<'_>, to: &View<'_>, t: &mut Timing) -> Result<(), CoreError> {

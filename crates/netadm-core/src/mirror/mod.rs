@@ -291,6 +291,11 @@ pub(crate) trait LinkTx {
         v: &View<'_>,
         l: &crate::Link,
     ) -> Option<(Arc<dyn netadm_datapath::Tx>, [u8; 6])>;
+
+    /// The kernel device that is link `l` under `v` and the zone it lives
+    /// in, when the kernel owns the link: its IP interface is that device
+    /// (no TAP).
+    fn kernel_device(&self, v: &View<'_>, l: &crate::Link) -> Option<(Option<String>, String)>;
 }
 
 impl Mirror {

@@ -32,6 +32,10 @@ pub struct PortCaps {
     pub moderation: Vec<&'static str>,
     /// The offloads it has.
     pub offloads: Offloads,
+    /// Who drives it: `netadm` (an emulated device, its rings netadm's)
+    /// or `kernel` (the kernel's driver). An aggregation's ports are all
+    /// driven by one.
+    pub backend: &'static str,
 }
 
 impl PortCaps {

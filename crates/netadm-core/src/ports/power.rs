@@ -82,6 +82,7 @@ fn port_caps(c: &Caps, rings: u16) -> PortCaps {
         vlan_filters: c.vlan_filters,
         moderation: c.moderation.iter().map(|k| k.prop).collect(),
         offloads: c.offloads,
+        backend: "netadm",
     }
 }
 

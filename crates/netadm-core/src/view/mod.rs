@@ -11,7 +11,7 @@ use crate::CoreError;
 use crate::ports::power::Hardware;
 
 /// What a link name refers to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Link {
     /// A port, by device name.
     Phys(LinkName),

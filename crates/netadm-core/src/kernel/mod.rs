@@ -1,0 +1,609 @@
+//! The kernel wing: the host's own network devices as netadm's links.
+//! A kernel port (`class = "kernel"`) is a device the kernel's driver
+//! owns; what is built over kernel ports is made of kernel devices —
+//! a bond per aggregation, a bridge per kernel etherstub, an 802.1Q
+//! device per VLAN, a macvlan in bridge mode per VNIC over a port, a veth
+//! pair per VNIC over a kernel etherstub — named as their links, managed
+//! over rtnetlink and ethtool netlink on one long-lived connection (and
+//! one per zone a VNIC lives in).
+//!
+//! A change is the difference of the devices two configurations ask for
+//! ([`devices`]): MTUs that come down first, deepest first
+//! ([`Kernel::shrink`]); then devices that go (in one group delete per
+//! namespace), devices that come (lowest first), properties, and MTUs that
+//! go up, lowest first ([`Kernel::drive`]); every device the change
+//! touched is read back. Making a device that is there already adopts it
+//! when it is of the right kind, so a restarted netadmd takes up what the
+//! last one made without a blip; one of the wrong kind is refused, by
+//! name. Nothing here is undone when netadmd stops: the network outlives
+//! the daemon.
+
+pub(crate) mod devices;
+pub(crate) mod port;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use netadm_config::{HardwareConfig, PortClass};
+use netadm_kernel::{
+    ChannelCounts, Ethtool, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink, Offload,
+};
+use netadm_model::{LinkName, PropName, PropValue};
+
+use crate::ports::PhysPort;
+use crate::timing::Timing;
+use crate::view::{Link, View};
+use crate::{CoreError, PlanStep};
+use devices::{Dev, Key, What, Zone};
+use port::KernelPort;
+
+/// The link group netadm puts devices in to delete many in one request
+/// (the kernel waits one RCU grace period per request, ~17 ms here).
+const DELETE_GROUP: u32 = 0x6e61_6474;
+
+/// A zone's connection.
+struct ZoneConn {
+    ns: Netns,
+    nl: Netlink,
+}
+
+/// The kernel ports and the connections that manage them.
+pub(crate) struct Kernel {
+    nl: Arc<Netlink>,
+    ports: Vec<Arc<KernelPort>>,
+    /// Each kernel port's device, by its device (port) name.
+    ifnames: BTreeMap<LinkName, String>,
+    zones: Mutex<BTreeMap<String, Arc<ZoneConn>>>,
+    /// True until the configuration netadmd started with is in place: a
+    /// device of the wrong kind under a configured name is then reported
+    /// and left, not an error that stops the daemon.
+    adopting: AtomicBool,
+    /// Devices a configuration names that could not be made or adopted,
+    /// and why (reported by the reads).
+    trouble: Mutex<BTreeMap<Key, String>>,
+}
+
+/// A kernel error as a core error, kind for kind.
+pub(crate) fn kerr(e: KernelError) -> CoreError {
+    match e {
+        KernelError::Exists { what } => CoreError::exists(format!("{what} (in the kernel)")),
+        KernelError::NotFound { what } => CoreError::not_found(format!("{what} (in the kernel)")),
+        KernelError::BadName { name, reason } => {
+            CoreError::invalid_name(format!("{name}: the kernel {reason}"))
+        }
+        e @ (KernelError::NotSupported { .. } | KernelError::NotApplied { .. }) => {
+            CoreError::not_supported(e.to_string())
+        }
+        e @ (KernelError::BadZone { .. } | KernelError::Invalid { .. }) => {
+            CoreError::invalid_value(e.to_string())
+        }
+        e => CoreError::hardware(e.to_string()),
+    }
+}
+
+impl Kernel {
+    /// The kernel ports of `cfg`, each read now; `None` when it has none.
+    pub(crate) fn open(cfg: &HardwareConfig) -> Result<Option<Self>, CoreError> {
+        let want: Vec<_> = cfg.ports.iter().filter(|p| p.class == PortClass::Kernel).collect();
+        if want.is_empty() {
+            return Ok(None);
+        }
+        let nl = Arc::new(Netlink::open().map_err(kerr)?);
+        let eth = Arc::new(Ethtool::open().map_err(kerr)?);
+        let mut ports = vec![];
+        let mut ifnames = BTreeMap::new();
+        for p in want {
+            let ifname = p.interface.clone().expect("a kernel port names its device (checked)");
+            ifnames.insert(p.name.clone(), ifname.clone());
+            let port = KernelPort::open(p.name.clone(), ifname, nl.clone(), eth.clone());
+            if port.index().is_none() {
+                tracing::warn!(port = %p.name, interface = %port.interface(), "kernel port: its device is missing; its links are made when it appears");
+            }
+            ports.push(Arc::new(port));
+        }
+        Ok(Some(Self {
+            nl,
+            ports,
+            ifnames,
+            zones: Mutex::default(),
+            adopting: AtomicBool::new(true),
+            trouble: Mutex::default(),
+        }))
+    }
+
+    /// Its ports, as the machine's other ports.
+    pub(crate) fn phys(&self) -> Vec<Arc<dyn PhysPort>> {
+        self.ports.iter().map(|p| p.clone() as Arc<dyn PhysPort>).collect()
+    }
+
+    /// Kernel port `device`, if it is one.
+    pub(crate) fn port(&self, device: &str) -> Option<&KernelPort> {
+        self.ports.iter().find(|p| p.device().as_str() == device).map(|p| &**p)
+    }
+
+    /// Whether link `l` of `v` is the kernel's.
+    pub(crate) fn owns(&self, v: &View<'_>, l: &Link) -> bool {
+        devices::owns(v, &self.ifnames, l)
+    }
+
+    /// The kernel device that is link `l` of `v` and the zone it lives
+    /// in, when the kernel owns the link.
+    pub(crate) fn device_of(&self, v: &View<'_>, l: &Link) -> Option<(Zone, String)> {
+        self.owns(v, l).then(|| devices::device_of(v, &self.ifnames, l))
+    }
+
+    /// The configuration netadmd started with is in place: from now on a
+    /// device that cannot be made is an error of the verb that asks.
+    pub(crate) fn started(&self) {
+        self.adopting.store(false, Ordering::SeqCst);
+    }
+
+    /// Why a device configuration `v` names is not as configured, if it is
+    /// not (its port's device is missing, or one of another kind has its
+    /// name).
+    pub(crate) fn trouble(&self, v: &View<'_>, l: &Link) -> Option<String> {
+        let key = self.device_of(v, l)?;
+        self.trouble.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned()
+    }
+
+    /// A connection to where a device lives.
+    fn conn(&self, zone: &Zone) -> Result<Conn<'_>, CoreError> {
+        let Some(z) = zone else { return Ok(Conn::Host(&self.nl)) };
+        let mut zones = self.zones.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = zones.get(z)
+            && c.ns.present()
+        {
+            return Ok(Conn::Zone(c.clone()));
+        }
+        let ns = Netns::open(z).map_err(kerr)?;
+        let nl = Netlink::open_in(&ns).map_err(kerr)?;
+        let c = Arc::new(ZoneConn { ns, nl });
+        zones.insert(z.clone(), c.clone());
+        Ok(Conn::Zone(c))
+    }
+
+    /// The devices the change from `vf` to `vt` touches, as each
+    /// configuration has them: every device of a link whose entry changed,
+    /// and of the links over a port, aggregation or etherstub that did (a
+    /// VNIC's MTU follows its link's).
+    fn touched(&self, vf: &View<'_>, vt: &View<'_>) -> (BTreeMap<Key, Dev>, BTreeMap<Key, Dev>) {
+        if vf.st.shares(vt.st) {
+            return (BTreeMap::new(), BTreeMap::new());
+        }
+        let (from, to) = (vf.st, vt.st);
+        let mut links: BTreeSet<Link> = BTreeSet::new();
+        let mut under: BTreeSet<LinkName> = BTreeSet::new();
+        for (d, _, _) in from.phys.diff(&to.phys) {
+            links.insert(Link::Phys(d.clone()));
+            under.insert(vf.phys_name(d));
+            under.insert(vt.phys_name(d));
+        }
+        for (a, x, y) in from.aggr.diff(&to.aggr) {
+            links.insert(Link::Aggr(a.clone()));
+            for c in x.into_iter().chain(y) {
+                for p in &c.ports {
+                    for v in [vf, vt] {
+                        if let Some(d) = v.device_of(p) {
+                            links.insert(Link::Phys(d));
+                        }
+                    }
+                }
+            }
+            under.insert(a.clone());
+        }
+        for (e, _, _) in from.etherstub.diff(&to.etherstub) {
+            links.insert(Link::Etherstub(e.clone()));
+            under.insert(e.clone());
+        }
+        for (n, _, _) in from.vnic.diff(&to.vnic) {
+            links.insert(Link::Vnic(n.clone()));
+        }
+        for u in &under {
+            for v in [vf, vt] {
+                links.extend(v.vnics_over(u).into_iter().map(|n| Link::Vnic(n.clone())));
+            }
+        }
+        // VNICs that tag with one VID over one link share its 802.1Q
+        // device: all of them, so that it stays while one does.
+        let tags: BTreeSet<(LinkName, u16)> = [vf, vt]
+            .iter()
+            .flat_map(|v| {
+                links.iter().filter_map(|l| match l {
+                    Link::Vnic(n) => {
+                        v.st.vnic.get(n).and_then(|c| Some((c.over.clone(), c.vid?.into())))
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
+        if !tags.is_empty() {
+            for v in [vf, vt] {
+                for (n, c) in &v.st.vnic {
+                    if c.vid.is_some_and(|vid| tags.contains(&(c.over.clone(), vid.into()))) {
+                        links.insert(Link::Vnic(n.clone()));
+                    }
+                }
+            }
+        }
+        let pick = |v: &View<'_>| devices::devices(v, &self.ifnames, |l| links.contains(l));
+        (pick(vf), pick(vt))
+    }
+
+    /// Before the ports change: MTUs that come down, deepest device first
+    /// (a VNIC before its port). Whether it changed anything.
+    pub(crate) fn shrink(&self, vf: &View<'_>, vt: &View<'_>) -> Result<bool, CoreError> {
+        let (a, b) = self.touched(vf, vt);
+        let mut down: Vec<(&Key, &Dev)> = b
+            .iter()
+            .filter(|(k, d)| a.get(*k).is_some_and(|o| o.same_device(d) && d.mtu < o.mtu))
+            .collect();
+        down.sort_by_key(|(_, d)| std::cmp::Reverse(d.layer));
+        for (k, d) in &down {
+            if let Some(l) = self.find(k)? {
+                self.conn(&k.0)?.nl().set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+            }
+        }
+        Ok(!down.is_empty())
+    }
+
+    /// Brings the kernel from `vf` to `vt`: devices that go, devices that
+    /// come, properties, MTUs that go up; then reads back every device it
+    /// touched. On failure, drives it back to `vf` and returns the error.
+    pub(crate) fn drive(
+        &self,
+        vf: &View<'_>,
+        vt: &View<'_>,
+        t: &mut Timing,
+    ) -> Result<(), CoreError> {
+        let (a, b) = self.touched(vf, vt);
+        if a == b {
+            return Ok(());
+        }
+        let res = self.apply(&a, &b).and_then(|()| self.verify(&b));
+        t.phase("kernel-links");
+        if let Err(e) = res {
+            // What was done is undone: from what the kernel has now to
+            // what `vf` asks (making is adopting, deleting a device that
+            // is not there is nothing).
+            if let Err(u) = self.apply(&b, &a) {
+                return Err(CoreError::hardware(format!(
+                    "{}; and putting the kernel back failed: {}",
+                    e.message, u.message
+                )));
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// What `drive` would do (an apply's plan), one step per device.
+    pub(crate) fn plan_steps(&self, vf: &View<'_>, vt: &View<'_>) -> Vec<PlanStep> {
+        let (a, b) = self.touched(vf, vt);
+        let step = |k: &Key, action: String| PlanStep {
+            kind: "kernel".into(),
+            object: format!("device {}", k.1),
+            action,
+            kernel_changes: 1,
+            ..Default::default()
+        };
+        let mut out = vec![];
+        for (k, d) in &a {
+            if d.what != What::Port && b.get(k).is_none_or(|n| !n.same_device(d)) {
+                out.push(step(k, "delete".into()));
+            }
+        }
+        let mut come: Vec<(&Key, &Dev)> = b.iter().collect();
+        come.sort_by_key(|(_, d)| d.layer);
+        for (k, d) in come {
+            match a.get(k).filter(|o| o.same_device(d)) {
+                None if d.what != What::Port => out.push(step(k, format!("make {}", describe(d)))),
+                Some(o) if o != d => out.push(step(k, format!("set {}", changes(o, d)))),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The device `k`, if it exists.
+    fn find(&self, k: &Key) -> Result<Option<LinkDetail>, CoreError> {
+        match self.conn(&k.0)?.nl().link_named(&k.1) {
+            Ok(l) => Ok(Some(l)),
+            Err(KernelError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(kerr(e)),
+        }
+    }
+
+    /// Makes the kernel's devices go from `a` to `b`.
+    fn apply(&self, a: &BTreeMap<Key, Dev>, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        // Devices that go, or come back as something else: in one group
+        // delete per namespace.
+        let mut gone: BTreeMap<Zone, Vec<u32>> = BTreeMap::new();
+        for (k, d) in a {
+            if d.what == What::Port || b.get(k).is_some_and(|n| n.same_device(d)) {
+                continue;
+            }
+            if let Some(l) = self.find(k)? {
+                gone.entry(k.0.clone()).or_default().push(l.index);
+            }
+        }
+        for (zone, ixs) in &gone {
+            let c = self.conn(zone)?;
+            for &i in ixs {
+                c.nl().set_group(i, DELETE_GROUP).map_err(kerr)?;
+            }
+            match c.nl().del_group(DELETE_GROUP) {
+                Ok(()) | Err(KernelError::NotFound { .. }) => {}
+                Err(e) => return Err(kerr(e)),
+            }
+        }
+        // Ports that leave their bond.
+        for (k, d) in b {
+            if d.what == What::Port
+                && d.master.is_none()
+                && a.get(k).is_some_and(|o| o.master.is_some())
+                && let Some(l) = self.find(k)?
+                && l.master.is_some()
+            {
+                self.nl.set_master(l.index, None).map_err(kerr)?;
+            }
+        }
+        // Devices that come, lowest first, and what changed in place; then
+        // ports into their bonds (made by now), which come up in them.
+        let mut come: Vec<(&Key, &Dev)> = b.iter().collect();
+        come.sort_by_key(|(_, d)| d.layer);
+        for (k, d) in &come {
+            let was = a.get(k).filter(|o| o.same_device(d));
+            self.ensure(k, d, was)?;
+        }
+        for (k, d) in &come {
+            let Some(m) = &d.master else { continue };
+            let (Some(l), Ok(bond)) = (self.find(k)?, self.nl.link_named(m)) else { continue };
+            if l.master != Some(bond.index) {
+                // A port joins its bond down, and comes up in it.
+                self.nl.set_link(l.index, Some(false), None).map_err(kerr)?;
+                self.nl
+                    .set_master(l.index, Some(bond.index))
+                    .map_err(|e| named(&d.link, kerr(e)))?;
+                self.nl.set_link(l.index, Some(true), None).map_err(kerr)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes device `k` as `d` says (it was `was`, if it is the same
+    /// device): makes it if it is not there, adopts it if it is, and sets
+    /// what differs.
+    fn ensure(&self, k: &Key, d: &Dev, was: Option<&Dev>) -> Result<(), CoreError> {
+        let c = self.conn(&k.0)?;
+        let nl = c.nl();
+        let existing = self.find(k)?;
+        let l = match existing {
+            Some(l) => {
+                if !kind_matches(&l, d) {
+                    let why = format!(
+                        "{}: the kernel has a device of that name that is not {}",
+                        k.1,
+                        describe(d)
+                    );
+                    return self.refuse(k, why);
+                }
+                l
+            }
+            None if d.what == What::Port => {
+                let why = format!("{}: the device is missing", k.1);
+                return self.refuse(k, why);
+            }
+            None => {
+                self.make(k, d)?;
+                self.find(k)?.ok_or_else(|| {
+                    CoreError::hardware(format!("{}: made, but the kernel does not have it", k.1))
+                })?
+            }
+        };
+        self.trouble.lock().unwrap_or_else(PoisonError::into_inner).remove(k);
+        // In place: what differs from what the kernel has.
+        if l.mtu != d.mtu && !(d.what == What::Port && d.master.is_some()) {
+            nl.set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+        }
+        if let Some(mac) = d.mac
+            && l.mac != Some(mac)
+        {
+            nl.set_mac(l.index, mac).map_err(kerr)?;
+        }
+        if d.what == What::Port {
+            self.port_props(&k.1, d, was)?;
+        }
+        if !l.up {
+            nl.set_link(l.index, Some(true), None).map_err(kerr)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses device `k`: at start it is reported and left (netadmd keeps
+    /// running); later, an error of the verb that asked.
+    fn refuse(&self, k: &Key, why: String) -> Result<(), CoreError> {
+        if self.adopting.load(Ordering::SeqCst) {
+            tracing::warn!(device = %k.1, zone = ?k.0, "kernel device not as configured: {why}");
+            self.trouble.lock().unwrap_or_else(PoisonError::into_inner).insert(k.clone(), why);
+            return Ok(());
+        }
+        Err(CoreError::exists(why))
+    }
+
+    /// Makes device `k`.
+    fn make(&self, k: &Key, d: &Dev) -> Result<(), CoreError> {
+        let opts = NewLink { mac: d.mac, mtu: Some(d.mtu), group: None, up: true };
+        let zone = match &k.0 {
+            Some(z) => Some(Netns::open(z).map_err(kerr)?),
+            None => None,
+        };
+        let lower = |name: &str| self.nl.link_named(name).map(|l| l.index).map_err(kerr);
+        match &d.what {
+            What::Port => Ok(()),
+            What::Bond(spec) => self
+                .nl
+                .add_bond(&k.1, spec, &NewLink { up: false, ..opts })
+                .map_err(|e| named(&d.link, kerr(e))),
+            What::Bridge => self.nl.add_bridge(&k.1, &opts).map_err(kerr),
+            What::Vlan { lower: l, vid } => {
+                self.nl
+                    .add_vlan(&k.1, lower(l)?, *vid, &opts)
+                    .map_err(|e| named(&d.link, kerr(e)))?;
+                if let Some(z) = &zone {
+                    let i = self.nl.link_named(&k.1).map_err(kerr)?.index;
+                    self.nl.move_to(i, z).map_err(kerr)?;
+                }
+                Ok(())
+            }
+            What::Macvlan { lower: l } => {
+                self.nl.add_macvlan(&k.1, lower(l)?, &opts, zone.as_ref()).map_err(kerr)
+            }
+            What::Veth { peer, bridge } => {
+                let b = lower(bridge)?;
+                // The bridge's end is made here; the VNIC's end where the
+                // VNIC lives, with the VNIC's MAC, then brought up there.
+                self.nl
+                    .add_veth(peer, &k.1, &NewLink { mac: None, ..opts.clone() }, zone.as_ref())
+                    .map_err(kerr)?;
+                let end = self.nl.link_named(peer).map_err(kerr)?.index;
+                self.nl.set_master(end, Some(b)).map_err(kerr)?;
+                self.nl.set_link(end, Some(true), None).map_err(kerr)
+            }
+        }
+    }
+
+    /// A port's channels and offloads, as its properties say (unset: as
+    /// the kernel has them).
+    fn port_props(&self, ifname: &str, d: &Dev, was: Option<&Dev>) -> Result<(), CoreError> {
+        let old = |p: PropName| was.and_then(|w| w.props.get(&p));
+        let eth = Ethtool::open().map_err(kerr)?;
+        let rings = [PropName::RxRings, PropName::TxRings]
+            .iter()
+            .filter_map(|p| d.props.get(p).and_then(PropValue::as_uint))
+            .max();
+        let rings_was = [PropName::RxRings, PropName::TxRings]
+            .iter()
+            .filter_map(|p| old(*p).and_then(PropValue::as_uint))
+            .max();
+        if let Some(n) = rings.filter(|n| *n > 0 && rings != rings_was) {
+            let ch = eth.channels(ifname).map_err(kerr)?;
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            let want = if ch.combined.max > 0 {
+                ChannelCounts { combined: Some(n), ..Default::default() }
+            } else {
+                ChannelCounts { rx: Some(n), tx: Some(n), ..Default::default() }
+            };
+            eth.set_channels(ifname, &want).map_err(|e| named(&d.link, kerr(e)))?;
+        }
+        for (p, o) in [
+            (PropName::Tso, Offload::Tso),
+            (PropName::TxCsum, Offload::TxChecksum),
+            (PropName::RxCsum, Offload::RxChecksum),
+        ] {
+            let Some(on) = d.props.get(&p).and_then(PropValue::as_bool) else { continue };
+            if old(p) != d.props.get(&p) {
+                eth.set_offload(ifname, o, on).map_err(|e| named(&d.link, kerr(e)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads back every device of `b`: there, of its kind, at its MTU, up.
+    fn verify(&self, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        let trouble = self.trouble.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        for (k, d) in b {
+            if trouble.contains_key(k) {
+                continue;
+            }
+            let Some(l) = self.find(k)? else {
+                return Err(CoreError::hardware(format!(
+                    "{}: read back, the kernel has no device {}",
+                    d.link, k.1
+                )));
+            };
+            let mtu_ok = l.mtu == d.mtu || (d.what == What::Port && d.master.is_some());
+            if !kind_matches(&l, d) || !mtu_ok || !l.up {
+                return Err(CoreError::hardware(format!(
+                    "{}: read back, device {} is {:?} mtu {} {}; expected {} mtu {} up",
+                    d.link,
+                    k.1,
+                    l.kind,
+                    l.mtu,
+                    if l.up { "up" } else { "down" },
+                    describe(d),
+                    d.mtu
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A connection: netadmd's own, or a zone's.
+enum Conn<'a> {
+    Host(&'a Netlink),
+    Zone(Arc<ZoneConn>),
+}
+
+impl Conn<'_> {
+    fn nl(&self) -> &Netlink {
+        match self {
+            Conn::Host(nl) => nl,
+            Conn::Zone(z) => &z.nl,
+        }
+    }
+}
+
+/// Whether the kernel's device `l` is what `d` asks for.
+fn kind_matches(l: &LinkDetail, d: &Dev) -> bool {
+    match &d.what {
+        What::Port => true,
+        What::Bond(_) => l.kind == Some(LinkKind::Bond),
+        What::Bridge => l.kind == Some(LinkKind::Bridge),
+        What::Vlan { vid, .. } => l.kind == Some(LinkKind::Vlan) && l.vlan_id == Some(*vid),
+        What::Macvlan { .. } => l.kind == Some(LinkKind::MacVlan),
+        What::Veth { .. } => l.kind == Some(LinkKind::Veth),
+    }
+}
+
+/// A device's kind in words.
+fn describe(d: &Dev) -> String {
+    match &d.what {
+        What::Port => "a port".into(),
+        What::Bond(s) => format!("a bond ({:?})", s.mode),
+        What::Bridge => "a bridge".into(),
+        What::Vlan { lower, vid } => format!("VLAN {vid} over {lower}"),
+        What::Macvlan { lower } => format!("a macvlan over {lower}"),
+        What::Veth { bridge, .. } => format!("a veth into {bridge}"),
+    }
+}
+
+/// What differs between `a` and `b`, in words.
+fn changes(a: &Dev, b: &Dev) -> String {
+    let mut v = vec![];
+    if a.mtu != b.mtu {
+        v.push(format!("mtu {} (was {})", b.mtu, a.mtu));
+    }
+    if a.mac != b.mac {
+        v.push("its MAC".into());
+    }
+    if a.master != b.master {
+        v.push(match &b.master {
+            Some(m) => format!("into {m}"),
+            None => "out of its bond".into(),
+        });
+    }
+    if a.props != b.props {
+        v.push("its channels, offloads or bandwidth".into());
+    }
+    v.join(", ")
+}
+
+/// `e`, naming link `link` when it does not.
+fn named(link: &LinkName, e: CoreError) -> CoreError {
+    if e.message.contains(link.as_str()) {
+        return e;
+    }
+    CoreError { message: format!("{link}: {}", e.message), ..e }
+}
