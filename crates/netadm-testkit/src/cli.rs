@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{Bus, Error, bin, command};
+use crate::{Bus, Error, bin};
 
 /// `netadm` (or a link to it) pointed at one bus (`NETADM_BUS`).
 #[derive(Debug, Clone)]
@@ -29,8 +29,10 @@ impl Cli {
     }
 
     /// The command `netadm ARGS` (stdin closed), to be run by the caller.
+    /// A plain command: its spawn costs what a user's does, so that its
+    /// wall time is what a user waits for.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = command(&self.program);
+        let mut c = Command::new(&self.program);
         c.env("NETADM_BUS", &self.bus).args(args).stdin(Stdio::null());
         c
     }
@@ -84,7 +86,7 @@ pub fn netadm(bus: &Bus, args: &[&str]) -> Output {
 /// Runs `netadm` against `bus` as uid/gid `id` with the supplementary
 /// groups `groups` (via setpriv(1)).
 pub fn netadm_as(bus: &Bus, id: u32, groups: &[u32], args: &[&str]) -> Output {
-    let mut cmd = command("setpriv");
+    let mut cmd = Command::new("setpriv");
     cmd.arg(format!("--reuid={id}")).arg(format!("--regid={id}"));
     if groups.is_empty() {
         cmd.arg("--clear-groups");

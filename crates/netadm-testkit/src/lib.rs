@@ -47,11 +47,11 @@ pub use bus::{Bus, Policy};
 pub use cli::{Cli, illumos_links, json, json_err, netadm, netadm_as, rows, show_config, text};
 pub use daemon::{Daemon, DaemonBuilder, SERVING};
 pub use fixtures::Hardware;
-pub use netns::{Netns, Scratch, bridged_far_side, enter, netadm_far_side, sweep_stale, veth};
+pub use netns::{Netns, Scratch, bridged_far_side, enter, ip, netadm_far_side, sweep_stale, veth};
 pub use process::{Lines, Reaped, command, in_netns, run, sh};
 
-/// What went wrong starting, waiting for or running a process.
-#[derive(Debug)]
+/// What went wrong starting, waiting for or running a process. Its
+/// `Debug` is its message, so that a test's `unwrap()` says it plainly.
 pub enum Error {
     /// A program could not be started at all.
     Spawn {
@@ -134,6 +134,12 @@ impl fmt::Display for Error {
             Error::Os { call, source } => write!(f, "{call}: {source}"),
             Error::Output { command, message } => write!(f, "{command}: {message}"),
         }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -48,9 +48,7 @@ impl Netns {
 
     /// Runs `ARGS` inside it (`ip netns exec`); its stdout.
     pub fn exec(&self, args: &[&str]) -> Result<String, Error> {
-        let full: Vec<&str> =
-            ["ip", "netns", "exec", &self.name].into_iter().chain(args.iter().copied()).collect();
-        run(&full)
+        run(&[&["ip", "netns", "exec", &self.name][..], args].concat())
     }
 
     /// Runs `f` on a thread of its own inside the namespace (see
@@ -99,6 +97,11 @@ impl Drop for Netns {
         let _ =
             Command::new("ip").args(["netns", "del", &self.name]).stderr(Stdio::null()).status();
     }
+}
+
+/// Runs `ip -n NS ARGS` for a test: its stdout; panics if it fails.
+pub fn ip(ns: &str, args: &[&str]) -> String {
+    run(&[&["ip", "-n", ns][..], args].concat()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Kills (SIGKILL) every process in namespace `name`.

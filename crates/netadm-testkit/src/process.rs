@@ -14,7 +14,10 @@ use crate::Error;
 /// A command for `program` that is killed (SIGKILL) when the thread that
 /// spawns it dies: a run ended by a signal, which runs no destructor,
 /// leaves no process behind. The setting survives `exec`, so it holds for
-/// what `ip netns exec` runs too.
+/// what `ip netns exec` runs too. For processes that outlive a call (a
+/// bus, a daemon, a server); it costs a fork where a plain command is
+/// spawned the quicker way, so what is waited for and timed (the CLI)
+/// does not use it.
 pub fn command(program: impl AsRef<OsStr>) -> Command {
     let mut c = Command::new(program);
     // SAFETY: the closure runs in the child between fork and exec and only
@@ -44,10 +47,11 @@ pub fn in_netns(ns: Option<&str>, program: impl AsRef<OsStr>) -> Command {
     }
 }
 
-/// Runs `args[0]` with the rest as arguments; its stdout, or an error
-/// naming the command and what it printed to stderr.
+/// Runs `args[0]` with the rest as arguments to its end; its stdout, or
+/// an error naming the command and what it printed to stderr. (Waited
+/// for, it needs no [`command`]: it is spawned the quick way.)
 pub fn run(args: &[&str]) -> Result<String, Error> {
-    let out = command(args[0])
+    let out = Command::new(args[0])
         .args(&args[1..])
         .output()
         .map_err(|source| Error::Spawn { program: args[0].to_owned(), source })?;
