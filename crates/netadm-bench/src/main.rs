@@ -16,12 +16,11 @@ mod datapath;
 mod floor;
 mod kernel;
 mod mtu;
-mod procs;
 mod qos;
-mod realnet;
 mod rings;
 mod scale;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
@@ -65,4 +64,20 @@ fn value<T: std::str::FromStr>(name: &str, v: Option<&String>) -> Result<T, Stri
     v.ok_or_else(|| format!("{name} needs a value"))?
         .parse()
         .map_err(|_| format!("{name}: invalid value {:?}", v.unwrap()))
+}
+
+/// The binaries `netadmd` and `netadm` beside this one; `bench` names the
+/// benchmark asking, for the error.
+fn binaries(bench: &str) -> Result<(PathBuf, PathBuf), String> {
+    let find = |name: &str| {
+        let p = netadm_testkit::bin_path(name);
+        p.is_file().then(|| p.clone()).ok_or_else(|| {
+            format!(
+                "{bench}: {name} not found at {} (it must sit beside netadm-bench); \
+                 build it with `cargo build --release --workspace`",
+                p.display()
+            )
+        })
+    };
+    Ok((find("netadmd")?, find("netadm")?))
 }

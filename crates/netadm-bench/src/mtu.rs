@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use netadm_config::HardwareConfig;
 use netadm_core::Core;
 use netadm_rings::Strategy;
+use netadm_testkit::fixtures;
 use serde_json::json;
 
 /// Options of the `mtu` benchmark.
@@ -71,14 +72,8 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Result<(), String> {
 }
 
 fn measure(o: &Opts, strategy: Strategy, changes: u32) -> Result<Result1, String> {
-    let port = |n: u8| {
-        format!(
-            "[[port]]\nname = \"i40e{n}\"\nclass = \"i40e\"\nqueue_pairs = {}\nwire = {{ kind = \"reflector\" }}\n",
-            o.rings
-        )
-    };
-    let hw = HardwareConfig::parse(&format!("{}\n{}", port(0), port(1)), Path::new("bench"))
-        .map_err(|e| e.to_string())?;
+    let hw = fixtures::two_i40e_reflectors(o.rings).to_toml();
+    let hw = HardwareConfig::parse(&hw, Path::new("bench")).map_err(|e| e.to_string())?;
     let c = Core::start(&hw, None, strategy).map_err(|e| e.to_string())?;
     let none = |_: &str, _: u32, _: u32| {};
     let e = |e: netadm_core::CoreError| e.to_string();

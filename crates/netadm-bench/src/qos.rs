@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use netadm_config::HardwareConfig;
 use netadm_core::{Core, CoreError};
 use netadm_rings::Strategy;
+use netadm_testkit::fixtures;
 use serde_json::json;
 
 /// Options of the `qos` benchmark.
@@ -64,9 +65,8 @@ fn received_pps(c: &Core, links: &[&str], secs: f64) -> Vec<f64> {
 }
 
 fn core(speed: u64) -> Result<Core, String> {
-    let hw = format!(
-        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nspeed = {speed}\nwire = {{ kind = \"reflector\" }}\n"
-    );
+    let speed = u32::try_from(speed).map_err(|_| format!("--speed {speed}: out of range"))?;
+    let hw = fixtures::i40e_reflector(speed).to_toml();
     let hw = HardwareConfig::parse(&hw, Path::new("bench")).map_err(|e| e.to_string())?;
     Core::start(&hw, None, Strategy::Batched).map_err(|e| e.to_string())
 }
