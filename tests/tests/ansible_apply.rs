@@ -58,10 +58,7 @@ fn host<'a>(r: &'a Run, h: &str) -> &'a str {
 
 #[test]
 fn ansible_applies_to_two_hosts_idempotently_checks_and_rolls_back_the_one_that_fails() {
-    if !prerequisites(
-        Some("to make network namespaces"),
-        &[("ip", "iproute2"), ("ansible-playbook", "ansible")],
-    ) {
+    if !netns_prerequisites(&["ansible-playbook"]) {
         return;
     }
     let made = [Netns::unique("aa", "").unwrap(), Netns::unique("ab", "").unwrap()];

@@ -343,7 +343,7 @@ fn commit_confirmed_rolls_back_unless_confirmed_also_across_a_restart() {
 
 #[test]
 fn kernel_changes_are_read_back_and_a_failing_step_is_driven_back_entirely() {
-    if !prerequisites(Some("to make a network namespace"), &[("ip", "iproute2")]) {
+    if !netns_prerequisites(&[]) {
         return;
     }
     let ns = Netns::unique("na", "").unwrap();

@@ -99,7 +99,12 @@ fn serve(b: &str, dir: &std::path::Path, server_args: &[&str]) -> (Reaped, Lines
 }
 
 impl Far {
-    fn new(tag: &str, far_addr: &str, server_args: &[&str]) -> Self {
+    /// The far side, or `None` (the test skipped) without root, ip, ping
+    /// or dnsmasq.
+    fn new(tag: &str, far_addr: &str, server_args: &[&str]) -> Option<Self> {
+        if !netns_prerequisites(&["ping", "dnsmasq"]) {
+            return None;
+        }
         let ns = [
             Netns::unique(&format!("{tag}a"), "").unwrap(),
             Netns::unique(&format!("{tag}b"), "").unwrap(),
@@ -112,7 +117,7 @@ impl Far {
         let (server, log) = serve(&b, &dir, server_args);
         let hw = fixtures::afpacket(&["va0"]);
         let daemon = Daemon::builder(&bus, dir.join("state")).netns(&a).hardware(&hw);
-        Far { a, b, bus, dir, daemon, log, _server: server, _ns: ns }
+        Some(Far { a, b, bus, dir, daemon, log, _server: server, _ns: ns })
     }
 
     /// Restarts dnsmasq with `server_args`, its leases forgotten.
@@ -128,19 +133,9 @@ impl Far {
     }
 }
 
-fn have_prerequisites() -> bool {
-    prerequisites(
-        Some("for network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping"), ("dnsmasq", "dnsmasq-base")],
-    )
-}
-
 #[test]
 fn a_dhcp_address_is_leased_renewed_at_t1_persisted_and_released_on_delete() {
-    if !have_prerequisites() {
-        return;
-    }
-    let far = Far::new("dh", "192.0.2.1/24", SHORT_T1);
+    let Some(far) = Far::new("dh", "192.0.2.1/24", SHORT_T1) else { return };
     let (a, bus, dir, rx) = (&far.a, &far.bus, &far.dir, &far.log);
     let leases = dir.join("dnsmasq.leases");
     let daemon = far.netadmd();
@@ -218,10 +213,7 @@ fn a_dhcp_address_is_leased_renewed_at_t1_persisted_and_released_on_delete() {
 /// dnsmasq's side reaches it. delete-addr gives it back.
 #[test]
 fn a_vnic_in_a_zone_leases_there_and_releases_on_delete() {
-    if !have_prerequisites() {
-        return;
-    }
-    let far = Far::new(
+    let Some(far) = Far::new(
         "dz",
         "192.0.2.1/24",
         // No ping check before an offer: it would leave the far side's
@@ -232,7 +224,9 @@ fn a_vnic_in_a_zone_leases_there_and_releases_on_delete() {
             "--no-ping",
             "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
         ],
-    );
+    ) else {
+        return;
+    };
     let (a, b, bus, rx) = (&far.a, &far.b, &far.bus, &far.log);
     let leases = far.dir.join("dnsmasq.leases");
     let z = format!("dzz{}", std::process::id());
@@ -330,16 +324,15 @@ fn addrconf_rows(bus: &Bus) -> Vec<(String, String, String)> {
 
 #[test]
 fn addrconf_gives_a_link_local_and_a_slaac_address_from_router_advertisements() {
-    if !have_prerequisites() {
-        return;
-    }
     // dnsmasq as an IPv6 router: advertisements for 2001:db8:1::/64
     // (SLAAC only) every 4 s.
-    let far = Far::new(
+    let Some(far) = Far::new(
         "ac",
         "2001:db8:1::1/64",
         &["--enable-ra", "--dhcp-range=::,constructor:vb0,ra-only", "--ra-param=vb0,4"],
-    );
+    ) else {
+        return;
+    };
     let (a, bus) = (&far.a, &far.bus);
     let daemon = far.netadmd();
     json(bus, &["create-if", "i40e0"]);
@@ -411,18 +404,17 @@ fn rows_of<'a>(v: &'a serde_json::Value, ifname: &str) -> &'a serde_json::Value 
 
 #[test]
 fn an_ack_with_an_unusable_subnet_mask_is_not_installed() {
-    if !have_prerequisites() {
-        return;
-    }
     // dnsmasq hands out a subnet mask with a hole in it.
-    let far = Far::new(
+    let Some(far) = Far::new(
         "dm",
         "192.0.2.1/24",
         &[
             "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m",
             "--dhcp-option=option:netmask,255.0.255.0",
         ],
-    );
+    ) else {
+        return;
+    };
     let (a, bus, rx) = (&far.a, &far.bus, &far.log);
     let daemon = far.netadmd();
     json(bus, &["create-if", "i40e0"]);
@@ -443,9 +435,6 @@ fn an_ack_with_an_unusable_subnet_mask_is_not_installed() {
 
 #[test]
 fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
-    if !have_prerequisites() {
-        return;
-    }
     let range = |r: &str| format!("--dhcp-range={r},255.255.255.0,2m");
     let args = |r: &str| {
         let mut v = vec!["--dhcp-authoritative".to_owned(), range(r)];
@@ -453,8 +442,8 @@ fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
         v
     };
     let first = args("192.0.2.100,192.0.2.150");
-    let mut far =
-        Far::new("dn", "192.0.2.1/24", &first.iter().map(String::as_str).collect::<Vec<_>>());
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let Some(mut far) = Far::new("dn", "192.0.2.1/24", &first) else { return };
     let daemon = far.netadmd();
     json(&far.bus, &["create-if", "i40e0"]);
     json(&far.bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
@@ -485,10 +474,7 @@ fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
 
 #[test]
 fn a_dhcp_lease_is_still_renewed_after_the_device_goes_down_and_up() {
-    if !have_prerequisites() {
-        return;
-    }
-    let far = Far::new("dd", "192.0.2.1/24", SHORT_T1);
+    let Some(far) = Far::new("dd", "192.0.2.1/24", SHORT_T1) else { return };
     let (a, bus) = (&far.a, &far.bus);
     let leases = far.dir.join("dnsmasq.leases");
     let daemon = far.netadmd();

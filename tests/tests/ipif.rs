@@ -43,7 +43,11 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(tag: &str) -> Self {
+    /// The set-up, or `None` (the test skipped) without root and ip.
+    fn new(tag: &str) -> Option<Self> {
+        if !netns_prerequisites(&[]) {
+            return None;
+        }
         let made = Netns::unique(tag, "").unwrap();
         let ns = made.name().to_owned();
         veth((&ns, "va0"), (&ns, "vb0")).unwrap();
@@ -51,7 +55,7 @@ impl Setup {
         let state = bus.subdir("ipif").join("state");
         let daemon =
             Daemon::builder(&bus, &state).netns(&ns).hardware(&fixtures::afpacket(&["va0"]));
-        Setup { ns, bus, daemon, state, _ns: made }
+        Some(Setup { ns, bus, daemon, state, _ns: made })
     }
 
     fn netadmd(&self) -> Daemon {
@@ -65,13 +69,9 @@ impl Setup {
 
 #[test]
 fn disable_enable_if_and_down_up_addr_act_on_the_kernel_and_keep_the_configuration() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
-    let s = Setup::new("ipif");
-    let (ns, bus) = (&s.ns, &s.bus);
+    let Some(s) = Setup::new("ipif") else { return };
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     let links = || s.links();
-    let daemon = s.netadmd();
     let has = |a: &str| kernel_addrs(ns, "i40e0").is_some_and(|v| v.iter().any(|x| x == a));
 
     json(bus, &["create-if", "i40e0"]);
@@ -183,12 +183,8 @@ fn ifprop(bus: &Bus, fields: &str, prop: &str, proto: &str) -> String {
 
 #[test]
 fn interface_properties_reach_the_kernel_persist_and_refuse_bad_values() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
-    let s = Setup::new("ifp");
-    let (ns, bus) = (&s.ns, &s.bus);
-    let daemon = s.netadmd();
+    let Some(s) = Setup::new("ifp") else { return };
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     json(bus, &["create-if", "i40e0"]);
     assert_eq!(ifprop(bus, "current,default", "forwarding", "ipv4"), "off:off");
     assert_eq!(ifprop(bus, "current,default,possible", "mtu", "ipv4"), "1500:1500:68-1500");
@@ -275,13 +271,9 @@ fn net_sysctl(ns: &str, key: &str) -> String {
 
 #[test]
 fn protocol_properties_are_the_namespaces_and_persist() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
+    let Some(s) = Setup::new("prop") else { return };
     let host_ttl = std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap();
-    let s = Setup::new("prop");
-    let (ns, bus) = (&s.ns, &s.bus);
-    let daemon = s.netadmd();
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     let prop = |proto: &str, p: &str| {
         let out =
             netadm(bus, &["show-prop", "-c", "-o", "current,persistent,default", "-p", p, proto]);
@@ -348,12 +340,8 @@ fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, bool)> {
 
 #[test]
 fn address_properties_change_the_kernels_address_and_persist() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
-    let s = Setup::new("adp");
-    let (ns, bus) = (&s.ns, &s.bus);
-    let daemon = s.netadmd();
+    let Some(s) = Setup::new("adp") else { return };
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     json(bus, &["create-if", "i40e0"]);
     json(bus, &["create-addr", "-T", "static", "-a", "192.0.2.5/24", "i40e0/v4"]);
     json(bus, &["create-addr", "-T", "static", "-a", "2001:db8::5/64", "i40e0/v6"]);

@@ -18,22 +18,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Whether this test can run: root and the tools `needs` names (of root,
-/// iproute2, iputils-ping, iperf3, ethtool, util-linux); skipped if not,
-/// except under CI (`CI=true`), where a missing prerequisite fails it.
-fn prerequisites(needs: &[&str]) -> bool {
-    let packages = [
-        ("ip", "iproute2"),
-        ("ping", "iputils-ping"),
-        ("iperf3", "iperf3"),
-        ("ethtool", "ethtool"),
-        ("setpriv", "util-linux"),
-    ];
-    let tools: Vec<(&str, &str)> =
-        packages.into_iter().filter(|(tool, _)| needs.contains(tool)).collect();
-    netadm_testkit::prerequisites(Some("for network namespaces"), &tools)
-}
-
 /// Namespace a (netadmd, its ports wired to va0/va1) and b (vb0/vb1
 /// bridged as br0, 192.0.2.2/24); removed on drop.
 struct Netns {
@@ -64,7 +48,7 @@ fn daemon_in(ns: &Netns, bus: &Bus) -> Daemon {
 #[test]
 fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind() {
     let _serial = serial();
-    if !prerequisites(&["ip", "ping", "ethtool"]) {
+    if !netns_prerequisites(&["ping", "ethtool"]) {
         return;
     }
     let ns = Netns::new();
@@ -169,7 +153,7 @@ const STALL_BOUND_MS: f64 = 100.0;
 #[test]
 fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
     let _serial = serial();
-    if !prerequisites(&["ip", "iperf3", "ethtool", "setpriv"]) {
+    if !netns_prerequisites(&["iperf3", "ethtool", "setpriv"]) {
         return;
     }
     let ns = Netns::new();

@@ -126,10 +126,7 @@ fn mac_of(bus: &Bus, vnic: &str) -> [u8; 6] {
 
 #[test]
 fn vnics_over_one_etherstub_or_one_link_reach_each_other_through_netadms_switch() {
-    if !prerequisites(
-        Some("for network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping"), ("sysctl", "procps")],
-    ) {
+    if !netns_prerequisites(&["ping", "sysctl"]) {
         return;
     }
     let made = [Netns::unique("swa", "").unwrap(), Netns::unique("swb", "").unwrap()];

@@ -131,10 +131,7 @@ fn idrops(bus: &Bus, link: &str) -> u64 {
 
 #[test]
 fn vid_tagged_vnics_send_and_receive_8021q_frames_on_a_real_wire_and_unknown_vids_are_dropped() {
-    if !prerequisites(
-        Some("for network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping")],
-    ) {
+    if !netns_prerequisites(&["ping"]) {
         return;
     }
     let made = [Netns::unique("vla", "").unwrap(), Netns::unique("vlb", "").unwrap()];

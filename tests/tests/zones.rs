@@ -67,10 +67,7 @@ fn show_if(bus: &Bus, name: &str) -> serde_json::Value {
 
 #[test]
 fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
-    if !prerequisites(
-        Some("to make network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping")],
-    ) {
+    if !netns_prerequisites(&["ping"]) {
         return;
     }
     let made = ["za", "zb", "zz"].map(|tag| Netns::unique(tag, "").unwrap());
@@ -213,10 +210,7 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
 /// VNIC that has the MAC), and nothing of it reaches the port's wire.
 #[test]
 fn two_zones_over_one_etherstub_ping_each_other() {
-    if !prerequisites(
-        Some("to make network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping")],
-    ) {
+    if !netns_prerequisites(&["ping"]) {
         return;
     }
     let made = ["ea", "eb", "ez1", "ez2"].map(|tag| Netns::unique(tag, "").unwrap());

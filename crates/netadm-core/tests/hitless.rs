@@ -391,11 +391,10 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
 /// under a CPU hog, where the device thread is woken late and the wire
 /// idles meanwhile).
 fn slow_cabled() -> HardwareConfig {
-    let mut hw = netadm_testkit::fixtures::cabled_atl1c();
-    for port in ["atl1c0", "atl1c2"] {
-        let p = hw.port_mut(port);
-        (p.speed, p.ring_size) = (Some(20), Some(128));
-    }
+    let hw =
+        ["atl1c0", "atl1c2"].iter().fold(netadm_testkit::fixtures::cabled_atl1c(), |hw, port| {
+            hw.edit(port, |p| p.speed(20).ring_size(128))
+        });
     HardwareConfig::parse(&hw.to_toml(), Path::new("slow.toml")).unwrap()
 }
 

@@ -20,6 +20,7 @@
 //! (`config/netadm.toml`): two 256-ring i40e-class reflectors and the four
 //! cabled atl1c-class ports.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -47,23 +48,19 @@ pub enum Wire {
     Afpacket(String),
 }
 
-/// One `[[port]]`. Fields left `None` take netadmd's defaults.
+/// One `[[port]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Port {
     /// Its link name.
     pub name: String,
     /// Its class.
     pub class: Class,
-    /// i40e only: queue pairs.
-    pub queue_pairs: Option<u16>,
-    /// i40e only: interrupt vectors.
-    pub vectors: Option<u16>,
-    /// Descriptors per ring.
-    pub ring_size: Option<u16>,
-    /// Link speed, Mb/s.
-    pub speed: Option<u32>,
     /// Its wire.
     pub wire: Wire,
+    /// The numeric settings given (`queue_pairs`, `vectors`, `ring_size`,
+    /// `speed` in Mb/s), by the name the file gives them; one left out
+    /// takes netadmd's default.
+    settings: BTreeMap<&'static str, u32>,
 }
 
 impl Port {
@@ -79,27 +76,32 @@ impl Port {
     }
 
     fn new(name: &str, class: Class) -> Self {
-        Self {
-            name: name.to_owned(),
-            class,
-            queue_pairs: None,
-            vectors: None,
-            ring_size: None,
-            speed: None,
-            wire: Wire::Reflector,
-        }
+        Self { name: name.to_owned(), class, wire: Wire::Reflector, settings: BTreeMap::new() }
     }
 
-    /// With `n` queue pairs.
-    pub fn queue_pairs(mut self, n: u16) -> Self {
-        self.queue_pairs = Some(n);
+    fn set(mut self, key: &'static str, value: u32) -> Self {
+        self.settings.insert(key, value);
         self
+    }
+
+    /// With `n` queue pairs (i40e only).
+    pub fn queue_pairs(self, n: u16) -> Self {
+        self.set("queue_pairs", n.into())
+    }
+
+    /// With `n` interrupt vectors (i40e only).
+    pub fn vectors(self, n: u16) -> Self {
+        self.set("vectors", n.into())
+    }
+
+    /// With `n` descriptors per ring.
+    pub fn ring_size(self, n: u16) -> Self {
+        self.set("ring_size", n.into())
     }
 
     /// At `mbps` Mb/s.
-    pub fn speed(mut self, mbps: u32) -> Self {
-        self.speed = Some(mbps);
-        self
+    pub fn speed(self, mbps: u32) -> Self {
+        self.set("speed", mbps)
     }
 
     /// On `wire`.
@@ -123,10 +125,13 @@ impl Hardware {
         self
     }
 
-    /// The port named `name` (panics if there is none: a fixture's name
-    /// is the caller's own).
-    pub fn port_mut(&mut self, name: &str) -> &mut Port {
-        self.ports.iter_mut().find(|p| p.name == name).unwrap_or_else(|| panic!("no port {name}"))
+    /// With port `name` changed by `f` (panics if there is none: a
+    /// fixture's names are the caller's own).
+    pub fn edit(mut self, name: &str, f: impl FnOnce(Port) -> Port) -> Self {
+        let i = self.ports.iter().position(|p| p.name == name);
+        let i = i.unwrap_or_else(|| panic!("no port {name}"));
+        self.ports[i] = f(self.ports[i].clone());
+        self
     }
 
     /// As TOML, the format `config/netadm.toml` documents.
@@ -161,16 +166,8 @@ impl fmt::Display for Hardware {
                 Class::Atl1c => "atl1c",
             };
             writeln!(f, "[[port]]\nname = \"{}\"\nclass = \"{class}\"", p.name)?;
-            let fields = [
-                ("queue_pairs", p.queue_pairs.map(u32::from)),
-                ("vectors", p.vectors.map(u32::from)),
-                ("ring_size", p.ring_size.map(u32::from)),
-                ("speed", p.speed),
-            ];
-            for (key, value) in fields {
-                if let Some(v) = value {
-                    writeln!(f, "{key} = {v}")?;
-                }
+            for (key, value) in &p.settings {
+                writeln!(f, "{key} = {value}")?;
             }
             match &p.wire {
                 Wire::Sink => writeln!(f, "wire = {{ kind = \"sink\" }}")?,
@@ -236,8 +233,8 @@ mod tests {
 
     #[test]
     fn toml_as_the_hardware_file_documents_it() {
-        let mut hw = afpacket(&["va0"]).port(Port::atl1c("atl1c0").speed(10));
-        hw.port_mut("atl1c0").ring_size = Some(128);
+        let hw = afpacket(&["va0"]).port(Port::atl1c("atl1c0").speed(10));
+        let hw = hw.edit("atl1c0", |p| p.ring_size(128));
         assert_eq!(
             hw.to_toml(),
             "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\n\

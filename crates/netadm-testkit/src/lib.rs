@@ -233,6 +233,32 @@ pub fn prerequisites(root_for: Option<&str>, tools: &[(&str, &str)]) -> bool {
     false
 }
 
+/// The Debian package of each tool a test may need (`.ci/run` installs
+/// them).
+const PACKAGES: &[(&str, &str)] = &[
+    ("ip", "iproute2"),
+    ("ping", "iputils-ping"),
+    ("iperf3", "iperf3"),
+    ("ethtool", "ethtool"),
+    ("setpriv", "util-linux"),
+    ("sysctl", "procps"),
+    ("dnsmasq", "dnsmasq-base"),
+    ("ansible-playbook", "ansible"),
+];
+
+/// [`prerequisites`] of a test that makes network namespaces: root, `ip`
+/// and each tool of `tools` (named as on PATH; each must be one of the
+/// kit's known tools, whose Debian package it names).
+pub fn netns_prerequisites(tools: &[&str]) -> bool {
+    let package = |tool: &str| {
+        let known = PACKAGES.iter().find(|(t, _)| *t == tool);
+        known.unwrap_or_else(|| panic!("netns_prerequisites: no package known for {tool}")).1
+    };
+    let all: Vec<(&str, &str)> =
+        std::iter::once("ip").chain(tools.iter().copied()).map(|t| (t, package(t))).collect();
+    prerequisites(Some("to make network namespaces"), &all)
+}
+
 /// Waits (yielding) until `cond` holds, for at most `within`.
 pub fn try_wait_for(
     what: &str,
