@@ -26,27 +26,11 @@ use serde_json::{Value, json};
 
 use crate::{binaries, floor};
 
-/// Options of the `kernel` benchmark.
-pub struct Opts {
-    json: bool,
-    seconds: u32,
-    toggle_seconds: u32,
-    pings: u32,
-}
+opts!("kernel" { seconds: u32 = 5, toggle_seconds: u32 = 10, pings: u32 = 200 });
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = Opts { json: false, seconds: 5, toggle_seconds: 10, pings: 200 };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--json" => o.json = true,
-                "--seconds" => o.seconds = crate::value(a, it.next())?,
-                "--toggle-seconds" => o.toggle_seconds = crate::value(a, it.next())?,
-                "--pings" => o.pings = crate::value(a, it.next())?,
-                _ => return Err(format!("kernel: unknown option {a:?}")),
-            }
-        }
+        let o = Self::read(args)?;
         if o.seconds == 0 || o.toggle_seconds < 3 || o.pings < 10 {
             return Err("kernel: need --seconds >= 1, --toggle-seconds >= 3, --pings >= 10".into());
         }
