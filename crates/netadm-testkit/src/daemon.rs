@@ -99,11 +99,6 @@ impl DaemonBuilder {
         self
     }
 
-    /// The state directory.
-    pub fn state_dir(&self) -> &Path {
-        &self.state
-    }
-
     /// The command line, with the fixture (if any) written.
     fn command(&self) -> Result<std::process::Command, Error> {
         let program = self.program.clone().unwrap_or_else(|| bin("netadmd"));
