@@ -115,9 +115,10 @@ impl DaemonBuilder {
                 cmd.arg("--config").arg(path);
             }
             Some(Config::Fixture(hw)) => {
-                let mut path = self.state.clone().into_os_string();
-                path.push(".hw.toml");
-                cmd.arg("--config").arg(hw.write(Path::new(&path))?);
+                // STATE.hw.toml beside STATE (a trailing `/` or not).
+                let name = self.state.file_name().unwrap_or("state".as_ref()).to_string_lossy();
+                let path = self.state.with_file_name(format!("{name}.hw.toml"));
+                cmd.arg("--config").arg(hw.write(&path)?);
             }
             None => {}
         }
