@@ -20,13 +20,12 @@
 //! output says so, and the rows whose kernel work was skipped get no
 //! speed-up.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use netadm_dbus::NetadmProxy;
+use netadm_testkit::{Bus, Cli, Daemon, Netns, Policy, Scratch, fixtures};
 use serde_json::{Value, json};
 
 /// Options of `netadm demo`.
@@ -96,78 +95,10 @@ fn kernel_work(cmd: &[&str]) -> bool {
     matches!(cmd.first(), Some(&("create-if" | "create-addr" | "delete-if")))
 }
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Waits for a line of `child`'s stream satisfying `want`, with a deadline.
-fn await_line(
-    stream: impl std::io::Read + Send + 'static,
-    what: &str,
-    want: fn(&str) -> bool,
-) -> Result<String, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stream).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut seen = vec![];
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
-            Ok(l) if want(&l) => {
-                // Keep draining so the child never blocks on a full pipe.
-                std::thread::spawn(move || rx.into_iter().for_each(drop));
-                return Ok(l);
-            }
-            Ok(l) => seen.push(l),
-            Err(_) => return Err(format!("{what} did not start: {}", seen.join("\n"))),
-        }
-    }
-}
-
-fn start_bus(dir: &Path) -> Result<(Proc, String), String> {
-    let conf = dir.join("bus.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>"#,
-            dir.join("bus").display()
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut child = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", conf.display()))
-        .args(["--nofork", "--print-address=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            format!("cannot run dbus-daemon ({e}); install it (apt-get install dbus-daemon)")
-        })?;
-    let out = child.stdout.take().expect("piped");
-    let p = Proc(child);
-    let addr = await_line(out, "dbus-daemon", |l| l.starts_with("unix:"))?;
-    Ok((p, addr))
-}
-
 /// `netadmd` next to this binary; under `cargo run`, built if missing.
 fn netadmd() -> Result<PathBuf, String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = me.parent().ok_or("no directory for netadm")?;
-    let path = dir.join("netadmd");
+    let path = netadm_testkit::bin_path("netadmd");
+    let dir = path.parent().ok_or("no directory for netadm")?;
     if path.exists() {
         return Ok(path);
     }
@@ -188,18 +119,6 @@ fn netadmd() -> Result<PathBuf, String> {
         "netadmd not found at {}; build it with `cargo build --release --workspace`",
         path.display()
     ))
-}
-
-/// A hardware config with two i40e-class ports of `rings` queue pairs.
-fn small_config(dir: &Path, rings: u16) -> Result<PathBuf, String> {
-    let p = dir.join(format!("hw-{rings}.toml"));
-    let port = |n: u8| {
-        format!(
-            "[[port]]\nname = \"i40e{n}\"\nclass = \"i40e\"\nqueue_pairs = {rings}\nwire = {{ kind = \"reflector\" }}\n"
-        )
-    };
-    std::fs::write(&p, format!("{}\n{}", port(0), port(1))).map_err(|e| e.to_string())?;
-    Ok(p)
 }
 
 /// One command as a user runs it: the `netadm` process's wall time, and
@@ -223,8 +142,8 @@ struct Took {
 /// Where the demo runs things.
 struct Env<'a> {
     netadmd: &'a Path,
-    netadm: &'a Path,
-    bus: &'a str,
+    netadm: &'a Cli,
+    bus: &'a Bus,
     dir: &'a Path,
     /// The network namespace netadmd runs in, with the kernel mirror on.
     netns: Option<&'a str>,
@@ -234,12 +153,11 @@ struct Env<'a> {
 
 /// Runs `netadm --json ARGS` as a user would and times it, spawn to exit.
 async fn cli(env: &Env<'_>, args: &[&str]) -> Result<Took, String> {
-    let mut cmd = Command::new(env.netadm);
-    cmd.arg("--bus").arg(env.bus).arg("--json").args(args);
+    let mut cmd = env.netadm.command(&[&["--json"][..], args].concat());
     let shown = format!("netadm {}", args.join(" "));
     let (out, wall) = tokio::task::spawn_blocking(move || {
         let t0 = Instant::now();
-        let out = cmd.stdin(Stdio::null()).output();
+        let out = cmd.output();
         (out, t0.elapsed())
     })
     .await
@@ -278,35 +196,25 @@ async fn daemon(
     strategy: &str,
     rings: u16,
     group: &str,
-) -> Result<(Proc, zbus::Connection), String> {
+) -> Result<(Daemon, zbus::Connection), String> {
     let state = env.dir.join(format!("state-{strategy}-{group}"));
-    let mut cmd = match env.netns {
-        // `ip netns exec` execs netadmd in the namespace: the child is it.
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(env.netadmd).args(["--kernel-mirror", "on"]);
-            c
-        }
-        // The demo must not create devices on the host.
-        None => {
-            let mut c = Command::new(env.netadmd);
-            c.args(["--kernel-mirror", "off"]);
-            c
-        }
-    };
+    // In the namespace, the kernel mirror is on; otherwise off: the demo
+    // must not create devices on the host.
+    let mut b = Daemon::builder(env.bus, state)
+        .program(env.netadmd)
+        .args(["--strategy", strategy])
+        .ready_within(Duration::from_secs(30));
+    if let Some(ns) = env.netns {
+        b = b.netns(ns);
+    }
     if let Some(g) = env.admin_group {
-        cmd.args(["--admin-group", g]);
+        b = b.args(["--admin-group", g]);
     }
-    cmd.args(["--bus", env.bus, "--strategy", strategy, "--state-dir"]).arg(&state);
     if rings != FULL {
-        cmd.arg("--config").arg(small_config(env.dir, rings)?);
+        b = b.hardware(&fixtures::two_i40e_reflectors(rings));
     }
-    let mut child =
-        cmd.stderr(Stdio::piped()).spawn().map_err(|e| format!("cannot run netadmd: {e}"))?;
-    let err = child.stderr.take().expect("piped");
-    let daemon = Proc(child);
-    await_line(err, "netadmd", |l| l.contains("serving"))?;
-    let conn = zbus::connection::Builder::address(env.bus)
+    let daemon = b.try_start()?;
+    let conn = zbus::connection::Builder::address(env.bus.address())
         .map_err(|e| e.to_string())?
         .build()
         .await
@@ -395,39 +303,26 @@ fn fmt_s(s: f64) -> String {
 /// Runs the demo. Interrupted (Ctrl-C), it stops what it started: the
 /// daemons, the bus, the network namespace and the temporary directory.
 pub async fn run(args: &DemoArgs, as_json: bool) -> Result<(), String> {
-    let dir = tempfile_dir()?;
-    let result = tokio::select! {
-        r = run_in(&dir, args, as_json) => r,
+    // Removed when dropped, after everything in it has stopped.
+    let dir = Scratch::new("netadm-demo-")?;
+    tokio::select! {
+        r = run_in(dir.path(), args, as_json) => r,
         _ = tokio::signal::ctrl_c() => Err("interrupted; everything it started is stopped".into()),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    }
 }
 
-fn tempfile_dir() -> Result<PathBuf, String> {
-    let base = std::env::temp_dir().join(format!("netadm-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
-    Ok(base)
-}
-
-/// This process's effective uid or gid (`Uid:` / `Gid:` of
-/// /proc/self/status).
-fn effective(id: &str) -> Option<u32> {
+/// This process's effective gid (`Gid:` of /proc/self/status).
+fn effective_gid() -> Option<u32> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let l = s.lines().find(|l| l.starts_with(id))?;
+    let l = s.lines().find(|l| l.starts_with("Gid:"))?;
     l.split_whitespace().nth(2)?.parse().ok()
-}
-
-/// Whether this process runs with effective uid 0.
-fn is_root() -> bool {
-    effective("Uid:") == Some(0)
 }
 
 /// The name of this process's effective group, which the demo's netadmd
 /// takes as its admin group when not run as root, so that the demo's own
 /// `netadm` commands may change its (emulated) network.
 fn own_group() -> Result<String, String> {
-    let gid = effective("Gid:").ok_or("cannot read this process's gid")?;
+    let gid = effective_gid().ok_or("cannot read this process's gid")?;
     let groups = std::fs::read_to_string("/etc/group").map_err(|e| format!("/etc/group: {e}"))?;
     groups
         .lines()
@@ -442,31 +337,14 @@ fn own_group() -> Result<String, String> {
 /// A network namespace of the demo's own; deleted when dropped, so on
 /// every way out (an error, a panic, Ctrl-C) after the daemons in it
 /// (dropped before it) are gone.
-struct Netns(String);
-
-impl Netns {
-    fn create() -> Result<Self, String> {
-        let name = format!("netadm-demo-{}", std::process::id());
-        let out = Command::new("ip").args(["netns", "add", &name]).output().map_err(|e| {
-            format!(
-                "the kernel mirror needs `ip` (apt-get install iproute2), or run with \
-                 --kernel-mirror off: {e}"
-            )
-        })?;
-        if !out.status.success() {
-            return Err(format!(
-                "ip netns add {name}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Self(name))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+fn netns() -> Result<Netns, String> {
+    Netns::new(format!("netadm-demo-{}", std::process::id())).map_err(|e| match e {
+        netadm_testkit::Error::Spawn { source, .. } => format!(
+            "the kernel mirror needs `ip` (apt-get install iproute2), or run with \
+             --kernel-mirror off: {source}"
+        ),
+        e => e.to_string(),
+    })
 }
 
 /// A multiplier as it is: `128`, or `85.333` when the division is not
@@ -478,7 +356,7 @@ fn multiplier(k: f64) -> String {
 async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String> {
     let netadmd = netadmd()?;
     let netadm = std::env::current_exe().map_err(|e| format!("where is netadm: {e}"))?;
-    let root = is_root();
+    let root = netadm_testkit::is_root();
     let mirror = match args.kernel_mirror {
         Mirror::Off => false,
         Mirror::Auto => root,
@@ -486,15 +364,16 @@ async fn run_in(dir: &Path, args: &DemoArgs, as_json: bool) -> Result<(), String
         Mirror::On => return Err("--kernel-mirror on needs root (a network namespace)".into()),
     };
     // Dropped last: after the bus and the daemons.
-    let netns = if mirror { Some(Netns::create()?) } else { None };
-    let (_bus, addr) = start_bus(dir)?;
+    let netns = if mirror { Some(netns()?) } else { None };
+    let bus = Bus::try_start(Policy::AllowAll)?;
+    let netadm = Cli::with(netadm, bus.address());
     let group = if root { None } else { Some(own_group()?) };
     let env = Env {
         netadmd: &netadmd,
         netadm: &netadm,
-        bus: &addr,
+        bus: &bus,
         dir,
-        netns: netns.as_ref().map(|n| n.0.as_str()),
+        netns: netns.as_ref().map(Netns::name),
         admin_group: group.as_deref(),
     };
     let runs =

@@ -12,65 +12,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-const PLAYBOOK: &str = r#"- name: netadm desired state
-  hosts: all
-  gather_facts: false
-  vars:
-    docs:
-      one:
-        aggr:
-          aggr0: {ports: [atl1c0, atl1c1]}
-        vnic:
-          web0: {over: i40e0, mac: "2:8:20:0:0:1", mac_mode: fixed, props: {mtu: 1400}}
-          app0: {over: aggr0, mac: "2:8:20:0:0:3", mac_mode: fixed, vid: 12}
-        interface:
-          web0: {}
-        address:
-          web0/v4: {addr: 192.0.2.10/24}
-      two:
-        aggr:
-          aggr0: {ports: [atl1c0, atl1c1], props: {mtu: 6000}}
-        vnic:
-          web0: {over: i40e0, mac: "2:8:20:0:0:1", mac_mode: fixed, props: {mtu: 1400}}
-        interface:
-          web0: {}
-        address:
-          web0/v4: {addr: 192.0.2.10/24}
-      three:
-        aggr:
-          aggr0: {ports: [atl1c0, atl1c1]}
-        vnic:
-          web0: {over: i40e0, mac: "2:8:20:0:0:1", mac_mode: fixed, props: {mtu: 1400}}
-          app0: {over: aggr0, mac: "2:8:20:0:0:3", mac_mode: fixed, vid: 12}
-          new0: {over: i40e1, mac: "2:8:20:0:0:7", mac_mode: fixed}
-          blk0: {over: i40e1, mac: "2:8:20:0:0:6", mac_mode: fixed}
-        interface:
-          web0: {}
-          new0: {}
-          blk0: {}
-        address:
-          web0/v4: {addr: 192.0.2.10/24}
-          new0/v4: {addr: 198.51.100.1/24}
-  tasks:
-    - name: apply
-      netadm.netadm.netadm_config:
-        bus: "{{ netadm_bus }}"
-        netadm: "{{ netadm_bin }}"
-        config: "{{ docs[doc] }}"
-        confirm_timeout: "{{ ct | default(0) }}"
-    - name: confirm
-      when: confirm | default(false) | bool
-      netadm.netadm.netadm_config:
-        bus: "{{ netadm_bus }}"
-        netadm: "{{ netadm_bin }}"
-        state: confirmed
-"#;
+/// The play: documents one, two and three applied to every host.
+const PLAYBOOK: &str = include_str!("data/site.yml");
 
 struct Run {
     recap: Vec<String>,
@@ -111,27 +56,17 @@ fn host<'a>(r: &'a Run, h: &str) -> &'a str {
     r.recap.iter().find(|l| l.starts_with(&format!("{h} "))).map(String::as_str).unwrap_or("")
 }
 
-fn ip(ns: &str, args: &[&str]) -> String {
-    let mut a = vec!["ip", "-n", ns];
-    a.extend_from_slice(args);
-    realnet::run(&a).unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[test]
 fn ansible_applies_to_two_hosts_idempotently_checks_and_rolls_back_the_one_that_fails() {
-    if !prerequisites(
-        Some("to make network namespaces"),
-        &[("ip", "iproute2"), ("ansible-playbook", "ansible")],
-    ) {
+    if !netns_prerequisites(&["ansible-playbook"]) {
         return;
     }
-    let pid = std::process::id();
-    let names = [format!("aa{pid}"), format!("ab{pid}")];
-    let _ns = realnet::Netns::new(&names).unwrap_or_else(|e| panic!("{e}"));
-    let hw = repo_root().join("config/netadm.toml");
+    let made = [Netns::unique("aa", "").unwrap(), Netns::unique("ab", "").unwrap()];
+    let names = made.each_ref().map(|n| n.name().to_owned());
     let (bus_a, bus_b) = (Bus::start(), Bus::start());
-    let _a = realnet::Reaped(netadmd_in_netns(&names[0], &bus_a, &hw, &bus_a.subdir("state")));
-    let _b = realnet::Reaped(netadmd_in_netns(&names[1], &bus_b, &hw, &bus_b.subdir("state")));
+    // Each host: the embedded default hardware, the kernel mirror on.
+    let _a = Daemon::builder(&bus_a, bus_a.subdir("state")).netns(&names[0]).start();
+    let _b = Daemon::builder(&bus_b, bus_b.subdir("state")).netns(&names[1]).start();
 
     // The collection where Ansible looks for it, the inventory, the play.
     let dir = bus_a.subdir("ansible");

@@ -10,54 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 use serde_json::Value;
 
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-const DOC: &str = r#"version = 1
-
-[aggr.aggr0]
-ports = ["atl1c0", "atl1c1"]
-policy = "L4"
-
-[vnic.web0]
-over = "i40e0"
-mac = "2:8:20:0:0:1"
-mac_mode = "fixed"
-props = { mtu = "1400" }
-
-[vnic.db0]
-over = "i40e0"
-mac = "2:8:20:0:0:2"
-mac_mode = "fixed"
-
-[vnic.app0]
-over = "aggr0"
-mac = "2:8:20:0:0:3"
-mac_mode = "fixed"
-vid = 12
-
-[interface.web0]
-
-[address."web0/v4"]
-addr = "192.0.2.10/24"
-
-[etherstub.stub0]
-
-[vnic.s0]
-over = "stub0"
-mac = "2:8:20:0:0:4"
-mac_mode = "fixed"
-
-[vnic.q0]
-over = "i40e0"
-mac = "2:8:20:0:0:5"
-mac_mode = "fixed"
-props = { maxbw = "100M", priority = "low" }
-"#;
+/// The desired state the tests apply (line numbers in it are asserted).
+const DOC: &str = include_str!("data/net.toml");
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -384,23 +341,17 @@ fn commit_confirmed_rolls_back_unless_confirmed_also_across_a_restart() {
     assert!(!checkpoint.exists());
 }
 
-fn ip(ns: &str, args: &[&str]) -> String {
-    let mut a = vec!["ip", "-n", ns];
-    a.extend_from_slice(args);
-    realnet::run(&a).unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[test]
 fn kernel_changes_are_read_back_and_a_failing_step_is_driven_back_entirely() {
-    if !prerequisites(Some("to make a network namespace"), &[("ip", "iproute2")]) {
+    if !netns_prerequisites(&[]) {
         return;
     }
-    let name = format!("na{}", std::process::id());
-    let _ns = realnet::Netns::new(std::slice::from_ref(&name)).unwrap_or_else(|e| panic!("{e}"));
+    let ns = Netns::unique("na", "").unwrap();
+    let name = ns.name().to_owned();
     let bus = Bus::start();
-    let hw = repo_root().join("config/netadm.toml");
     let state = bus.subdir("state");
-    let _daemon = realnet::Reaped(netadmd_in_netns(&name, &bus, &hw, &state));
+    // The embedded default hardware, the kernel mirror on.
+    let _daemon = Daemon::builder(&bus, &state).netns(&name).start();
     let dir = bus.subdir("docs");
     let one = write(&dir, "one.toml", DOC);
     let r = apply(&bus, &["-f", one.to_str().unwrap()]);

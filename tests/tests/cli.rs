@@ -1,7 +1,7 @@
 //! The real `netadm` binary against a real `netadmd` on a private bus,
 //! through every verb, with the JSON output parsed and checked.
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 use serde_json::Value;
 
 fn timing_ok(v: &Value, op: &str) {
@@ -345,14 +345,10 @@ fn kill_9_at_any_moment_never_leaves_a_half_written_config() {
     for round in 0..6u32 {
         let d = Daemon::start(&bus, &state, &[]);
         // A stream of persistent mutations in the background ...
-        let addr = bus.address().to_owned();
+        let cli = Cli::new(&bus);
         let writer = std::thread::spawn(move || {
             for i in 0..40 {
-                let name = format!("vnic{i}");
-                let _ = std::process::Command::new(bin("netadm"))
-                    .env("NETADM_BUS", &addr)
-                    .args(["create-vnic", "-l", "atl1c2", &name])
-                    .output();
+                let _ = cli.output(&["create-vnic", "-l", "atl1c2", &format!("vnic{i}")]);
             }
         });
         // ... killed part way through: after a varying number of commands

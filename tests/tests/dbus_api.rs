@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 /// What the documented interfaces' errors are called by.
 const ERRORS: &str = "org.netadm.Netadm1.Errors";

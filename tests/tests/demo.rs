@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 use serde_json::Value;
 
 fn netns() -> Vec<String> {

@@ -6,27 +6,14 @@
 //! configured state back. Root and iproute2 (skipped otherwise, failed
 //! under `CI=true`).
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 use serde_json::Value;
-
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
 
 /// How long the daemon gets to notice; it is told by the kernel at once,
 /// so this only bounds a broken run.
 const NOTICE: Duration = Duration::from_secs(10);
-
-fn ip(ns: &str, args: &[&str]) -> String {
-    let mut a = vec!["ip", "-n", ns];
-    a.extend_from_slice(args);
-    realnet::run(&a).unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn iface(bus: &Bus) -> Value {
     rows(&json(bus, &["show-if"]), "ifname", "atl1c2")[0].clone()
@@ -51,32 +38,14 @@ fn await_if(bus: &Bus, what: &str, want: impl Fn(&Value) -> bool) -> (Duration, 
 
 #[test]
 fn changes_behind_netadms_back_are_reported_and_refresh_if_puts_them_back() {
-    if !prerequisites(
-        Some("to make a network namespace"),
-        &[("ip", "iproute2"), ("setpriv", "util-linux")],
-    ) {
+    if !netns_prerequisites(&["setpriv"]) {
         return;
     }
-    let name = format!("nd{}", std::process::id());
-    let _ns = realnet::Netns::new(std::slice::from_ref(&name)).unwrap_or_else(|e| panic!("{e}"));
+    let ns = Netns::unique("nd", "").unwrap();
+    let name = ns.name().to_owned();
     let bus = Bus::start();
-    let mut child = realnet::dies_with_us(Some(&name), bin("netadmd"))
-        .args(["--bus", bus.address(), "--kernel-mirror", "on", "--state-dir"])
-        .arg(bus.subdir("state"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    {
-        let (log, err) = (log.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                log.lock().unwrap().push_str(&(l + "\n"));
-            }
-        });
-    }
-    let _daemon = realnet::Reaped(child);
-    wait_for("netadmd to serve", || log.lock().unwrap().contains("serving org.netadm.Netadm1"));
+    // The embedded default hardware, the kernel mirror on; its log read.
+    let daemon = Daemon::builder(&bus, bus.subdir("state")).netns(&name).start();
 
     json(&bus, &["create-if", "atl1c2"]);
     json(&bus, &["create-addr", "-T", "static", "-a", "192.0.2.1/24", "atl1c2/v4"]);
@@ -88,7 +57,7 @@ fn changes_behind_netadms_back_are_reported_and_refresh_if_puts_them_back() {
     let (took, r) = await_if(&bus, "mtu drift", |r| r["state"] == "drifted");
     eprintln!("mtu changed behind its back: show-if said so after {took:?}: {}", r["drift"]);
     assert_eq!(r["drift"], "mtu 1400 (configured 1500)");
-    wait_for("the drift logged", || log.lock().unwrap().contains("kernel drift: mtu 1400"));
+    daemon.await_stderr("the drift logged", |l| l.contains("kernel drift: mtu 1400"));
     // Other changes go on meanwhile.
     json(&bus, &["create-if", "atl1c3"]);
     assert_eq!(rows(&json(&bus, &["show-if"]), "ifname", "atl1c3")[0]["state"], "ok");

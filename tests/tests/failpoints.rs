@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 const AGGR: &[&str] = &["create-aggr", "-l", "i40e0", "-l", "i40e1", "aggr0"];
 const IF: &[&str] = &["create-if", "aggr0"];
@@ -175,9 +175,8 @@ fn shows_held_in_their_reads_all_run_at_once_and_the_daemon_still_answers() {
     let d = Daemon::start_env(&bus, &dir, &[], &[("FAILPOINTS", &hold)]);
     let mut shows: Vec<std::process::Child> = (0..SHOWS)
         .map(|_| {
-            std::process::Command::new(bin("netadm"))
-                .env("NETADM_BUS", bus.address())
-                .arg("show-link")
+            Cli::new(&bus)
+                .command(&["show-link"])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn()

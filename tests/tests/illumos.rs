@@ -6,19 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 /// A directory holding `dladm` and `ipadm` symlinks to the built `netadm`.
 fn illumos_bin(bus: &Bus) -> PathBuf {
-    let dir = bus.subdir("bin");
-    for name in ["dladm", "ipadm"] {
-        std::os::unix::fs::symlink(bin("netadm"), dir.join(name)).unwrap();
-    }
-    dir
+    illumos_links(&bus.subdir("bin"))
 }
 
 fn cmd(dir: &Path, bus: &Bus, name: &str, args: &[&str]) -> Output {
-    Command::new(dir.join(name)).env("NETADM_BUS", bus.address()).args(args).output().unwrap()
+    Cli::with(dir.join(name), bus.address()).output(args).unwrap()
 }
 
 /// Runs a command that must succeed; returns its stdout.

@@ -6,17 +6,11 @@
 //! typed and change nothing; what persists comes back after a restart.
 //! Prerequisites (root, ip) missing: "skipped", except under `CI=true`.
 
-use netadm_e2e::*;
-
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-use realnet::Reaped;
+use netadm_testkit::*;
 
 /// The addresses the kernel has on `dev` in `ns` (`None`: no such device).
 fn kernel_addrs(ns: &str, dev: &str) -> Option<Vec<String>> {
-    let out = realnet::run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
+    let out = run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     Some(
         v[0]["addr_info"]
@@ -39,39 +33,33 @@ fn if_state(bus: &Bus, ifname: &str) -> String {
 }
 
 /// A namespace with a veth pair (va0 for netadmd's afpacket wire), a bus,
-/// the hardware file and the state directory.
+/// and how netadmd starts there (i40e0 on va0, the kernel mirror on).
 struct Setup {
     ns: String,
     bus: Bus,
-    hw: std::path::PathBuf,
+    daemon: DaemonBuilder,
     state: std::path::PathBuf,
-    _ns: realnet::Netns,
+    _ns: Netns,
 }
 
 impl Setup {
-    fn new(tag: &str) -> Self {
-        let ns = format!("{tag}{}", std::process::id());
-        let made = realnet::Netns::new(std::slice::from_ref(&ns)).unwrap_or_else(|e| panic!("{e}"));
-        for args in [
-            &["ip", "-n", &ns, "link", "add", "va0", "type", "veth", "peer", "name", "vb0"][..],
-            &["ip", "-n", &ns, "link", "set", "va0", "up"],
-            &["ip", "-n", &ns, "link", "set", "vb0", "up"],
-        ] {
-            realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
+    /// The set-up, or `None` (the test skipped) without root and ip.
+    fn new(tag: &str) -> Option<Self> {
+        if !netns_prerequisites(&[]) {
+            return None;
         }
+        let made = Netns::unique(tag, "").unwrap();
+        let ns = made.name().to_owned();
+        veth((&ns, "va0"), (&ns, "vb0")).unwrap();
         let bus = Bus::start();
-        let dir = bus.subdir("ipif");
-        let hw = dir.join("hw.toml");
-        std::fs::write(
-            &hw,
-            "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n",
-        )
-        .unwrap();
-        Setup { ns, bus, hw, state: dir.join("state"), _ns: made }
+        let state = bus.subdir("ipif").join("state");
+        let daemon =
+            Daemon::builder(&bus, &state).netns(&ns).hardware(&fixtures::afpacket(&["va0"]));
+        Some(Setup { ns, bus, daemon, state, _ns: made })
     }
 
-    fn netadmd(&self) -> Reaped {
-        Reaped(netadmd_in_netns(&self.ns, &self.bus, &self.hw, &self.state))
+    fn netadmd(&self) -> Daemon {
+        self.daemon.start()
     }
 
     fn links(&self) -> String {
@@ -81,13 +69,9 @@ impl Setup {
 
 #[test]
 fn disable_enable_if_and_down_up_addr_act_on_the_kernel_and_keep_the_configuration() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
-    let s = Setup::new("ipif");
-    let (ns, bus) = (&s.ns, &s.bus);
+    let Some(s) = Setup::new("ipif") else { return };
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     let links = || s.links();
-    let daemon = s.netadmd();
     let has = |a: &str| kernel_addrs(ns, "i40e0").is_some_and(|v| v.iter().any(|x| x == a));
 
     json(bus, &["create-if", "i40e0"]);
@@ -181,11 +165,11 @@ fn disable_enable_if_and_down_up_addr_act_on_the_kernel_and_keep_the_configurati
 /// `/proc/sys/net/FAMILY/conf/DEV/KEY` in namespace `ns`.
 fn sysctl(ns: &str, family: &str, dev: &str, key: &str) -> String {
     let p = format!("/proc/sys/net/{family}/conf/{dev}/{key}");
-    realnet::run(&["ip", "netns", "exec", ns, "cat", &p]).unwrap().trim().to_owned()
+    run(&["ip", "netns", "exec", ns, "cat", &p]).unwrap().trim().to_owned()
 }
 
 fn dev_mtu(ns: &str, dev: &str) -> u64 {
-    let out = realnet::run(&["ip", "-n", ns, "-j", "link", "show", "dev", dev]).unwrap();
+    let out = run(&["ip", "-n", ns, "-j", "link", "show", "dev", dev]).unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v[0]["mtu"].as_u64().unwrap()
 }
@@ -199,12 +183,8 @@ fn ifprop(bus: &Bus, fields: &str, prop: &str, proto: &str) -> String {
 
 #[test]
 fn interface_properties_reach_the_kernel_persist_and_refuse_bad_values() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
-    let s = Setup::new("ifp");
-    let (ns, bus) = (&s.ns, &s.bus);
-    let daemon = s.netadmd();
+    let Some(s) = Setup::new("ifp") else { return };
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     json(bus, &["create-if", "i40e0"]);
     assert_eq!(ifprop(bus, "current,default", "forwarding", "ipv4"), "off:off");
     assert_eq!(ifprop(bus, "current,default,possible", "mtu", "ipv4"), "1500:1500:68-1500");
@@ -286,18 +266,14 @@ fn interface_properties_reach_the_kernel_persist_and_refuse_bad_values() {
 /// `/proc/sys/net/KEY` in namespace `ns`.
 fn net_sysctl(ns: &str, key: &str) -> String {
     let p = format!("/proc/sys/net/{key}");
-    realnet::run(&["ip", "netns", "exec", ns, "cat", &p]).unwrap().trim().to_owned()
+    run(&["ip", "netns", "exec", ns, "cat", &p]).unwrap().trim().to_owned()
 }
 
 #[test]
 fn protocol_properties_are_the_namespaces_and_persist() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
+    let Some(s) = Setup::new("prop") else { return };
     let host_ttl = std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl").unwrap();
-    let s = Setup::new("prop");
-    let (ns, bus) = (&s.ns, &s.bus);
-    let daemon = s.netadmd();
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     let prop = |proto: &str, p: &str| {
         let out =
             netadm(bus, &["show-prop", "-c", "-o", "current,persistent,default", "-p", p, proto]);
@@ -339,7 +315,7 @@ fn protocol_properties_are_the_namespaces_and_persist() {
     // A new netadmd in a fresh namespace state applies what persisted.
     drop(daemon);
     let ttl = "echo 64 > /proc/sys/net/ipv4/ip_default_ttl";
-    realnet::run(&["ip", "netns", "exec", ns, "sh", "-c", ttl]).unwrap();
+    run(&["ip", "netns", "exec", ns, "sh", "-c", ttl]).unwrap();
     let daemon = s.netadmd();
     assert_eq!(net_sysctl(ns, "ipv4/ip_default_ttl"), "100");
     json(bus, &["reset-prop", "-p", "ttl,forwarding", "ipv4"]);
@@ -353,7 +329,7 @@ fn protocol_properties_are_the_namespaces_and_persist() {
 
 /// The kernel's record of `ip` on `dev` in `ns`: (prefix, deprecated).
 fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, bool)> {
-    let out = realnet::run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
+    let out = run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v[0]["addr_info"]
         .as_array()?
@@ -364,12 +340,8 @@ fn kernel_addr(ns: &str, dev: &str, ip: &str) -> Option<(u64, bool)> {
 
 #[test]
 fn address_properties_change_the_kernels_address_and_persist() {
-    if !prerequisites(Some("for network namespaces"), &[("ip", "iproute2")]) {
-        return;
-    }
-    let s = Setup::new("adp");
-    let (ns, bus) = (&s.ns, &s.bus);
-    let daemon = s.netadmd();
+    let Some(s) = Setup::new("adp") else { return };
+    let (ns, bus, daemon) = (&s.ns, &s.bus, s.netadmd());
     json(bus, &["create-if", "i40e0"]);
     json(bus, &["create-addr", "-T", "static", "-a", "192.0.2.5/24", "i40e0/v4"]);
     json(bus, &["create-addr", "-T", "static", "-a", "2001:db8::5/64", "i40e0/v6"]);

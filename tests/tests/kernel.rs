@@ -8,15 +8,7 @@
 
 use std::process::Command;
 
-use netadm_e2e::*;
-
-/// Namespaces, veth far side, iperf3 and the stall measure, shared with
-/// `netadm-bench kernel`.
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-use realnet::Reaped;
+use netadm_testkit::*;
 
 /// The tests here measure real traffic (and the MTU test, stalls of
 /// 100 ms) on a machine that may have two cores: they run one at a time,
@@ -26,71 +18,37 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Whether this test can run: root and every command in `cmds`. If not, it
-/// says "skipped" and the test returns, except under CI (`CI=true`), where
-/// a missing prerequisite fails the test, naming it.
-fn prerequisites(cmds: &[&str]) -> bool {
-    let mut missing: Vec<&str> = cmds.iter().copied().filter(|c| !realnet::have(c)).collect();
-    if !is_root() {
-        missing.insert(0, "root");
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    let what = format!(
-        "needs {} (run as root; apt-get install iproute2 iputils-ping iperf3 ethtool util-linux)",
-        missing.join(", ")
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but this test {what}");
-    eprintln!("skipped: {what}");
-    false
-}
-
-fn sh(args: &[&str]) {
-    realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
-}
-
 /// Namespace a (netadmd, its ports wired to va0/va1) and b (vb0/vb1
 /// bridged as br0, 192.0.2.2/24); removed on drop.
 struct Netns {
     a: String,
     b: String,
-    _made: realnet::Netns,
+    _made: [netadm_testkit::Netns; 2],
 }
 
 impl Netns {
     fn new() -> Self {
         // Unique per test: tests in this file run in parallel threads.
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let id = format!(
-            "{}x{}",
-            std::process::id(),
-            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        let (a, b) = (format!("na{id}"), format!("nb{id}"));
-        let made = realnet::Netns::new(&[a.clone(), b.clone()]).unwrap_or_else(|e| panic!("{e}"));
-        realnet::netadm_far_side(&a, &b).unwrap_or_else(|e| panic!("{e}"));
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let made =
+            ["na", "nb"].map(|tag| netadm_testkit::Netns::unique(tag, &format!("x{n}")).unwrap());
+        let [a, b] = made.each_ref().map(|n| n.name().to_owned());
+        netadm_far_side(&a, &b).unwrap();
         Self { a, b, _made: made }
     }
 }
 
 /// netadmd in namespace `a`, its ports wired to va0/va1.
-fn daemon_in(ns: &Netns, bus: &Bus) -> Reaped {
-    let dir = bus.subdir("kernel");
-    let hw = dir.join("hw.toml");
-    let port = |i: u8| {
-        format!(
-            "[[port]]\nname = \"i40e{i}\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = {{ kind = \"afpacket\", interface = \"va{i}\" }}\n"
-        )
-    };
-    std::fs::write(&hw, format!("{}\n{}", port(0), port(1))).unwrap();
-    Reaped(netadmd_in_netns(&ns.a, bus, &hw, &dir.join("state")))
+fn daemon_in(ns: &Netns, bus: &Bus) -> Daemon {
+    let state = bus.subdir("kernel").join("state");
+    Daemon::builder(bus, state).netns(&ns.a).hardware(&fixtures::afpacket(&["va0", "va1"])).start()
 }
 
 #[test]
 fn ping_crosses_an_aggregation_through_netadms_rings_and_nothing_is_left_behind() {
     let _serial = serial();
-    if !prerequisites(&["ip", "ping", "ethtool"]) {
+    if !netns_prerequisites(&["ping", "ethtool"]) {
         return;
     }
     let ns = Netns::new();
@@ -195,7 +153,7 @@ const STALL_BOUND_MS: f64 = 100.0;
 #[test]
 fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
     let _serial = serial();
-    if !prerequisites(&["ip", "iperf3", "ethtool", "setpriv"]) {
+    if !netns_prerequisites(&["iperf3", "ethtool", "setpriv"]) {
         return;
     }
     let ns = Netns::new();
@@ -211,19 +169,19 @@ fn iperf3_runs_through_mtu_changes_every_second_without_a_reset() {
         // Each connection opens at 1500, so both ends advertise MSS 1460
         // and the far side (at 9000) never sends more than 1500 bytes.
         set_mtu(1500);
-        let server = realnet::iperf3_server(&ns.b).unwrap_or_else(|e| panic!("{e}"));
+        let server = iperf3::server(&ns.b).unwrap_or_else(|e| panic!("{e}"));
         let mut changes = 0;
-        let text = realnet::iperf3_client(&ns.a, "192.0.2.2", TOGGLE_SECONDS, extra, &mut |k| {
+        let text = iperf3::client(&ns.a, "192.0.2.2", TOGGLE_SECONDS, extra, &mut |k| {
             set_mtu(if k % 2 == 1 { 9000 } else { 1500 });
             changes += 1;
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{dir}: {e}"));
-        realnet::reap_server(server);
-        let r = realnet::parse_iperf3(&text).unwrap_or_else(|e| panic!("{dir}: {e}"));
-        let t = realnet::toggled(&r, changes, realnet::FIRST_CHANGE_SECS);
+        iperf3::reap_server(server);
+        let r = iperf3::parse(&text).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let t = iperf3::toggled(&r, changes, iperf3::FIRST_CHANGE_SECS);
         let rates: Vec<String> =
-            realnet::whole(&r.intervals).iter().map(|i| format!("{:.2}", i.gbps)).collect();
+            iperf3::whole(&r.intervals).iter().map(|i| format!("{:.2}", i.gbps)).collect();
         let summary = format!(
             "{dir}: {} MTU changes, {} intervals, median {:.2} Gbit/s, longest stall {:.0} ms, \
              slowest {:.3} Gbit/s, {} retransmits, receiver waited {:.0} ms past the end\n  \

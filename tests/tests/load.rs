@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use netadm_dbus::{Error, NetadmProxy};
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 const CLIENTS: usize = 50;
 /// VNIC names each client works on (its own: mutations of two clients

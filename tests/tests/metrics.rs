@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 /// `GET path` over HTTP/1.0: (status line, headers and body).
 fn get(addr: &str, path: &str) -> (String, String) {

@@ -1,7 +1,7 @@
 //! Who may do what: the shipped bus policy and netadmd's own check, with
 //! real callers of different uids (setpriv) on a private bus.
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 /// Every verb that changes the network, with arguments under which root
 /// can run them in this order after `setup`.
@@ -31,7 +31,7 @@ const NOBODY: u32 = 65534;
 /// where a missing prerequisite fails it: `.ci/run` installs them and runs
 /// as root.
 fn prerequisites() -> bool {
-    netadm_e2e::prerequisites(
+    netadm_testkit::prerequisites(
         Some("to switch to an unprivileged uid"),
         &[("setpriv", "util-linux"), ("busctl", "systemd")],
     )

@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 const FRAME: u64 = 1514;
 
@@ -47,15 +47,9 @@ fn start(bus: &Bus, link: &str, rate: u64, flows: u32) {
 fn maxbw_holds_within_5_percent_and_a_high_priority_vnic_keeps_its_rate_beside_a_flood() {
     let bus = Bus::start();
     let state = bus.subdir("state");
-    let hw = state.join("hw.toml");
-    std::fs::create_dir_all(&state).unwrap();
-    std::fs::write(
-        &hw,
-        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nspeed = 10\nwire = { kind = \"reflector\" }\n",
-    )
-    .unwrap();
-    let hw = hw.to_str().unwrap();
-    let d = Daemon::start(&bus, &state, &["--config", hw]);
+    // i40e0 alone, on a 10 Mb/s reflector wire.
+    let netadmd = Daemon::builder(&bus, &state).hardware(&fixtures::i40e_reflector(10));
+    let d = netadmd.start();
 
     // The properties: dladm's syntax, shown in Mb/s; priority high unless set.
     json(&bus, &["create-vnic", "-l", "i40e0", "-p", "maxbw=20M", "lim0"]);
@@ -101,7 +95,7 @@ fn maxbw_holds_within_5_percent_and_a_high_priority_vnic_keeps_its_rate_beside_a
 
     // Persistence: the properties come back after a restart.
     d.stop();
-    let _d = Daemon::start(&bus, &state, &["--config", hw]);
+    let _d = netadmd.start();
     assert_eq!(linkprop(&bus, "lim0", "maxbw"), "20");
     assert_eq!(linkprop(&bus, "lo0", "priority"), "low");
 

@@ -3,7 +3,7 @@
 //! links.toml at start and at a clean stop, and the link objects on the
 //! bus follow each change without being rebuilt wholesale.
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 /// links.toml with aggr0 (i40e0+i40e1) and `n` VNICs over it.
 fn big_config(n: usize) -> String {

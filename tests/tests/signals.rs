@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 #[test]
 fn sigterm_during_a_long_operation_leaves_config_and_state_consistent() {
@@ -11,13 +11,9 @@ fn sigterm_during_a_long_operation_leaves_config_and_state_consistent() {
     let state = bus.subdir("state");
     // `sequential` makes create-aggr take seconds: ~20 ms per ring.
     let d = Daemon::start(&bus, &state, &["--strategy", "sequential"]);
-    let addr = bus.address().to_owned();
+    let cli = Cli::new(&bus);
     let client = std::thread::spawn(move || {
-        std::process::Command::new(bin("netadm"))
-            .env("NETADM_BUS", addr)
-            .args(["create-aggr", "-l", "i40e0", "-l", "i40e1", "aggr0"])
-            .output()
-            .unwrap()
+        cli.output(&["create-aggr", "-l", "i40e0", "-l", "i40e1", "aggr0"]).unwrap()
     });
     // Wait until the operation is under way: rings have started to come up.
     let deadline = Instant::now() + Duration::from_secs(30);

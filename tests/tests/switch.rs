@@ -17,14 +17,8 @@
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use netadm_e2e::raw::Raw;
-use netadm_e2e::*;
-
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-use realnet::Reaped;
+use netadm_testkit::raw::Raw;
+use netadm_testkit::*;
 
 #[test]
 fn etherstub_verbs_show_refuse_bad_input_and_persist() {
@@ -111,7 +105,7 @@ fn cross_route(ns: &str, (ia, a): (&str, &str), (ib, b): (&str, &str), t: u32) {
         &["ip", "-n", ns, "rule", "add", "pref", &t1, "iif", "lo", "to", a, "lookup", &t1],
         &["ip", "-n", ns, "route", "add", a, "dev", ib, "table", &t1],
     ] {
-        realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
+        sh(args);
     }
 }
 
@@ -132,22 +126,13 @@ fn mac_of(bus: &Bus, vnic: &str) -> [u8; 6] {
 
 #[test]
 fn vnics_over_one_etherstub_or_one_link_reach_each_other_through_netadms_switch() {
-    if !prerequisites(
-        Some("for network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping"), ("sysctl", "procps")],
-    ) {
+    if !netns_prerequisites(&["ping", "sysctl"]) {
         return;
     }
-    let id = std::process::id();
-    let (a, b) = (format!("swa{id}"), format!("swb{id}"));
-    let _ns = realnet::Netns::new(&[a.clone(), b.clone()]).unwrap_or_else(|e| panic!("{e}"));
+    let made = [Netns::unique("swa", "").unwrap(), Netns::unique("swb", "").unwrap()];
+    let (a, b) = (made[0].name().to_owned(), made[1].name().to_owned());
+    veth((&a, "va0"), (&b, "vb0")).unwrap();
     for args in [
-        &[
-            "ip", "link", "add", "va0", "netns", &a, "type", "veth", "peer", "name", "vb0",
-            "netns", &b,
-        ][..],
-        &["ip", "-n", &a, "link", "set", "va0", "up"],
-        &["ip", "-n", &b, "link", "set", "vb0", "up"],
         // Packets from an address of this host arrive on an interface:
         // accepted (accept_local), not checked against the reverse path.
         &[
@@ -161,22 +146,17 @@ fn vnics_over_one_etherstub_or_one_link_reach_each_other_through_netadms_switch(
             "net.ipv4.conf.default.accept_local=1",
             "net.ipv4.conf.all.rp_filter=0",
             "net.ipv4.conf.default.rp_filter=0",
-        ],
+        ][..],
         // The local table after the policy routes.
         &["ip", "-n", &a, "rule", "add", "pref", "100", "lookup", "local"],
         &["ip", "-n", &a, "rule", "del", "pref", "0"],
     ] {
-        realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
+        sh(args);
     }
     let bus = Bus::start();
-    let dir = bus.subdir("switch");
-    let hw = dir.join("hw.toml");
-    std::fs::write(
-        &hw,
-        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n",
-    )
-    .unwrap();
-    let daemon = Reaped(netadmd_in_netns(&a, &bus, &hw, &dir.join("state")));
+    let state = bus.subdir("switch").join("state");
+    let hw = fixtures::afpacket(&["va0"]);
+    let daemon = Daemon::builder(&bus, &state).netns(&a).hardware(&hw).start();
 
     json(&bus, &["create-etherstub", "stub0"]);
     for (vnic, over, addr) in [

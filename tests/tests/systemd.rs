@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 
 /// Boot, start of netadmd, restart: each gets this long.
 const BOOT: Duration = Duration::from_secs(120);
@@ -25,7 +25,7 @@ const EXEC: Duration = Duration::from_secs(120);
 /// Root, and the tools to build and boot the root. Missing: skipped with a
 /// message, or a failure under CI (`.ci/run` installs them).
 fn prerequisites() -> bool {
-    netadm_e2e::prerequisites(
+    netadm_testkit::prerequisites(
         Some("to debootstrap and boot a container"),
         &[
             ("debootstrap", "debootstrap"),

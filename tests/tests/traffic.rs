@@ -2,7 +2,7 @@
 //! reflector ports and across cabled ports, its books and the link
 //! counters, and an idle daemon that sleeps.
 
-use netadm_e2e::*;
+use netadm_testkit::*;
 use serde_json::Value;
 
 fn traffic(bus: &Bus, link: &str) -> Value {

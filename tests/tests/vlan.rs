@@ -13,14 +13,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use netadm_e2e::raw::Raw;
-use netadm_e2e::*;
-
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-use realnet::Reaped;
+use netadm_testkit::raw::Raw;
+use netadm_testkit::*;
 
 /// `frame` (untagged) with an 802.1Q tag for `vid` after its MACs.
 fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
@@ -137,38 +131,20 @@ fn idrops(bus: &Bus, link: &str) -> u64 {
 
 #[test]
 fn vid_tagged_vnics_send_and_receive_8021q_frames_on_a_real_wire_and_unknown_vids_are_dropped() {
-    if !prerequisites(
-        Some("for network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping")],
-    ) {
+    if !netns_prerequisites(&["ping"]) {
         return;
     }
-    let id = std::process::id();
-    let (a, b) = (format!("vla{id}"), format!("vlb{id}"));
-    let _ns = realnet::Netns::new(&[a.clone(), b.clone()]).unwrap_or_else(|e| panic!("{e}"));
+    let made = [Netns::unique("vla", "").unwrap(), Netns::unique("vlb", "").unwrap()];
+    let (a, b) = (made[0].name().to_owned(), made[1].name().to_owned());
     for i in 0..2 {
-        let (va, vb) = (format!("va{i}"), format!("vb{i}"));
-        for args in [
-            &[
-                "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb,
-                "netns", &b,
-            ][..],
-            &["ip", "-n", &a, "link", "set", &va, "up"],
-            &["ip", "-n", &b, "link", "set", &vb, "up"],
-        ] {
-            realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
-        }
+        veth((&a, &format!("va{i}")), (&b, &format!("vb{i}"))).unwrap();
     }
     let bus = Bus::start();
-    let dir = bus.subdir("vlan");
-    let hw = dir.join("hw.toml");
-    std::fs::write(
-        &hw,
-        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n\n\
-         [[port]]\nname = \"atl1c0\"\nclass = \"atl1c\"\nwire = { kind = \"afpacket\", interface = \"va1\" }\n",
-    )
-    .unwrap();
-    let daemon = Reaped(netadmd_in_netns(&a, &bus, &hw, &dir.join("state")));
+    // One port of each class, on afpacket wires to va0 and va1.
+    let atl1c = fixtures::Port::atl1c("atl1c0").wire(fixtures::Wire::Afpacket("va1".into()));
+    let hw = fixtures::afpacket(&["va0"]).port(atl1c);
+    let state = bus.subdir("vlan").join("state");
+    let daemon = Daemon::builder(&bus, &state).netns(&a).hardware(&hw).start();
 
     // VNICs with -v VID, one over each class of port.
     for (i, port, vid) in [(0, "i40e0", 100u16), (1, "atl1c0", 4094)] {
@@ -186,8 +162,8 @@ fn vid_tagged_vnics_send_and_receive_8021q_frames_on_a_real_wire_and_unknown_vid
 
 /// The kernel's MAC address for interface `dev` in namespace `ns`.
 fn kernel_mac(ns: &str, dev: &str) -> [u8; 6] {
-    let out = realnet::run(&["ip", "-n", ns, "-j", "link", "show", "dev", dev])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out =
+        run(&["ip", "-n", ns, "-j", "link", "show", "dev", dev]).unwrap_or_else(|e| panic!("{e}"));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     mac_of(&v[0]["address"])
 }
@@ -239,8 +215,8 @@ fn crosses(bus: &Bus, (a, b): (&str, &str), i: usize, port: &str, link: &str, vi
     assert!(far.answered >= 3 && far.tagged_right == far.from_if, "{link}: {far:?}");
     assert_eq!(far.longest, 1514, "{link}: the full-MTU echo crossed tagged: {far:?}");
     // The kernel learnt the far side's MAC from a tagged ARP reply.
-    let neigh = realnet::run(&["ip", "-n", a, "neigh", "show", "dev", link])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let neigh =
+        run(&["ip", "-n", a, "neigh", "show", "dev", link]).unwrap_or_else(|e| panic!("{e}"));
     assert!(neigh.contains("02:00:00:00:00:bb"), "{link}: {neigh}");
 
     // A tagged frame for a VID nobody here has is dropped and counted.

@@ -12,17 +12,7 @@
 
 use std::process::Command;
 
-use netadm_e2e::*;
-
-#[path = "../../crates/netadm-bench/src/realnet.rs"]
-#[allow(dead_code)]
-mod realnet;
-
-use realnet::Reaped;
-
-fn sh(args: &[&str]) {
-    realnet::run(args).unwrap_or_else(|e| panic!("{e}"));
-}
+use netadm_testkit::*;
 
 /// Whether `dev` exists in namespace `ns`.
 fn has_link(ns: &str, dev: &str) -> bool {
@@ -53,21 +43,16 @@ fn ping(ns: &str, to: &str) {
 }
 
 /// netadmd in namespace `a`, its port i40e0 wired to va0.
-fn daemon_in(a: &str, bus: &Bus, dir: &std::path::Path) -> Reaped {
-    let hw = dir.join("hw.toml");
-    std::fs::write(
-        &hw,
-        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = { kind = \"afpacket\", interface = \"va0\" }\n",
-    )
-    .unwrap();
-    Reaped(netadmd_in_netns(a, bus, &hw, &dir.join("state")))
+fn daemon_in(a: &str, bus: &Bus, dir: &std::path::Path) -> Daemon {
+    let hw = fixtures::afpacket(&["va0"]);
+    Daemon::builder(bus, dir.join("state")).netns(a).hardware(&hw).start()
 }
 
 /// Whether the kernel has `ip` on `dev` in `ns` deprecated (its preferred
 /// lifetime over; with a valid lifetime of for ever the kernel reports
 /// both as for ever, and the flag).
 fn deprecated(ns: &str, dev: &str, ip: &str) -> Option<bool> {
-    let out = realnet::run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
+    let out = run(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]).ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v[0]["addr_info"].as_array()?.iter().find(|a| a["local"] == ip).map(|a| a["deprecated"] == true)
 }
@@ -82,16 +67,12 @@ fn show_if(bus: &Bus, name: &str) -> serde_json::Value {
 
 #[test]
 fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
-    if !prerequisites(
-        Some("to make network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping")],
-    ) {
+    if !netns_prerequisites(&["ping"]) {
         return;
     }
-    let id = std::process::id();
-    let (a, b, z) = (format!("za{id}"), format!("zb{id}"), format!("zz{id}"));
-    let made = realnet::Netns::new(&[a.clone(), b.clone(), z.clone()]).unwrap();
-    realnet::netadm_far_side(&a, &b).unwrap();
+    let made = ["za", "zb", "zz"].map(|tag| Netns::unique(tag, "").unwrap());
+    let [a, b, z] = made.each_ref().map(|n| n.name().to_owned());
+    netadm_far_side(&a, &b).unwrap();
     let bus = Bus::start();
     let dir = bus.subdir("zones");
     let daemon = daemon_in(&a, &bus, &dir);
@@ -109,16 +90,8 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
     assert!(!has_link(&a, "zvnic0"), "zvnic0 is in netadmd's namespace");
     // Router advertisements are not heeded there either (no SLAAC until an
     // addrconf object asks for it).
-    let ra = realnet::run(&[
-        "ip",
-        "netns",
-        "exec",
-        &z,
-        "sysctl",
-        "-n",
-        "net.ipv6.conf.zvnic0.accept_ra",
-    ])
-    .unwrap();
+    let ra = run(&["ip", "netns", "exec", &z, "sysctl", "-n", "net.ipv6.conf.zvnic0.accept_ra"])
+        .unwrap();
     assert_eq!(ra.trim(), "0", "accept_ra in the zone");
     let i = show_if(&bus, "zvnic0");
     assert_eq!(
@@ -131,16 +104,16 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
     ping_from(&z);
     // Another address, added and removed there.
     json(&bus, &["create-addr", "-T", "static", "-a", "198.51.100.1/24", "zvnic0/v4b"]);
-    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
+    let text = run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
     assert!(text.contains("198.51.100.1/24"), "{text}");
     json(&bus, &["delete-addr", "zvnic0/v4b"]);
-    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
+    let text = run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
     assert!(!text.contains("198.51.100.1") && text.contains("192.0.2.1/24"), "{text}");
     // Deprecated there: preferred lifetime 0 in the zone's kernel (over
     // the zone's connection), and back.
     json(&bus, &["set-addrprop", "-p", "deprecated=on", "zvnic0/v4"]);
     assert_eq!(deprecated(&z, "zvnic0", "192.0.2.1"), Some(true));
-    let text = realnet::run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
+    let text = run(&["ip", "-n", &z, "addr", "show", "dev", "zvnic0"]).unwrap();
     assert!(text.contains("deprecated"), "{text}");
     assert_eq!(show_if(&bus, "zvnic0")["state"], "ok", "not drift");
     json(&bus, &["set-addrprop", "-p", "deprecated=off", "zvnic0/v4"]);
@@ -237,17 +210,12 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
 /// VNIC that has the MAC), and nothing of it reaches the port's wire.
 #[test]
 fn two_zones_over_one_etherstub_ping_each_other() {
-    if !prerequisites(
-        Some("to make network namespaces"),
-        &[("ip", "iproute2"), ("ping", "iputils-ping")],
-    ) {
+    if !netns_prerequisites(&["ping"]) {
         return;
     }
-    let id = std::process::id();
-    let (a, b, z1, z2) =
-        (format!("ea{id}"), format!("eb{id}"), format!("ez1{id}"), format!("ez2{id}"));
-    let made = realnet::Netns::new(&[a.clone(), b.clone(), z1.clone(), z2.clone()]).unwrap();
-    realnet::netadm_far_side(&a, &b).unwrap();
+    let made = ["ea", "eb", "ez1", "ez2"].map(|tag| Netns::unique(tag, "").unwrap());
+    let [a, b, z1, z2] = made.each_ref().map(|n| n.name().to_owned());
+    netadm_far_side(&a, &b).unwrap();
     let bus = Bus::start();
     let dir = bus.subdir("stubzones");
     let daemon = daemon_in(&a, &bus, &dir);

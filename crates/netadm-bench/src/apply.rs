@@ -26,10 +26,11 @@
 use std::path::Path;
 use std::time::Instant;
 
+use netadm_testkit::{Bus, Cli, Netns, Policy, Scratch};
 use serde_json::{Value, json};
 
-use crate::procs::{binaries, private_bus};
-use crate::scale::{Daemon, Scratch, cli, mutation};
+use crate::binaries;
+use crate::scale::{cli, mutation, netadmd, stop};
 
 /// Options of `netadm-bench apply`.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,43 +107,44 @@ struct Round {
     apply_daemon: f64,
 }
 
-fn round(o: &Opts, dir: &Path, bus: &str, k: usize) -> Result<Round, String> {
-    let (netadmd, netadm) = binaries("apply")?;
+fn round(o: &Opts, dir: &Path, bus: &Bus, k: usize) -> Result<Round, String> {
+    let (netadmd_path, netadm) = binaries("apply")?;
+    let netadm = Cli::with(netadm, bus.address());
     let (sa, sb) = (dir.join(format!("a{k}")), dir.join(format!("b{k}")));
     let mut r = Round::default();
     let names = [0, 1].map(|i| format!("nb{}x{k}x{i}", std::process::id()));
-    let _ns = if o.kernel { Some(crate::realnet::Netns::new(&names)?) } else { None };
+    let _ns = if o.kernel { Some([Netns::new(&names[0])?, Netns::new(&names[1])?]) } else { None };
     let ns = |i: usize| o.kernel.then(|| names[i].as_str());
     // Separate commands.
-    let (a, _) = Daemon::start_in(&netadmd, bus, &sa, ns(0))?;
+    let a = netadmd(&netadmd_path, bus, &sa, ns(0)).try_start()?;
     let t = Instant::now();
     for v in verbs() {
         let v: Vec<&str> = v.iter().map(String::as_str).collect();
-        r.separate_daemon += mutation(&netadm, bus, &v)?.0;
+        r.separate_daemon += mutation(&netadm, &v)?.0;
     }
     r.separate_wall = t.elapsed().as_micros() as f64;
-    let (doc, _) = cli(&netadm, bus, &["show-config"])?;
-    a.stop()?;
+    let (doc, _) = cli(&netadm, &["show-config"])?;
+    stop(a)?;
     let file = dir.join(format!("doc{k}.toml"));
     std::fs::write(&file, &doc).map_err(|e| format!("{}: {e}", file.display()))?;
     // One document, on a second daemon.
-    let (b, _) = Daemon::start_in(&netadmd, bus, &sb, ns(1))?;
+    let b = netadmd(&netadmd_path, bus, &sb, ns(1)).try_start()?;
     let f = file.to_str().ok_or("temporary path is not UTF-8")?;
     let t = Instant::now();
-    let (out, _) = cli(&netadm, bus, &["--json", "apply", "-f", f])?;
+    let (out, _) = cli(&netadm, &["--json", "apply", "-f", f])?;
     r.apply_wall = t.elapsed().as_micros() as f64;
     let v: Value = serde_json::from_str(&out).map_err(|e| format!("apply output: {e}: {out}"))?;
     r.apply_daemon = v["result"]["timing"]["total_us"].as_f64().unwrap_or(0.0);
     // The same end state, and it sticks.
-    let (after, _) = cli(&netadm, bus, &["show-config"])?;
+    let (after, _) = cli(&netadm, &["show-config"])?;
     if after != doc {
         return Err(format!("apply made a different configuration:\n{after}\nnot\n{doc}"));
     }
-    let (again, _) = cli(&netadm, bus, &["--json", "apply", "-f", f])?;
+    let (again, _) = cli(&netadm, &["--json", "apply", "-f", f])?;
     if !again.contains("\"changed\": false") {
         return Err(format!("applying it again changed something: {again}"));
     }
-    b.stop()?;
+    stop(b)?;
     let persisted = |s: &Path| std::fs::read_to_string(s.join("links.toml")).unwrap_or_default();
     if persisted(&sa) != persisted(&sb) {
         return Err("the two links.toml differ".into());
@@ -157,16 +159,14 @@ fn median(mut xs: Vec<f64>) -> f64 {
 
 /// Runs the benchmark.
 pub fn run(o: Opts) -> Result<(), String> {
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("netadm-bench-apply-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
-    let (_bus, addr) = private_bus(&dir.0)?;
+    let dir = Scratch::new("netadm-bench-apply-")?;
+    let bus = Bus::try_start(Policy::AllowAll)?;
     let mut rounds = vec![];
     for k in 0..o.rounds {
         if !o.json {
             eprintln!("apply: round {} of {} ...", k + 1, o.rounds);
         }
-        rounds.push(round(&o, &dir.0, &addr, k)?);
+        rounds.push(round(&o, dir.path(), &bus, k)?);
     }
     let m = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
     let (sw, sd, aw, ad) = (

@@ -21,23 +21,11 @@ use netadm_nic::{DmaAccount, DmaRing, Nic};
 use netadm_rings::{RingEngine, Strategy};
 use serde_json::json;
 
-/// Options of the `datapath` benchmark.
-pub struct Opts {
-    json: bool,
-    frames: u64,
-}
+opts!("datapath" { frames: u64 = 2_000_000 });
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = Opts { json: false, frames: 2_000_000 };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--json" => o.json = true,
-                "--frames" => o.frames = crate::value(a, it.next())?,
-                _ => return Err(format!("datapath: unknown option {a:?}")),
-            }
-        }
+        let o = Self::read(args)?;
         if o.frames < 10_000 {
             return Err("datapath: --frames must be at least 10000".into());
         }
@@ -93,15 +81,8 @@ fn cfg(rate: u64, limit: u64) -> GenConfig {
 }
 
 /// Waits for `cond`, yielding, up to a deadline.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !cond() {
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
+fn wait_for(what: &str, cond: impl FnMut() -> bool) -> Result<(), String> {
+    Ok(netadm_testkit::try_wait_for(what, Duration::from_secs(120), cond)?)
 }
 
 /// Frames per second through one TX path (one ring) to a sink wire of

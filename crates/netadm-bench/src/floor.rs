@@ -12,13 +12,14 @@
 //! sleeps while idle can have. netadm's own share of a round trip is what
 //! it takes beyond this.
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use netadm_testkit::raw::Raw;
 
 /// The floor's far side: veth `ve0` in `e`, its peer `vf0` bridged in `f`
 /// (`br0`, `addr`/24), as netadm's far side is (one link instead of two).
 pub fn far_side(e: &str, f: &str, addr: &str) -> Result<(), String> {
-    crate::realnet::bridged_far_side(e, f, &[("ve0", "vf0")], addr)
+    Ok(netadm_testkit::bridged_far_side(e, f, &[("ve0", "vf0")], addr)?)
 }
 
 fn last_err(what: &str) -> String {
@@ -50,65 +51,11 @@ fn tap(name: &str) -> Result<OwnedFd, String> {
 
 /// A non-blocking `AF_PACKET` socket on `ifname`: every frame, promiscuous,
 /// not its own transmissions.
-fn packet(ifname: &str) -> Result<OwnedFd, String> {
-    let c = CString::new(ifname).map_err(|e| e.to_string())?;
-    // SAFETY: if_nametoindex reads a NUL-terminated string.
-    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if index == 0 {
-        return Err(format!("no interface {ifname}"));
-    }
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: socket(2); checked.
-    let fd = unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, proto.into())
-    };
-    if fd < 0 {
-        return Err(last_err("socket(AF_PACKET)"));
-    }
-    // SAFETY: a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: an all-zero sockaddr_ll is valid; fields set below.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = index as i32;
-    // SAFETY: bind(2) with a sockaddr_ll of the size given.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(last_err(&format!("bind {ifname}")));
-    }
-    // SAFETY: an all-zero packet_mreq is valid; fields set below.
-    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
-    mr.mr_ifindex = index as i32;
-    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt(2) with values of the sizes given.
-    let ok = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_ADD_MEMBERSHIP,
-            (&mr as *const libc::packet_mreq).cast(),
-            std::mem::size_of::<libc::packet_mreq>() as u32,
-        ) == 0
-            && libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_IGNORE_OUTGOING,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            ) == 0
-    };
-    if !ok {
-        return Err(last_err(&format!("setsockopt on {ifname}")));
-    }
-    Ok(fd)
+fn packet(ifname: &str) -> Result<Raw, String> {
+    let raw = Raw::bind(ifname)?;
+    raw.promiscuous()?;
+    raw.nonblocking()?;
+    Ok(raw)
 }
 
 /// `netadm-bench floor-forwarder TAP IFACE` (run by `kernel` in the

@@ -13,37 +13,24 @@
 //! toggles 1500<->9000 every second, both directions: median interval,
 //! longest stall, slowest interval, retransmits, MTU changes made.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use netadm_testkit::iperf3::{self, Toggled};
+use netadm_testkit::{
+    Bus, Cli, Daemon, Lines, Netns, Policy, Reaped, Scratch, fixtures, in_netns, run as cmd,
+    sweep_stale,
+};
 use serde_json::{Value, json};
 
-use crate::floor;
-use crate::procs::{await_line, binaries, lines, private_bus};
-use crate::realnet::{self, Netns, Reaped, Toggled, run as cmd};
+use crate::{binaries, floor};
 
-/// Options of the `kernel` benchmark.
-pub struct Opts {
-    json: bool,
-    seconds: u32,
-    toggle_seconds: u32,
-    pings: u32,
-}
+opts!("kernel" { seconds: u32 = 5, toggle_seconds: u32 = 10, pings: u32 = 200 });
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = Opts { json: false, seconds: 5, toggle_seconds: 10, pings: 200 };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--json" => o.json = true,
-                "--seconds" => o.seconds = crate::value(a, it.next())?,
-                "--toggle-seconds" => o.toggle_seconds = crate::value(a, it.next())?,
-                "--pings" => o.pings = crate::value(a, it.next())?,
-                _ => return Err(format!("kernel: unknown option {a:?}")),
-            }
-        }
+        let o = Self::read(args)?;
         if o.seconds == 0 || o.toggle_seconds < 3 || o.pings < 10 {
             return Err("kernel: need --seconds >= 1, --toggle-seconds >= 3, --pings >= 10".into());
         }
@@ -62,87 +49,13 @@ const TEMP_PREFIX: &str = "netadm-bench-kernel-";
 /// How long a process gets to say it is ready, and the path to carry a ping.
 const READY: Duration = Duration::from_secs(20);
 
-/// Whether this process runs with effective uid 0.
-fn euid_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
-    })
-}
-
 /// Removes what an earlier run ended by a signal left behind (a signal runs
 /// no destructor; its processes died with it): namespaces and temporary
 /// directories named by its pid, whose process is gone. Should anything
 /// still run in such a namespace, it is killed first.
 fn remove_stale() {
-    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in dir.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix(TEMP_PREFIX) else { continue };
-            if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
-    let Ok(list) = cmd(&["ip", "netns", "list"]) else { return };
-    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
-        let Some(rest) = name.strip_prefix(NS_PREFIX) else { continue };
-        let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        let tail = &rest[pid.len()..];
-        if pid.is_empty() || !matches!(tail, "a" | "b" | "c" | "d" | "e" | "f") {
-            continue;
-        }
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            eprintln!("kernel: removing {name}, left by an interrupted run (pid {pid})");
-            let pids = cmd(&["ip", "netns", "pids", name]).unwrap_or_default();
-            for p in pids.split_whitespace() {
-                let _ = cmd(&["kill", "-KILL", p]);
-            }
-            let _ = cmd(&["ip", "netns", "del", name]);
-        }
-    }
-}
-
-/// Removes a directory and what is in it on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<Self, String> {
-        let p = std::env::temp_dir().join(format!("{TEMP_PREFIX}{}", std::process::id()));
-        std::fs::create_dir(&p).map_err(|e| format!("cannot make {}: {e}", p.display()))?;
-        Ok(Self(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The netadm side, running: netadmd in `a` with aggr0 addressed.
-struct Netadm {
-    cli: PathBuf,
-    bus: String,
-}
-
-impl Netadm {
-    /// Runs `netadm ARGS`, which must succeed.
-    fn run(&self, args: &[&str]) -> Result<(), String> {
-        let out = Command::new(&self.cli)
-            .env("NETADM_BUS", &self.bus)
-            .args(args)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.cli.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "netadm {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(())
+    for (name, pid) in sweep_stale(NS_PREFIX).into_iter().chain(sweep_stale(TEMP_PREFIX)) {
+        eprintln!("kernel: removing {name}, left by an interrupted run (pid {pid})");
     }
 }
 
@@ -151,33 +64,19 @@ impl Netadm {
 fn start_netadm(
     a: &str,
     dir: &Path,
-    bus: &str,
+    bus: &Bus,
     netadmd: &Path,
-    cli: PathBuf,
-) -> Result<(Reaped, Netadm), String> {
-    let hw = dir.join("hw.toml");
-    let port = |i: u8| {
-        format!(
-            "[[port]]\nname = \"i40e{i}\"\nclass = \"i40e\"\nqueue_pairs = 4\nwire = {{ kind = \"afpacket\", interface = \"va{i}\" }}\n"
-        )
-    };
-    std::fs::write(&hw, format!("{}\n{}", port(0), port(1))).map_err(|e| e.to_string())?;
-    let mut child = realnet::dies_with_us(Some(a), netadmd)
-        .args(["--bus", bus, "--kernel-mirror", "on", "--config"])
-        .arg(&hw)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run netadmd: {e}"))?;
-    let err = lines(child.stderr.take().expect("piped"));
-    let daemon = Reaped(child);
-    await_line(err, "netadmd", "serving org.netadm.Netadm1", READY)?;
-    let n = Netadm { cli, bus: bus.to_owned() };
-    n.run(&["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"])?;
-    n.run(&["create-if", "aggr0"])?;
-    n.run(&["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"])?;
-    Ok((daemon, n))
+    cli: &Cli,
+) -> Result<Daemon, String> {
+    let daemon = Daemon::builder(bus, dir.join("state"))
+        .program(netadmd)
+        .netns(a)
+        .hardware(&fixtures::afpacket(&["va0", "va1"]))
+        .try_start()?;
+    cli.run(&["create-aggr", "-P", "L3,L4", "-l", "i40e0", "-l", "i40e1", "aggr0"])?;
+    cli.run(&["create-if", "aggr0"])?;
+    cli.run(&["create-addr", "-T", "static", "-a", "192.0.2.1/24", "aggr0/v4"])?;
+    Ok(daemon)
 }
 
 /// The floor's far address (`br0` in F); its TAP `tp0` in E is .1.
@@ -187,14 +86,14 @@ const FLOOR_FAR: &str = "203.0.113.2";
 /// and gives its TAP the address.
 fn start_floor(e: &str) -> Result<Reaped, String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
-    let mut child = realnet::dies_with_us(Some(e), me)
+    let mut child = in_netns(Some(e), me)
         .args(["floor-forwarder", "tp0", "ve0"])
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run the floor forwarder: {e}"))?;
-    let out = lines(child.stdout.take().expect("piped"));
+    let out = Lines::read(child.stdout.take().expect("piped"));
     let fwd = Reaped(child);
-    await_line(out, "the floor forwarder", "ready", READY)?;
+    out.await_line("the floor forwarder", READY, |l| l.contains("ready"))?;
     cmd(&["ip", "-n", e, "addr", "add", "203.0.113.1/24", "dev", "tp0"])?;
     cmd(&["ip", "-n", e, "link", "set", "tp0", "mtu", "1500", "up"])?;
     Ok(fwd)
@@ -202,13 +101,11 @@ fn start_floor(e: &str) -> Result<Reaped, String> {
 
 /// vc0 in `c` (198.51.100.1/24) paired with vd0 in `d` (.2), MTU 1500.
 fn veth_pair(c: &str, d: &str) -> Result<(), String> {
-    cmd(&[
-        "ip", "link", "add", "vc0", "netns", c, "type", "veth", "peer", "name", "vd0", "netns", d,
-    ])?;
+    netadm_testkit::veth((c, "vc0"), (d, "vd0"))?;
     cmd(&["ip", "-n", c, "addr", "add", "198.51.100.1/24", "dev", "vc0"])?;
     cmd(&["ip", "-n", d, "addr", "add", "198.51.100.2/24", "dev", "vd0"])?;
-    cmd(&["ip", "-n", c, "link", "set", "vc0", "mtu", "1500", "up"])?;
-    cmd(&["ip", "-n", d, "link", "set", "vd0", "mtu", "1500", "up"])?;
+    cmd(&["ip", "-n", c, "link", "set", "vc0", "mtu", "1500"])?;
+    cmd(&["ip", "-n", d, "link", "set", "vd0", "mtu", "1500"])?;
     Ok(())
 }
 
@@ -297,7 +194,7 @@ fn ping(ns: &str, addr: &str, count: u32) -> Result<Rtt, String> {
     }
     Ok(Rtt {
         avg_ms: t.iter().sum::<f64>() / t.len() as f64,
-        median_ms: realnet::median(&t),
+        median_ms: iperf3::median(&t),
         p99_ms: percentile(&t, 99.0),
         min_ms: t.iter().copied().fold(f64::INFINITY, f64::min),
         max_ms: t.iter().copied().fold(0.0, f64::max),
@@ -315,17 +212,17 @@ struct Side<'a> {
 }
 
 /// An iperf3 test from `s.client_ns` to its server; `tick` as
-/// [`realnet::iperf3_client`].
+/// [`iperf3::client`].
 fn iperf3(
     s: &Side,
     seconds: u32,
     extra: &[&str],
     tick: &mut dyn FnMut(u32) -> Result<(), String>,
-) -> Result<realnet::Iperf3, String> {
-    let server = realnet::iperf3_server(s.server_ns)?;
-    let text = realnet::iperf3_client(s.client_ns, s.addr, seconds, extra, tick)?;
-    realnet::reap_server(server);
-    realnet::parse_iperf3(&text)
+) -> Result<iperf3::Report, String> {
+    let server = iperf3::server(s.server_ns)?;
+    let text = iperf3::client(s.client_ns, s.addr, seconds, extra, tick)?;
+    iperf3::reap_server(server);
+    iperf3::parse(&text)
 }
 
 /// iperf3 for `seconds` while the sending side's MTU toggles 1500<->9000
@@ -341,7 +238,7 @@ fn toggle(s: &Side, seconds: u32, reverse: bool) -> Result<Toggled, String> {
         Ok(())
     })?;
     (s.set_mtu)(1500)?;
-    Ok(realnet::toggled(&r, changes, realnet::FIRST_CHANGE_SECS))
+    Ok(iperf3::toggled(&r, changes, iperf3::FIRST_CHANGE_SECS))
 }
 
 struct Figures {
@@ -361,14 +258,14 @@ struct Figures {
 }
 
 fn check_prerequisites() -> Result<(), String> {
-    if !euid_is_root() {
+    if !netadm_testkit::is_root() {
         return Err("kernel: must run as root: it makes network namespaces, veth pairs and \
                     netadmd's TAP device (try: sudo netadm-bench kernel)"
             .into());
     }
     let missing: Vec<&str> = ["ip", "ping", "iperf3", "ethtool", "dbus-daemon", "setpriv"]
         .into_iter()
-        .filter(|c| !realnet::have(c))
+        .filter(|c| !netadm_testkit::have(c))
         .collect();
     if !missing.is_empty() {
         return Err(format!(
@@ -394,16 +291,16 @@ pub fn run(o: Opts) -> Result<(), String> {
     say(&format!("namespaces {} ...", names.join(" ")));
     // Guards drop in reverse order: processes, then the directory, then
     // the namespaces (with every device in them).
-    let ns = Netns::new(&names)?;
-    let (a, b, c, d) = (ns.name(0), ns.name(1), ns.name(2), ns.name(3));
-    let (e, f) = (ns.name(4), ns.name(5));
-    realnet::netadm_far_side(a, b)?;
+    let ns = names.iter().map(Netns::new).collect::<Result<Vec<_>, _>>()?;
+    let [a, b, c, d, e, f] = [0, 1, 2, 3, 4, 5].map(|i| ns[i].name());
+    netadm_testkit::netadm_far_side(a, b)?;
     veth_pair(c, d)?;
     floor::far_side(e, f, FLOOR_FAR)?;
-    let dir = TempDir::new()?;
-    let (_bus, addr) = private_bus(&dir.0)?;
+    let dir = Scratch::new(TEMP_PREFIX)?;
+    let bus = Bus::try_start(Policy::AllowAll)?;
+    let n = Cli::with(cli, bus.address());
     say("netadmd, aggr0, aggr0/v4 ...");
-    let (daemon, n) = start_netadm(a, &dir.0, &addr, &netadmd, cli)?;
+    let daemon = start_netadm(a, dir.path(), &bus, &netadmd, &n)?;
     say("floor: one-thread TAP <-> AF_PACKET forwarder ...");
     let _floor = start_floor(e)?;
     await_path(a, "192.0.2.2")?;
@@ -415,14 +312,20 @@ pub fn run(o: Opts) -> Result<(), String> {
             client_ns: a,
             server_ns: b,
             addr: "192.0.2.2",
-            set_mtu: Box::new(|m| n.run(&["set-linkprop", "-p", &format!("mtu={m}"), "aggr0"])),
+            set_mtu: Box::new(|m| {
+                let mtu = format!("mtu={m}");
+                n.run(&["set-linkprop", "-p", &mtu, "aggr0"]).map(drop).map_err(String::from)
+            }),
         },
         Side {
             client_ns: c,
             server_ns: d,
             addr: "198.51.100.2",
             set_mtu: Box::new(move |m| {
-                cmd(&["ip", "-n", c, "link", "set", "vc0", "mtu", &m.to_string()]).map(drop)
+                let mtu = m.to_string();
+                cmd(&["ip", "-n", c, "link", "set", "vc0", "mtu", &mtu])
+                    .map(drop)
+                    .map_err(String::from)
             }),
         },
     ];
@@ -445,10 +348,10 @@ pub fn run(o: Opts) -> Result<(), String> {
     let mut ping_cpu_pct = None;
     for (s, name) in sides.iter().zip(names) {
         say(&format!("{name}: {} pings ...", o.pings));
-        let (cpu, wall) = (cpu_ns(daemon.0.id()), Instant::now());
+        let (cpu, wall) = (cpu_ns(daemon.pid()), Instant::now());
         rtt.push(ping(s.client_ns, s.addr, o.pings)?);
         if name == "netadm" {
-            let used = cpu_ns(daemon.0.id()).zip(cpu).map(|(b, a)| b.saturating_sub(a));
+            let used = cpu_ns(daemon.pid()).zip(cpu).map(|(b, a)| b.saturating_sub(a));
             ping_cpu_pct = used.map(|u| u as f64 / wall.elapsed().as_nanos() as f64 * 100.0);
         }
     }

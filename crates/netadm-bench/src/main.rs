@@ -11,17 +11,42 @@
 //! netadm-bench apply [--json] [--rounds N] [--kernel]
 //! ```
 
+/// Declares a benchmark's options, `Opts`: `json` (`--json`) and the
+/// fields given, each read from the flag of its name (`--toggle-seconds`
+/// for `toggle_seconds`) and the default given; `Opts::read` reads a
+/// command line into them (see [`flags`]).
+macro_rules! opts {
+    ($bench:literal { $($field:ident: $ty:ty = $default:expr),+ $(,)? }) => {
+        #[doc = concat!("Options of the `", $bench, "` benchmark.")]
+        pub struct Opts {
+            json: bool,
+            $($field: $ty,)+
+        }
+
+        impl Opts {
+            /// Reads `args`: the flags given, the defaults for the rest.
+            fn read(args: &[String]) -> Result<Self, String> {
+                let mut o = Opts { json: false, $($field: $default,)+ };
+                let known: &mut [(&str, &mut dyn crate::Flag)] =
+                    &mut [$((stringify!($field), &mut o.$field),)+];
+                let json = crate::flags($bench, args, known)?;
+                o.json = json;
+                Ok(o)
+            }
+        }
+    };
+}
+
 mod apply;
 mod datapath;
 mod floor;
 mod kernel;
 mod mtu;
-mod procs;
 mod qos;
-mod realnet;
 mod rings;
 mod scale;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
@@ -60,9 +85,64 @@ fn main() -> ExitCode {
     }
 }
 
+/// A flag's value, read from its text.
+trait Flag {
+    /// Sets it from `text`; `Err` if `text` is not one.
+    fn set(&mut self, text: &str) -> Result<(), ()>;
+}
+
+impl<T: std::str::FromStr> Flag for T {
+    fn set(&mut self, text: &str) -> Result<(), ()> {
+        *self = text.parse().map_err(drop)?;
+        Ok(())
+    }
+}
+
+/// Reads the command line `args` of benchmark `bench`: `--json` (the
+/// result) and, for each `(field, value)` of `known`, the flag `--FIELD`
+/// (`_` written `-`) with the value after it. An unknown flag, or one
+/// without a valid value, is an error naming it.
+fn flags(
+    bench: &str,
+    args: &[String],
+    known: &mut [(&str, &mut dyn Flag)],
+) -> Result<bool, String> {
+    let mut json = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--json" {
+            json = true;
+            continue;
+        }
+        let flag = |field: &str| format!("--{}", field.replace('_', "-"));
+        let Some((_, slot)) = known.iter_mut().find(|(field, _)| flag(field) == *a) else {
+            return Err(format!("{bench}: unknown option {a:?}"));
+        };
+        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+        slot.set(v).map_err(|()| format!("{a}: invalid value {v:?}"))?;
+    }
+    Ok(json)
+}
+
 /// Parses the value following flag `name`.
 fn value<T: std::str::FromStr>(name: &str, v: Option<&String>) -> Result<T, String> {
     v.ok_or_else(|| format!("{name} needs a value"))?
         .parse()
         .map_err(|_| format!("{name}: invalid value {:?}", v.unwrap()))
+}
+
+/// The binaries `netadmd` and `netadm` beside this one; `bench` names the
+/// benchmark asking, for the error.
+fn binaries(bench: &str) -> Result<(PathBuf, PathBuf), String> {
+    let find = |name: &str| {
+        let p = netadm_testkit::bin_path(name);
+        p.is_file().then(|| p.clone()).ok_or_else(|| {
+            format!(
+                "{bench}: {name} not found at {} (it must sit beside netadm-bench); \
+                 build it with `cargo build --release --workspace`",
+                p.display()
+            )
+        })
+    };
+    Ok((find("netadmd")?, find("netadm")?))
 }

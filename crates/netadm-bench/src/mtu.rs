@@ -9,32 +9,19 @@ use std::time::{Duration, Instant};
 use netadm_config::HardwareConfig;
 use netadm_core::Core;
 use netadm_rings::Strategy;
+use netadm_testkit::fixtures;
 use serde_json::json;
 
-/// Options of the `mtu` benchmark.
-pub struct Opts {
-    json: bool,
-    changes: u32,
-    sequential_changes: u32,
-    rings: u16,
-    rate: u64,
-}
+opts!("mtu" {
+    changes: u32 = 20,
+    sequential_changes: u32 = 2,
+    rings: u16 = 256,
+    rate: u64 = 100_000,
+});
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o =
-            Opts { json: false, changes: 20, sequential_changes: 2, rings: 256, rate: 100_000 };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--json" => o.json = true,
-                "--changes" => o.changes = crate::value(a, it.next())?,
-                "--sequential-changes" => o.sequential_changes = crate::value(a, it.next())?,
-                "--rings" => o.rings = crate::value(a, it.next())?,
-                "--rate" => o.rate = crate::value(a, it.next())?,
-                _ => return Err(format!("mtu: unknown option {a:?}")),
-            }
-        }
+        let o = Self::read(args)?;
         if o.changes == 0 || o.sequential_changes == 0 || !(2..=384).contains(&o.rings) {
             return Err(
                 "mtu: need --changes >= 1, --sequential-changes >= 1, 2 <= --rings <= 384".into()
@@ -59,26 +46,13 @@ struct Result1 {
     latency_max_ms: f64,
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
+fn wait_for(what: &str, cond: impl FnMut() -> bool) -> Result<(), String> {
+    Ok(netadm_testkit::try_wait_for(what, Duration::from_secs(60), cond)?)
 }
 
 fn measure(o: &Opts, strategy: Strategy, changes: u32) -> Result<Result1, String> {
-    let port = |n: u8| {
-        format!(
-            "[[port]]\nname = \"i40e{n}\"\nclass = \"i40e\"\nqueue_pairs = {}\nwire = {{ kind = \"reflector\" }}\n",
-            o.rings
-        )
-    };
-    let hw = HardwareConfig::parse(&format!("{}\n{}", port(0), port(1)), Path::new("bench"))
-        .map_err(|e| e.to_string())?;
+    let hw = fixtures::two_i40e_reflectors(o.rings).to_toml();
+    let hw = HardwareConfig::parse(&hw, Path::new("bench")).map_err(|e| e.to_string())?;
     let c = Core::start(&hw, None, strategy).map_err(|e| e.to_string())?;
     let none = |_: &str, _: u32, _: u32| {};
     let e = |e: netadm_core::CoreError| e.to_string();

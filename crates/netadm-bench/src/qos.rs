@@ -12,27 +12,14 @@ use std::time::{Duration, Instant};
 use netadm_config::HardwareConfig;
 use netadm_core::{Core, CoreError};
 use netadm_rings::Strategy;
+use netadm_testkit::fixtures;
 use serde_json::json;
 
-/// Options of the `qos` benchmark.
-pub struct Opts {
-    json: bool,
-    speed: u64,
-    seconds: f64,
-}
+opts!("qos" { speed: u64 = 1000, seconds: f64 = 4.0 });
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = Opts { json: false, speed: 1000, seconds: 4.0 };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--json" => o.json = true,
-                "--speed" => o.speed = crate::value(a, it.next())?,
-                "--seconds" => o.seconds = crate::value(a, it.next())?,
-                _ => return Err(format!("qos: unknown option {a:?}")),
-            }
-        }
+        let o = Self::read(args)?;
         if !(10..=400_000).contains(&o.speed) || o.seconds <= 0.0 {
             return Err("qos: need 10 <= --speed <= 400000 (Mb/s) and --seconds > 0".into());
         }
@@ -64,9 +51,8 @@ fn received_pps(c: &Core, links: &[&str], secs: f64) -> Vec<f64> {
 }
 
 fn core(speed: u64) -> Result<Core, String> {
-    let hw = format!(
-        "[[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nqueue_pairs = 4\nspeed = {speed}\nwire = {{ kind = \"reflector\" }}\n"
-    );
+    let speed = u32::try_from(speed).map_err(|_| format!("--speed {speed}: out of range"))?;
+    let hw = fixtures::i40e_reflector(speed).to_toml();
     let hw = HardwareConfig::parse(&hw, Path::new("bench")).map_err(|e| e.to_string())?;
     Core::start(&hw, None, Strategy::Batched).map_err(|e| e.to_string())
 }

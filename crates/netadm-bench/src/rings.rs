@@ -15,27 +15,11 @@ use netadm_nic::{Nic, buf_size_for_mtu};
 use netadm_rings::{OpReport, RingEngine, Strategy};
 use serde_json::{Value, json};
 
-/// Options of the `rings` benchmark.
-pub struct Opts {
-    json: bool,
-    rings: u16,
-    legacy_rings: u16,
-    tick_hz: u32,
-}
+opts!("rings" { rings: u16 = 256, legacy_rings: u16 = 4, tick_hz: u32 = 100 });
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = Opts { json: false, rings: 256, legacy_rings: 4, tick_hz: 100 };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--json" => o.json = true,
-                "--rings" => o.rings = crate::value(a, it.next())?,
-                "--legacy-rings" => o.legacy_rings = crate::value(a, it.next())?,
-                "--tick-hz" => o.tick_hz = crate::value(a, it.next())?,
-                _ => return Err(format!("rings: unknown option {a:?}")),
-            }
-        }
+        let o = Self::read(args)?;
         if !(1..=384).contains(&o.rings) || o.legacy_rings == 0 || o.legacy_rings > o.rings {
             return Err("rings: need 1 <= --legacy-rings <= --rings <= 384".into());
         }

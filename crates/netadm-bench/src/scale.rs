@@ -22,16 +22,15 @@
 //! log-log slope `ln(b/a) / ln(n_b/n_a)` (0: flat, 1: linear, 2: n²).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use netadm_config::{AggrConf, LinkState, Store, VnicConf};
 use netadm_model::{LinkName, MacAddr, PropName, PropValue};
+use netadm_testkit::{Bus, Cli, Daemon, DaemonBuilder, Policy, Scratch};
 use serde_json::{Value, json};
 
-use crate::procs::{await_line, binaries, lines, private_bus};
-use crate::realnet::Reaped;
+use crate::binaries;
 
 /// Options of `netadm-bench scale`.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,15 +117,6 @@ struct Figures {
     rss_kib: f64,
 }
 
-/// Removes a directory and what is in it on drop.
-pub(crate) struct Scratch(pub(crate) PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The state of size n: aggr0 (mtu 9000) and n VNICs, half over aggr0 and
 /// half over atl1c2, every fourth with mtu 1400.
 fn seed(n: usize) -> Result<LinkState, String> {
@@ -164,107 +154,57 @@ fn seed(n: usize) -> Result<LinkState, String> {
     Ok(st)
 }
 
-/// A running netadmd.
-pub(crate) struct Daemon {
-    proc: Reaped,
+/// How the benchmarks start netadmd: `netadmd` (the one beside this
+/// program), on `bus`, its state in `state`, its own info logs only; in
+/// network namespace `ns` with the kernel mirror on when one is given.
+pub(crate) fn netadmd(netadmd: &Path, bus: &Bus, state: &Path, ns: Option<&str>) -> DaemonBuilder {
+    let b = Daemon::builder(bus, state).program(netadmd).env("RUST_LOG", "warn,netadmd=info");
+    let b = b.ready_within(READY);
+    match ns {
+        Some(ns) => b.netns(ns),
+        None => b,
+    }
 }
 
-impl Daemon {
-    /// Starts netadmd and waits for it to serve; returns it and how long
-    /// that took (µs).
-    pub(crate) fn start(netadmd: &Path, bus: &str, state: &Path) -> Result<(Self, f64), String> {
-        Self::start_in(netadmd, bus, state, None)
-    }
+/// VmRSS of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0.0)
+}
 
-    /// [`Daemon::start`], in network namespace `ns` with the kernel mirror
-    /// on when one is given.
-    pub(crate) fn start_in(
-        netadmd: &Path,
-        bus: &str,
-        state: &Path,
-        ns: Option<&str>,
-    ) -> Result<(Self, f64), String> {
-        let t = Instant::now();
-        let mut cmd = match ns {
-            Some(ns) => crate::realnet::dies_with_us(Some(ns), netadmd),
-            None => Command::new(netadmd),
-        };
-        let mirror = if ns.is_some() { "on" } else { "off" };
-        let mut child = cmd
-            .args(["--bus", bus, "--kernel-mirror", mirror, "--state-dir"])
-            .arg(state)
-            .env("RUST_LOG", "warn,netadmd=info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", netadmd.display()))?;
-        let err = lines(child.stderr.take().expect("piped"));
-        let proc = Reaped(child);
-        await_line(err, "netadmd", "serving org.netadm.Netadm1", READY)?;
-        Ok((Self { proc }, t.elapsed().as_micros() as f64))
+/// SIGTERM, and waits for a clean exit.
+pub(crate) fn stop(d: Daemon) -> Result<(), String> {
+    let status = d.try_stop()?;
+    if !status.success() {
+        return Err(format!("netadmd stopped with {status}"));
     }
-
-    /// VmRSS in KiB.
-    fn rss_kib(&self) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.proc.0.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-            })
-            .unwrap_or(0.0)
-    }
-
-    /// SIGTERM, and waits for a clean exit.
-    pub(crate) fn stop(mut self) -> Result<(), String> {
-        let pid = self.proc.0.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status();
-        if !sent.as_ref().is_ok_and(|s| s.success()) {
-            return Err(format!("cannot signal netadmd {pid}: {sent:?}"));
-        }
-        let status = self.proc.0.wait().map_err(|e| e.to_string())?;
-        if !status.success() {
-            return Err(format!("netadmd stopped with {status}"));
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// Runs the CLI; returns its stdout and wall time (µs).
-pub(crate) fn cli(netadm: &Path, bus: &str, args: &[&str]) -> Result<(String, f64), String> {
-    let t = Instant::now();
-    let out = Command::new(netadm)
-        .env("NETADM_BUS", bus)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", netadm.display()))?;
-    let wall = t.elapsed().as_micros() as f64;
-    if !out.status.success() {
-        return Err(format!(
-            "netadm {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), wall))
+pub(crate) fn cli(netadm: &Cli, args: &[&str]) -> Result<(String, f64), String> {
+    let (out, wall) = netadm.run_timed(args)?;
+    Ok((out, wall.as_micros() as f64))
 }
 
 /// A mutation through the CLI: (daemon total_us, CLI wall µs).
-pub(crate) fn mutation(netadm: &Path, bus: &str, args: &[&str]) -> Result<(f64, f64), String> {
-    let mut full = vec!["--json"];
-    full.extend_from_slice(args);
-    let (out, wall) = cli(netadm, bus, &full)?;
-    let v: Value = serde_json::from_str(&out).map_err(|e| format!("netadm output: {e}: {out}"))?;
+pub(crate) fn mutation(netadm: &Cli, args: &[&str]) -> Result<(f64, f64), String> {
+    let (v, wall) = netadm.json_timed(args)?;
     let total = v["timing"]["total_us"]
         .as_f64()
-        .ok_or_else(|| format!("netadm output has no timing.total_us: {out}"))?;
-    Ok((total, wall))
+        .ok_or_else(|| format!("netadm output has no timing.total_us: {v}"))?;
+    Ok((total, wall.as_micros() as f64))
 }
 
 /// Times `samples` runs of a mutation, `args(i)` giving the i-th.
 fn sample(
-    netadm: &Path,
-    bus: &str,
+    netadm: &Cli,
     samples: usize,
     args: impl Fn(usize) -> Vec<String>,
 ) -> Result<Verb, String> {
@@ -272,66 +212,67 @@ fn sample(
     for i in 0..samples {
         let a = args(i);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let (total, wall) = mutation(netadm, bus, &a)?;
+        let (total, wall) = mutation(netadm, &a)?;
         d.push(total);
         w.push(wall);
     }
     Ok(Verb { daemon: dist(d), wall: dist(w) })
 }
 
-fn measure(o: &Opts, n: usize, dir: &Path, bus: &str) -> Result<Figures, String> {
-    let (netadmd, netadm) = binaries("scale")?;
+fn measure(o: &Opts, n: usize, dir: &Path, bus: &Bus) -> Result<Figures, String> {
+    let (netadmd_path, netadm) = binaries("scale")?;
+    let netadm = Cli::with(netadm, bus.address());
     let state = dir.join(format!("state-{n}"));
     let store = Store::open(&state).map_err(|e| e.to_string())?;
     store.save(&seed(n)?).map_err(|e| e.to_string())?;
-    let (d, _) = Daemon::start(&netadmd, bus, &state)?;
-    let create = sample(&netadm, bus, o.samples, |i| {
+    let daemon = netadmd(&netadmd_path, bus, &state, None);
+    let d = daemon.try_start()?;
+    let create = sample(&netadm, o.samples, |i| {
         ["create-vnic", "-l", "aggr0", &format!("bench{i}")].map(String::from).to_vec()
     })?;
-    let delete = sample(&netadm, bus, o.samples, |i| {
+    let delete = sample(&netadm, o.samples, |i| {
         ["delete-vnic", &format!("bench{i}")].map(String::from).to_vec()
     })?;
-    let setprop = sample(&netadm, bus, o.samples, |i| {
+    let setprop = sample(&netadm, o.samples, |i| {
         let mtu = if i % 2 == 0 { "mtu=1300" } else { "mtu=1400" };
         ["set-linkprop", "-p", mtu, "vnic3"].map(String::from).to_vec()
     })?;
     let walls = |args: &[&str]| -> Result<Dist, String> {
         let mut w = vec![];
         for _ in 0..o.samples {
-            w.push(cli(&netadm, bus, args)?.1);
+            w.push(cli(&netadm, args)?.1);
         }
         Ok(dist(w))
     };
     let show_all = walls(&["show-link"])?;
     let last = format!("vnic{}", n - 1);
     let show_one = walls(&["show-link", &last])?;
-    let rss_kib = d.rss_kib();
-    d.stop()?;
+    let rss_kib = rss_kib(d.pid());
+    stop(d)?;
     let file_bytes = std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0);
-    let (d, startup_us) = Daemon::start(&netadmd, bus, &state)?;
+    let d = daemon.try_start()?;
+    let startup_us = d.startup_time().as_micros() as f64;
     // It answers: the links are all there.
-    let (out, _) = cli(&netadm, bus, &["show-link", "-p", "-o", "link"])?;
+    let (out, _) = cli(&netadm, &["show-link", "-p", "-o", "link"])?;
     let links = out.lines().count();
     if links < n {
         return Err(format!("after restart {links} links, expected at least {n}"));
     }
-    d.stop()?;
+    stop(d)?;
     let _ = std::fs::remove_dir_all(&state);
     Ok(Figures { n, file_bytes, create, delete, setprop, show_all, show_one, startup_us, rss_kib })
 }
 
 /// Runs the benchmark.
 pub fn run(o: Opts) -> Result<(), String> {
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("netadm-bench-scale-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
-    let (_bus, addr) = private_bus(&dir.0)?;
+    let dir = Scratch::new("netadm-bench-scale-")?;
+    let bus = Bus::try_start(Policy::AllowAll)?;
     let mut all = vec![];
     for &n in &o.sizes {
         if !o.json {
             eprintln!("scale: n = {n} ...");
         }
-        all.push(measure(&o, n, &dir.0, &addr)?);
+        all.push(measure(&o, n, dir.path(), &bus)?);
     }
     report(&o, &all);
     Ok(())

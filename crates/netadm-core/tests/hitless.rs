@@ -18,21 +18,9 @@ use netadm_nic::testing::{Faults, FaultyNic};
 use netadm_nic::{Nic, QueueId};
 use netadm_rings::Strategy;
 
-const HW: &str = r#"
-[[port]]
-name = "i40e0"
-class = "i40e"
-queue_pairs = 64
-wire = { kind = "reflector" }
-[[port]]
-name = "i40e1"
-class = "i40e"
-queue_pairs = 64
-wire = { kind = "reflector" }
-"#;
-
 fn hw() -> HardwareConfig {
-    HardwareConfig::parse(HW, Path::new("test.toml")).unwrap()
+    let text = netadm_testkit::fixtures::two_i40e_reflectors(64).to_toml();
+    HardwareConfig::parse(&text, Path::new("test.toml")).unwrap()
 }
 
 fn none(_: &str, _: u32, _: u32) {}
@@ -218,24 +206,11 @@ fn failure_leaves_old_mtu(q: QueueId) {
     assert_pause_below(&t, PAUSE_BOUND_US, "the unwinding held them briefly");
 }
 
-const CABLED: &str = r#"
-[[port]]
-name = "atl1c0"
-class = "atl1c"
-wire = { kind = "cable", peer = "atl1c2" }
-[[port]]
-name = "atl1c1"
-class = "atl1c"
-wire = { kind = "cable", peer = "atl1c3" }
-[[port]]
-name = "atl1c2"
-class = "atl1c"
-wire = { kind = "cable", peer = "atl1c0" }
-[[port]]
-name = "atl1c3"
-class = "atl1c"
-wire = { kind = "cable", peer = "atl1c1" }
-"#;
+/// Four atl1c-class ports cabled atl1c0–atl1c2, atl1c1–atl1c3.
+fn cabled() -> HardwareConfig {
+    let text = netadm_testkit::fixtures::cabled_atl1c().to_toml();
+    HardwareConfig::parse(&text, Path::new("cabled.toml")).unwrap()
+}
 
 /// Frames are conserved: each one sent is received, or dropped and counted
 /// by a wire (odrops: a cut cable) or a port (idrops). Waits until every
@@ -265,7 +240,7 @@ fn opackets(c: &Core, port: &str) -> u64 {
 #[test]
 fn a_cut_cable_moves_its_flows_to_the_other_member_and_back() {
     let _serial = serial();
-    let hw = HardwareConfig::parse(CABLED, Path::new("cabled.toml")).unwrap();
+    let hw = cabled();
     let c = Core::start(&hw, None, Strategy::Batched).unwrap();
     c.create_aggr("aggr1", &["atl1c0".into(), "atl1c1".into()], "L4", "", "", "", true, &none)
         .unwrap();
@@ -340,7 +315,7 @@ const DIST: u8 = 0x20;
 #[test]
 fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
     let _serial = serial();
-    let hw = HardwareConfig::parse(CABLED, Path::new("cabled.toml")).unwrap();
+    let hw = cabled();
     let c = Core::start(&hw, None, Strategy::Batched).unwrap();
     c.create_aggr(
         "aggr1",
@@ -409,18 +384,18 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
     assert_eq!((t.reordered, t.duplicated), (0, 0), "{t:?}");
 }
 
-/// [`CABLED`] with the atl1c0–atl1c2 cable at 20 Mb/s: 16.4 kpps of
+/// [`cabled`] with the atl1c0–atl1c2 cable at 20 Mb/s: 16.4 kpps of
 /// 128-byte frames, so a member that takes over the other's flows falls
 /// behind and has a backlog in flight when the other comes back: its four
 /// TX rings of 128 frames, 31 ms of wire time (ten times that and more
 /// under a CPU hog, where the device thread is woken late and the wire
 /// idles meanwhile).
 fn slow_cabled() -> HardwareConfig {
-    let toml = ["atl1c0", "atl1c2"].iter().fold(CABLED.to_string(), |t, port| {
-        let name = format!("name = \"{port}\"\n");
-        t.replace(&name, &format!("{name}speed = 20\nring_size = 128\n"))
-    });
-    HardwareConfig::parse(&toml, Path::new("slow.toml")).unwrap()
+    let hw =
+        ["atl1c0", "atl1c2"].iter().fold(netadm_testkit::fixtures::cabled_atl1c(), |hw, port| {
+            hw.edit(port, |p| p.speed(20).ring_size(128))
+        });
+    HardwareConfig::parse(&hw.to_toml(), Path::new("slow.toml")).unwrap()
 }
 
 /// Cuts atl1c1 so that its flows pile up behind the slow atl1c0, plugs it

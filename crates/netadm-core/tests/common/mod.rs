@@ -10,28 +10,7 @@ use netadm_config::HardwareConfig;
 /// Two i40e-class ports on reflectors with `queue_pairs` queue pairs each,
 /// and two atl1c-class ports cabled to each other.
 pub fn hw(queue_pairs: u16) -> HardwareConfig {
-    let text = format!(
-        r#"
-[[port]]
-name = "i40e0"
-class = "i40e"
-queue_pairs = {queue_pairs}
-wire = {{ kind = "reflector" }}
-[[port]]
-name = "i40e1"
-class = "i40e"
-queue_pairs = {queue_pairs}
-wire = {{ kind = "reflector" }}
-[[port]]
-name = "atl1c0"
-class = "atl1c"
-wire = {{ kind = "cable", peer = "atl1c1" }}
-[[port]]
-name = "atl1c1"
-class = "atl1c"
-wire = {{ kind = "cable", peer = "atl1c0" }}
-"#
-    );
+    let text = netadm_testkit::fixtures::reflectors_and_cable(queue_pairs).to_toml();
     HardwareConfig::parse(&text, Path::new("test.toml")).unwrap()
 }
 

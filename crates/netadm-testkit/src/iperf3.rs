@@ -1,138 +1,16 @@
-//! Real networking for `netadm-bench kernel` and the kernel end-to-end
-//! tests (`tests/tests/kernel.rs` includes this file with `#[path]`, so it
-//! uses only std and serde_json): network namespaces removed on drop, the
-//! netadm topology's far side, iperf3 driven and its JSON read, and the
-//! stall measure.
+//! iperf3 driven in network namespaces, its JSON read, and the stall
+//! measure (the longest run of 100 ms intervals below a tenth of the
+//! median) the kernel test asserts on and `netadm-bench kernel` reports.
 //!
 //! Every wait is for an event or a state, with a deadline.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Runs `args[0]` with the rest as arguments; its stdout, or an error
-/// naming the command and what it printed to stderr.
-pub fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Whether `cmd` is an executable file in a directory of `PATH`.
-pub fn have(cmd: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| {
-        std::fs::metadata(d.join(cmd))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
-}
-
-/// Network namespaces, deleted on drop with every device in them (a veth
-/// pair goes when either end's namespace goes). Processes started in them
-/// must be gone first; declare their guards after this one.
-pub struct Netns(Vec<String>);
-
-impl Netns {
-    /// Makes one namespace per name, loopback up; on any failure removes
-    /// those already made.
-    pub fn new(names: &[String]) -> Result<Self, String> {
-        let mut made = Netns(Vec::new());
-        for n in names {
-            run(&["ip", "netns", "add", n])?;
-            made.0.push(n.clone());
-            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
-        }
-        Ok(made)
-    }
-
-    /// The `i`th namespace's name.
-    pub fn name(&self, i: usize) -> &str {
-        &self.0[i]
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
-        }
-    }
-}
-
-/// The far side of netadm's kernel topology: veth pairs va0/va1 (in `a`,
-/// for netadmd's afpacket wires) to vb0/vb1 (in `b`), bridged as br0 with
-/// 192.0.2.2/24, everything at MTU 9000, offloads as the kernel sets them
-/// (as on the plain veth it is compared with): `b` hands netadm's afpacket
-/// wires superframes and partial checksums, which travel with their
-/// virtio-net header.
-pub fn netadm_far_side(a: &str, b: &str) -> Result<(), String> {
-    bridged_far_side(a, b, &[("va0", "vb0"), ("va1", "vb1")], "192.0.2.2")
-}
-
-/// Veth pairs (near end in `a`, far end in `b`) whose far ends are
-/// bridged in `b` as br0 with `addr`/24, everything at MTU 9000.
-pub fn bridged_far_side(
-    a: &str,
-    b: &str,
-    pairs: &[(&str, &str)],
-    addr: &str,
-) -> Result<(), String> {
-    for (va, vb) in pairs {
-        run(&[
-            "ip", "link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b,
-        ])?;
-        run(&["ip", "-n", a, "link", "set", va, "mtu", "9000", "up"])?;
-        run(&["ip", "-n", b, "link", "set", vb, "mtu", "9000", "up"])?;
-    }
-    run(&["ip", "-n", b, "link", "add", "br0", "type", "bridge"])?;
-    for (_, vb) in pairs {
-        run(&["ip", "-n", b, "link", "set", vb, "master", "br0"])?;
-    }
-    run(&["ip", "-n", b, "link", "set", "br0", "mtu", "9000", "up"])?;
-    run(&["ip", "-n", b, "addr", "add", &format!("{addr}/24"), "dev", "br0"])?;
-    Ok(())
-}
-
-/// A command that runs `program` in namespace `ns` (or here, for `None`)
-/// and is killed when the thread that spawns it dies (setpriv
-/// --pdeathsig): a run ended by a signal, which runs no destructor,
-/// leaves no process behind. `ip netns exec` and setpriv exec in place, so
-/// the child's pid is the program's.
-pub fn dies_with_us(ns: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = match ns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, "setpriv"]);
-            c
-        }
-        None => Command::new("setpriv"),
-    };
-    c.args(["--pdeathsig", "KILL", "--"]).arg(program);
-    c
-}
-
-/// A child process killed and reaped on drop.
-pub struct Reaped(pub Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::{Reaped, in_netns};
 
 /// How long iperf3's server gets to listen, and a client beyond its `-t`.
 const IPERF3_GRACE: Duration = Duration::from_secs(30);
@@ -155,8 +33,8 @@ fn listens(pid: u32, port: u16) -> bool {
 /// Starts `iperf3 -s -1 -J -i 0.1` in namespace `ns` (one test, JSON,
 /// 100 ms receiver intervals for the client's `--get-server-output`) and
 /// waits until it listens.
-pub fn iperf3_server(ns: &str) -> Result<Reaped, String> {
-    let child = dies_with_us(Some(ns), "iperf3")
+pub fn server(ns: &str) -> Result<Reaped, String> {
+    let child = in_netns(Some(ns), "iperf3")
         .args(["-s", "-1", "-J", "-i", "0.1"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -194,11 +72,11 @@ pub fn reap_server(mut server: Reaped) {
 }
 
 /// Runs an iperf3 client in namespace `ns` against the server at `addr`
-/// (see [`iperf3_server`]) for `seconds`, 100 ms intervals, JSON with the
+/// (see [`server`]) for `seconds`, 100 ms intervals, JSON with the
 /// server's output, plus `extra` arguments (`-R`). While it runs, calls
 /// `tick(k)` at k whole seconds after it started, for k = 1, 2, ... below
 /// `seconds`, until it exits. Returns its JSON text.
-pub fn iperf3_client(
+pub fn client(
     ns: &str,
     addr: &str,
     seconds: u32,
@@ -206,7 +84,7 @@ pub fn iperf3_client(
     tick: &mut dyn FnMut(u32) -> Result<(), String>,
 ) -> Result<String, String> {
     let secs = seconds.to_string();
-    let mut child = dies_with_us(Some(ns), "iperf3")
+    let mut child = in_netns(Some(ns), "iperf3")
         .args(["-c", addr, "-t", &secs, "-i", "0.1", "-J"])
         .args(["--get-server-output", "--connect-timeout", "5000"])
         .args(extra)
@@ -265,7 +143,7 @@ pub struct Interval {
 
 /// What one iperf3 test measured.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Iperf3 {
+pub struct Report {
     /// The receiver's intervals: the server's (`--get-server-output`) for a
     /// client that sends, the client's own under `-R`.
     pub intervals: Vec<Interval>,
@@ -296,7 +174,7 @@ fn intervals(v: &Value) -> Result<Vec<Interval>, String> {
 }
 
 /// Parses an iperf3 client's `-J --get-server-output` output.
-pub fn parse_iperf3(text: &str) -> Result<Iperf3, String> {
+pub fn parse(text: &str) -> Result<Report, String> {
     let v: Value =
         serde_json::from_str(text).map_err(|e| format!("iperf3 output is not JSON ({e})"))?;
     if let Some(e) = v["error"].as_str() {
@@ -315,7 +193,7 @@ pub fn parse_iperf3(text: &str) -> Result<Iperf3, String> {
         / 1e9;
     let retransmits =
         end["sum_sent"]["retransmits"].as_u64().ok_or("iperf3: no end.sum_sent.retransmits")?;
-    Ok(Iperf3 { intervals, reverse, duration, received_gbps, retransmits })
+    Ok(Report { intervals, reverse, duration, received_gbps, retransmits })
 }
 
 /// The median of `xs` (the mean of the middle two for an even count); 0
@@ -383,7 +261,7 @@ pub struct Toggled {
 }
 
 /// When the first MTU change is made, seconds into a toggled run (see
-/// [`iperf3_client`]'s ticks): the intervals before it are the
+/// [`client`]'s ticks): the intervals before it are the
 /// connection's slow start, which says nothing about the changes and is
 /// not measured.
 pub const FIRST_CHANGE_SECS: f64 = 1.0;
@@ -391,7 +269,7 @@ pub const FIRST_CHANGE_SECS: f64 = 1.0;
 /// Summarises `r`'s whole intervals that start at `from` seconds or
 /// later ([`FIRST_CHANGE_SECS`] for a toggled run); `mtu_changes` as
 /// made.
-pub fn toggled(r: &Iperf3, mtu_changes: u32, from: f64) -> Toggled {
+pub fn toggled(r: &Report, mtu_changes: u32, from: f64) -> Toggled {
     let iv: Vec<Interval> =
         whole(&r.intervals).into_iter().filter(|i| i.start >= from - INTERVAL_SECS / 2.0).collect();
     Toggled {
@@ -422,8 +300,8 @@ mod tests {
             .collect()
     }
 
-    fn run(intervals: Vec<Interval>, duration: f64) -> Iperf3 {
-        Iperf3 { intervals, reverse: false, duration, received_gbps: 1.0, retransmits: 7 }
+    fn run(intervals: Vec<Interval>, duration: f64) -> Report {
+        Report { intervals, reverse: false, duration, received_gbps: 1.0, retransmits: 7 }
     }
 
     #[test]
@@ -524,7 +402,7 @@ mod tests {
 
     #[test]
     fn a_sending_client_reads_the_servers_intervals() {
-        let r = parse_iperf3(&client_json(0)).unwrap();
+        let r = parse(&client_json(0)).unwrap();
         assert!(!r.reverse);
         assert_eq!(r.intervals.len(), 3);
         assert_eq!(r.intervals[0], Interval { start: 0.0, secs: 0.1, gbps: 4.0 });
@@ -534,7 +412,7 @@ mod tests {
 
     #[test]
     fn a_reverse_client_reads_its_own_intervals() {
-        let r = parse_iperf3(&client_json(1)).unwrap();
+        let r = parse(&client_json(1)).unwrap();
         assert!(r.reverse);
         let want =
             [(0.0, 1.0), (0.1, 2.0)].map(|(start, gbps)| Interval { start, secs: 0.1, gbps });
@@ -543,14 +421,14 @@ mod tests {
 
     #[test]
     fn iperf3_errors_and_missing_fields_are_errors() {
-        let e = parse_iperf3(
+        let e = parse(
             r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server: Connection refused"}"#,
         );
         assert!(e.unwrap_err().contains("Connection refused"));
-        assert!(parse_iperf3("not json").is_err());
+        assert!(parse("not json").is_err());
         let no_server = r#"{"start": {"test_start": {"reverse": 0, "duration": 1}}, "intervals": [], "end": {}}"#;
-        assert!(parse_iperf3(no_server).unwrap_err().contains("intervals"));
+        assert!(parse(no_server).unwrap_err().contains("intervals"));
         let no_duration = client_json(0).replace(r#""duration": 10, "#, "");
-        assert!(parse_iperf3(&no_duration).unwrap_err().contains("duration"));
+        assert!(parse(&no_duration).unwrap_err().contains("duration"));
     }
 }
