@@ -131,7 +131,7 @@ impl fmt::Display for PortClass {
 
 /// One physical port (a `[[port]]` table).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "RawPortConfig")]
 pub struct PortConfig {
     /// The device's link name, e.g. `i40e0`; unique within the file.
     pub name: LinkName,
@@ -159,6 +159,56 @@ pub struct PortConfig {
     /// a port does not name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<String>,
+}
+
+/// A `[[port]]` table as written: whether it has a `wire` or an
+/// `interface` is its class's business ([`PortConfig`]'s `try_from`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPortConfig {
+    name: LinkName,
+    class: PortClass,
+    #[serde(default)]
+    queue_pairs: Option<u16>,
+    #[serde(default)]
+    vectors: Option<u16>,
+    #[serde(default)]
+    ring_size: Option<u32>,
+    #[serde(default)]
+    speed: Option<u64>,
+    #[serde(default)]
+    wire: Option<Wire>,
+    #[serde(default)]
+    interface: Option<String>,
+}
+
+impl TryFrom<RawPortConfig> for PortConfig {
+    type Error = String;
+    /// An emulated port needs its wire, a kernel port its device, as a
+    /// missing field at the table's line.
+    fn try_from(r: RawPortConfig) -> Result<Self, String> {
+        match r.class {
+            PortClass::Kernel if r.interface.is_none() => {
+                return Err(
+                    "missing field `interface` (a kernel port's device, e.g. \"eth0\")".into()
+                );
+            }
+            PortClass::I40e | PortClass::Atl1c if r.wire.is_none() => {
+                return Err("missing field `wire`".into());
+            }
+            _ => {}
+        }
+        Ok(PortConfig {
+            name: r.name,
+            class: r.class,
+            queue_pairs: r.queue_pairs,
+            vectors: r.vectors,
+            ring_size: r.ring_size,
+            speed: r.speed,
+            wire: r.wire,
+            interface: r.interface,
+        })
+    }
 }
 
 impl PortConfig {

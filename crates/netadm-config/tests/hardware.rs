@@ -323,7 +323,7 @@ fn bad_values_report_their_line() {
     );
     let (line, _, msg) = parse_error(&I40E.replace("\"i40e\"", "\"e1000\""));
     assert_eq!(line, 3);
-    assert!(msg.contains("expected `i40e` or `atl1c`"), "{msg}");
+    assert!(msg.contains("expected one of `i40e`, `atl1c`, `kernel`"), "{msg}");
     let (line, _, msg) = parse_error(&I40E.replace("wire = { kind = \"sink\" }\n", ""));
     assert_eq!(line, 1);
     assert!(msg.contains("missing field `wire`"), "{msg}");

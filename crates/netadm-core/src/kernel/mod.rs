@@ -117,11 +117,6 @@ impl Kernel {
         self.ports.iter().map(|p| p.clone() as Arc<dyn PhysPort>).collect()
     }
 
-    /// Kernel port `device`, if it is one.
-    pub(crate) fn port(&self, device: &str) -> Option<&KernelPort> {
-        self.ports.iter().find(|p| p.device().as_str() == device).map(|p| &**p)
-    }
-
     /// Whether link `l` of `v` is the kernel's.
     pub(crate) fn owns(&self, v: &View<'_>, l: &Link) -> bool {
         devices::owns(v, &self.ifnames, l)
@@ -202,6 +197,13 @@ impl Kernel {
         for u in &under {
             for v in [vf, vt] {
                 links.extend(v.vnics_over(u).into_iter().map(|n| Link::Vnic(n.clone())));
+            }
+        }
+        // A port something comes over comes up with it.
+        let over: Vec<Link> = links.iter().cloned().collect();
+        for l in &over {
+            for v in [vf, vt] {
+                links.extend(v.ports_under(l).into_iter().map(Link::Phys));
             }
         }
         // VNICs that tag with one VID over one link share its 802.1Q

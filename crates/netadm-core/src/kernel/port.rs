@@ -16,8 +16,6 @@ use crate::ports::{PhysPort, PortCaps, PortCounters, PortStatus};
 struct Seen {
     index: u32,
     mac: [u8; 6],
-    /// Its bus address (`0000:03:00.0`), for a NIC on a bus.
-    bus: String,
 }
 
 /// One kernel port.
@@ -85,11 +83,6 @@ impl KernelPort {
         self.seen.read().unwrap().as_ref().map(|s| s.index)
     }
 
-    /// Its device's bus address, where it has one.
-    pub(crate) fn bus(&self) -> String {
-        self.seen.read().unwrap().as_ref().map(|s| s.bus.clone()).unwrap_or_default()
-    }
-
     /// Reads the device again (at start, and when the kernel says it came
     /// or went); whether it is there.
     pub(crate) fn refresh(&self) -> bool {
@@ -135,9 +128,8 @@ impl KernelPort {
             },
             backend: "kernel",
         };
-        let bus = l.parent.map(|(_, addr)| addr).unwrap_or_default();
         let mac = l.perm_mac.or(l.mac).unwrap_or_default();
-        Ok((Seen { index: l.index, mac, bus }, caps))
+        Ok((Seen { index: l.index, mac }, caps))
     }
 
     /// A counter of the device from sysfs (`statistics/NAME`).
@@ -152,6 +144,10 @@ impl KernelPort {
 impl PhysPort for KernelPort {
     fn device(&self) -> &LinkName {
         &self.device
+    }
+
+    fn interface(&self) -> String {
+        self.interface.clone()
     }
 
     fn mac(&self) -> MacAddr {

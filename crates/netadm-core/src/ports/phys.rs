@@ -97,6 +97,11 @@ pub trait PhysPort: Send + Sync {
     fn device(&self) -> &LinkName;
     /// Its factory MAC address.
     fn mac(&self) -> MacAddr;
+    /// The device show-phys names: the port itself, or the kernel device
+    /// a kernel port is (`eth0`).
+    fn interface(&self) -> String {
+        self.device().to_string()
+    }
     /// What it can do (a kernel port's can change: its device can come
     /// and go).
     fn caps(&self) -> Arc<PortCaps>;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use netadm_atl1c::{Atl1c, Atl1cConfig};
-use netadm_config::{HardwareConfig, PortClass, PortConfig, Wire};
+use netadm_config::{HardwareConfig, PortClass, PortConfig, StubKind, Wire};
 use netadm_datapath::tx::TxMap;
 use netadm_datapath::{Classifier, StreamTable};
 use netadm_i40e::{I40e, I40eConfig};
@@ -186,6 +186,8 @@ pub struct Hardware {
     ports: Vec<Port>,
     others: Vec<Arc<dyn PhysPort>>,
     streams: Arc<StreamTable>,
+    /// What a new etherstub is made of.
+    etherstub: StubKind,
 }
 
 impl std::fmt::Debug for Hardware {
@@ -228,7 +230,7 @@ impl Hardware {
                 })?;
             }
         }
-        Ok(Self { ports, others: vec![], streams })
+        Ok(Self { ports, others: vec![], streams, etherstub: cfg.etherstub_default() })
     }
 
     /// The machine with its other ports (kernel ports) too, as the backend
@@ -236,6 +238,12 @@ impl Hardware {
     pub fn with(mut self, others: Vec<Arc<dyn PhysPort>>) -> Self {
         self.others = others;
         self
+    }
+
+    /// What a new etherstub is made of (a kernel bridge, or netadm's own
+    /// switch), as the hardware configuration says.
+    pub fn etherstub_kind(&self) -> StubKind {
+        self.etherstub
     }
 
     /// The traffic streams every port's classifier feeds.

@@ -31,6 +31,7 @@ fn link_info(
     link: &Link,
     vnic: Option<&VnicConf>,
     over_mtu: &mut dyn FnMut(&LinkName) -> Option<u32>,
+    m: &Machine,
 ) -> LinkRow {
     // A VNIC's entry, looked up once (or given by a caller walking them).
     let vnic = match (link, vnic) {
@@ -67,7 +68,13 @@ fn link_info(
             l => l.class().to_string(),
         },
         mtu,
-        state: "up".into(),
+        // A kernel link whose device is not as configured (its port's is
+        // missing, another of its name is of another kind) is down.
+        state: match m.kernel.as_ref().and_then(|k| k.trouble(v, link)) {
+            Some(_) => "down",
+            None => "up",
+        }
+        .into(),
         over,
         member_of,
         persistent,
@@ -138,7 +145,7 @@ impl Reads<'_> {
                     .into(),
                     speed: s.speed,
                     duplex: s.duplex.into(),
-                    device: p.device().to_string(),
+                    device: p.interface(),
                     driver: p.caps().driver.clone(),
                     rings: p.caps().rings.into(),
                     rings_started: s.rings_started,
@@ -170,13 +177,11 @@ impl Reads<'_> {
         let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
         let mut out: Vec<LinkRow> = ports
             .chain(aggrs)
-            .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu))
+            .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu, self.m))
             .collect();
-        out.extend(
-            st.vnic.iter().map(|(n, c)| {
-                link_info(&v, &pv, n, &Link::Vnic(n.clone()), Some(c), &mut over_mtu)
-            }),
-        );
+        out.extend(st.vnic.iter().map(|(n, c)| {
+            link_info(&v, &pv, n, &Link::Vnic(n.clone()), Some(c), &mut over_mtu, self.m)
+        }));
         out
     }
 
@@ -191,7 +196,7 @@ impl Reads<'_> {
             .iter()
             .filter_map(|n| {
                 let link = v.resolve(n)?;
-                Some(link_info(&v, &pv, &n.parse().ok()?, &link, None, &mut |_| None))
+                Some(link_info(&v, &pv, &n.parse().ok()?, &link, None, &mut |_| None, self.m))
             })
             .collect()
     }

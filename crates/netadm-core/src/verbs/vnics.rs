@@ -262,7 +262,10 @@ pub(crate) fn create_etherstub(
             return Err(CoreError::exists(format!("link {stub} already exists")));
         }
         let mut st = v.st.clone();
-        st.etherstub.insert(n.clone(), EtherstubConf::default());
+        st.etherstub.insert(
+            n.clone(),
+            EtherstubConf { kind: v.hw.etherstub_kind(), ..EtherstubConf::default() },
+        );
         Ok(st)
     })
 }
