@@ -46,10 +46,13 @@ fn missing_caps() -> PortCaps {
         max_mtu: 65535,
         rings: 0,
         ring_groups: false,
+        channels: false,
         vlan_filters: 0,
         moderation: vec![],
         offloads: Offloads::default(),
         backend: "kernel",
+        factory_macs: false,
+        aggregates_with: "kernel".into(),
     }
 }
 
@@ -119,6 +122,7 @@ impl KernelPort {
             max_mtu: l.max_mtu.unwrap_or(65535),
             rings: u16::try_from(rings).unwrap_or(u16::MAX),
             ring_groups: false,
+            channels: rings > 1,
             vlan_filters: 0,
             moderation: vec![],
             offloads: Offloads {
@@ -127,6 +131,8 @@ impl KernelPort {
                 rx_csum: has(Offload::RxChecksum),
             },
             backend: "kernel",
+            factory_macs: false,
+            aggregates_with: "kernel".into(),
         };
         let mac = l.perm_mac.or(l.mac).unwrap_or_default();
         Ok((Seen { index: l.index, mac }, caps))

@@ -75,8 +75,7 @@ pub(crate) fn assign(hw: &Hardware, cur: &Groups, st: &LinkState) -> Result<Grou
                 "rxrings on {name}: a dedicated ring group needs a VNIC directly over a physical port"
             )));
         };
-        let port = hw.port(device.as_str()).expect("resolved");
-        if port.nic_caps().ring_groups == 0 {
+        if hw.port(device.as_str()).is_none_or(|p| p.nic_caps().ring_groups == 0) {
             return Err(CoreError::not_supported(format!(
                 "rxrings on {name}: {} has no ring groups",
                 conf.over

@@ -79,10 +79,13 @@ fn port_caps(c: &Caps, rings: u16) -> PortCaps {
         max_mtu: c.max_mtu,
         rings,
         ring_groups: c.ring_groups > 0,
+        channels: c.ring_groups > 0,
         vlan_filters: c.vlan_filters,
         moderation: c.moderation.iter().map(|k| k.prop).collect(),
         offloads: c.offloads,
         backend: "netadm",
+        factory_macs: true,
+        aggregates_with: c.driver.to_owned(),
     }
 }
 

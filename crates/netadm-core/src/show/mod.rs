@@ -442,7 +442,7 @@ impl Reads<'_> {
             | PropName::TxRingsEffective
             | PropName::RxRingsAvailable
             | PropName::TxRingsAvailable => {
-                caps.is_none_or(|c| c.ring_groups) && l.class() != LinkClass::Aggr
+                caps.is_none_or(|c| c.channels) && l.class() != LinkClass::Aggr
             }
             _ => true,
         }

@@ -1,14 +1,15 @@
 //! The verbs of links and aggregations: create-aggr, modify-aggr,
 //! add-aggr, remove-aggr, delete-aggr, rename-link.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use netadm_config::AggrConf;
 use netadm_model::{AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr};
 
-use super::{arg, driver_of, name, no_dependents, port_free, require_aggr, unicast};
+use super::{arg, name, no_dependents, port_free, require_aggr, unicast};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
+use crate::view::check::check_members;
 use crate::view::{Link, View};
 
 /// `create-aggr`.
@@ -47,17 +48,10 @@ pub(crate) fn create_aggr(
         if v.taken(aggr) {
             return Err(CoreError::exists(format!("link {aggr} already exists")));
         }
-        let mut classes = BTreeSet::new();
         for p in &ports {
-            let d = port_free(v, p)?;
-            classes.insert(driver_of(v, &d).to_string());
+            port_free(v, p)?;
         }
-        if classes.len() > 1 {
-            return Err(CoreError::invalid_argument(format!(
-                "ports of one aggregation must be of one class; got {}",
-                classes.into_iter().collect::<Vec<_>>().join(" and ")
-            )));
-        }
+        check_members(v, aggr, &ports)?;
         let mut st = v.st.clone();
         let conf = AggrConf {
             ports: ports.clone(),
@@ -130,15 +124,21 @@ pub(crate) fn add_aggr(
         require_aggr(v, aggr)?;
         let mut st = v.st.clone();
         let existing = st.aggr[&n].ports.clone();
-        let class = existing.first().and_then(|p| v.device_of(p)).map(|d| driver_of(v, &d));
         for p in &ports {
-            let d = port_free(v, p)?;
-            if class.as_ref().is_some_and(|c| *c != driver_of(v, &d)) {
-                return Err(CoreError::invalid_argument(format!(
-                    "{p} is not of the same class as {aggr}'s ports"
-                )));
-            }
+            port_free(v, p)?;
         }
+        let mut all = existing.clone();
+        all.extend(ports.iter().cloned());
+        check_members(v, aggr, &all).map_err(|e| match existing.first() {
+            // A class of its own: said as before.
+            Some(_) if e.message.starts_with("ports of one aggregation") => {
+                CoreError::invalid_argument(format!(
+                    "{} is not of the same class as {aggr}'s ports",
+                    ports.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                ))
+            }
+            _ => e,
+        })?;
         st.aggr.get_mut(&n).expect("checked").ports.extend(ports.iter().cloned());
         crate::ports::vlan::check_room(&View { hw: v.hw, st: &st })?;
         Ok(st)

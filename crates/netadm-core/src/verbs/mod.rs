@@ -84,8 +84,3 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
     }
     Ok(())
 }
-
-/// The driver of port `device` (ports of one aggregation share one).
-pub(crate) fn driver_of(v: &View<'_>, device: &LinkName) -> String {
-    v.hw.find(device.as_str()).map(|p| p.caps().driver.clone()).unwrap_or_default()
-}

@@ -165,7 +165,7 @@ pub(crate) fn check_value(
             }
         }
         PropName::RxRings | PropName::TxRings => {
-            if let Some(c) = caps.filter(|c| !c.ring_groups) {
+            if let Some(c) = caps.filter(|c| !c.channels) {
                 return Err(CoreError::not_supported(format!(
                     "{link_name} has no ring groups ({}-class)",
                     c.driver

@@ -47,7 +47,13 @@ pub(crate) fn create_vnic(
                     "{over} has no factory MAC addresses (not a physical link)"
                 )));
             };
-            let base = v.hw.find(d.as_str()).expect("resolved").mac().0;
+            let port = v.hw.find(d.as_str()).expect("resolved");
+            if !port.caps().factory_macs {
+                return Err(CoreError::not_supported(format!(
+                    "{over} has no factory MAC addresses to give a VNIC: a VNIC over it is a macvlan of its device; use -m auto, random or an address"
+                )));
+            }
+            let base = port.mac().0;
             let nth = |i: u8| {
                 MacAddr([
                     base[0],

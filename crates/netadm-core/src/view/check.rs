@@ -56,6 +56,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
         if conf.ports.is_empty() {
             return Err(CoreError::invalid_argument(format!("aggregation {a} has no ports")));
         }
+        check_members(v, a.as_str(), &conf.ports)?;
         for p in &conf.ports {
             if !matches!(v.resolve(p.as_str()), Some(Link::Phys(_))) {
                 return Err(CoreError::not_found(format!(
@@ -240,6 +241,7 @@ fn check_aggr(
     if ports.is_empty() {
         return Err(CoreError::invalid_argument(format!("aggregation {a} has no ports")));
     }
+    check_members(vt, a.as_str(), ports)?;
     for p in ports {
         if !matches!(vt.resolve(p.as_str()), Some(Link::Phys(_))) {
             return Err(CoreError::not_found(format!(
@@ -291,6 +293,36 @@ fn check_interface(vt: &View<'_>, i: &LinkName) -> Result<(), CoreError> {
     }
     Ok(())
 }
+/// Whether `ports` (links) can be the ports of aggregation `a`: driven
+/// by one backend (all kernel ports, or all netadm's own), and, where
+/// netadm drives them, of one class.
+pub(crate) fn check_members(v: &View<'_>, a: &str, ports: &[LinkName]) -> Result<(), CoreError> {
+    let caps: Vec<(&LinkName, std::sync::Arc<crate::ports::PortCaps>)> = ports
+        .iter()
+        .filter_map(|p| Some((p, v.hw.find(v.device_of(p)?.as_str())?.caps())))
+        .collect();
+    let kind = |c: &crate::ports::PortCaps| {
+        if c.backend == "kernel" { "a kernel port" } else { "one of netadm's own ports" }
+    };
+    if let Some(((p, c), (q, d))) =
+        caps.iter().zip(caps.iter().skip(1)).find(|((_, c), (_, d))| c.backend != d.backend)
+    {
+        return Err(CoreError::invalid_argument(format!(
+            "aggregation {a}: {p} is {} and {q} is {}; an aggregation's ports are all kernel ports or all netadm's own",
+            kind(c),
+            kind(d)
+        )));
+    }
+    let classes: BTreeSet<&str> = caps.iter().map(|(_, c)| c.aggregates_with.as_str()).collect();
+    if classes.len() > 1 {
+        return Err(CoreError::invalid_argument(format!(
+            "ports of one aggregation must be of one class; got {}",
+            classes.into_iter().collect::<Vec<_>>().join(" and ")
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
