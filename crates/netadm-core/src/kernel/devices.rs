@@ -181,7 +181,7 @@ pub(crate) fn devices(
                 mac: conf.mac.map(|m| m.0),
                 master: None,
                 layer: 1,
-                props: BTreeMap::new(),
+                props: props(&link),
             },
         );
     }

@@ -20,6 +20,7 @@
 
 pub(crate) mod devices;
 pub(crate) mod port;
+pub(crate) mod shaper;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use netadm_config::{HardwareConfig, PortClass};
 use netadm_kernel::{
     ChannelCounts, Ethtool, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink, Offload,
+    Rate,
 };
 use netadm_model::{LinkName, PropName, PropValue};
 
@@ -262,13 +264,17 @@ impl Kernel {
         if a == b {
             return Ok(());
         }
-        let res = self.apply(&a, &b).and_then(|()| self.verify(&b));
+        let lowers = shaper::touched(&a, &b);
+        let res = self
+            .apply(&a, &b)
+            .and_then(|()| self.verify(&b))
+            .and_then(|()| self.shape(vt, &lowers));
         t.phase("kernel-links");
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
             // is not there is nothing).
-            if let Err(u) = self.apply(&b, &a) {
+            if let Err(u) = self.apply(&b, &a).and_then(|()| self.shape(vf, &lowers)) {
                 return Err(CoreError::hardware(format!(
                     "{}; and putting the kernel back failed: {}",
                     e.message, u.message
@@ -277,6 +283,34 @@ impl Kernel {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Brings the shapers on devices `lowers` to what `v` asks for
+    /// (`maxbw`, `priority`).
+    fn shape(&self, v: &View<'_>, lowers: &BTreeSet<String>) -> Result<(), CoreError> {
+        if lowers.is_empty() {
+            return Ok(());
+        }
+        let all = devices::devices(v, &self.ifnames, |_| true);
+        for (dev, shares) in shaper::shares(&all, lowers) {
+            let of = all.iter().find(|(k, _)| k.0.is_none() && k.1 == dev).map(|(_, d)| d);
+            let link = of.map_or(dev.as_str(), |d| d.link.as_str());
+            let line = of.map(|d| self.line(v, &d.of));
+            shaper::shape(&self.nl, &dev, link, line, &shares)?;
+        }
+        Ok(())
+    }
+
+    /// The line rate of link `l`: its ports' speeds, summed (0 when the
+    /// kernel knows none).
+    fn line(&self, v: &View<'_>, l: &Link) -> Rate {
+        let mbit: u64 = v
+            .ports_under(l)
+            .iter()
+            .filter_map(|d| self.ports.iter().find(|p| p.device() == d))
+            .map(|p| p.status().speed)
+            .sum();
+        Rate::mbit(mbit)
     }
 
     /// What `drive` would do (an apply's plan), one step per device.

@@ -148,6 +148,20 @@ pub(crate) fn check_value(
                     "{prop} acts on what a link sends through a port; {link_name} is over etherstub {e}, which has none"
                 )));
             }
+            // Over kernel ports, frames are told apart by source MAC; an
+            // 802.1Q device sends with its port's.
+            let kernel = v
+                .ports_under(link)
+                .iter()
+                .any(|d| v.hw.find(d.as_str()).is_some_and(|p| p.caps().backend == "kernel"));
+            if let Link::Vnic(n) = link
+                && kernel
+                && v.st.vnic.get(n).is_some_and(|c| c.vlan)
+            {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} on {link_name}: a VLAN over kernel ports sends with its port's MAC, so the kernel cannot shape it apart; set it on a VNIC over the VLAN"
+                )));
+            }
         }
         PropName::Tso => {
             let without: Vec<String> = v
