@@ -160,6 +160,9 @@ impl Core {
     /// stopped netadmd leaves that one file. A mutation that arrives later
     /// gets a typed `Busy` error at once.
     pub fn quiesce(&self) {
+        if let Some(k) = &self.machine.kernel {
+            k.stop();
+        }
         if self.pipeline.quiesce() {
             self.desired.wake();
         }
@@ -319,6 +322,24 @@ impl Core {
             let _m = self.pipeline.lock()?;
             let st = self.running();
             self.machine.refresh_if(&View { hw: self.hardware(), st: &st }, &n, t)
+        })
+    }
+
+    /// Waits until kernel ports' devices come, go or are made anew (then
+    /// true: call [`Core::resync_kernel`]); false when netadmd stops or
+    /// has no kernel ports.
+    pub fn wait_kernel_ports(&self) -> bool {
+        self.machine.kernel.as_ref().and_then(|k| k.wait_ports()).is_some()
+    }
+
+    /// After kernel ports' devices came or went: what the running
+    /// configuration builds over them made, adopted or reported as at
+    /// start, and the IP interfaces on devices made anew configured.
+    pub fn resync_kernel(&self) -> Result<Report, CoreError> {
+        self.pipeline.timed("resync-kernel", "ports", |t| {
+            let _m = self.pipeline.lock()?;
+            let st = self.running();
+            self.machine.resync_kernel(&View { hw: self.hardware(), st: &st }, t)
         })
     }
 

@@ -78,6 +78,16 @@ pub(crate) struct Dev {
 }
 
 impl Dev {
+    /// The device it is made over, in netadmd's namespace (a bridge for
+    /// a veth).
+    pub(crate) fn lower(&self) -> Option<&str> {
+        match &self.what {
+            What::Vlan { lower, .. } | What::Macvlan { lower } => Some(lower),
+            What::Veth { bridge, .. } => Some(bridge),
+            What::Port | What::Bond(_) | What::Bridge => None,
+        }
+    }
+
     /// Whether `other` is the same device (it can be changed in place
     /// into `self`), rather than one that must be made anew.
     pub(crate) fn same_device(&self, other: &Dev) -> bool {

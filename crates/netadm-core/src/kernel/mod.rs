@@ -23,13 +23,14 @@ pub(crate) mod port;
 pub(crate) mod shaper;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use netadm_config::{HardwareConfig, PortClass};
 use netadm_kernel::{
-    ChannelCounts, Ethtool, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink, Offload,
-    Rate,
+    ChannelCounts, Ethtool, Events, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink,
+    Offload, Rate, Touched,
 };
 use netadm_model::{LinkName, PropName, PropValue};
 
@@ -64,6 +65,10 @@ pub(crate) struct Kernel {
     /// Devices a configuration names that could not be made or adopted,
     /// and why (reported by the reads).
     trouble: Mutex<BTreeMap<Key, String>>,
+    /// The kernel's link notifications, for ports' devices that come and
+    /// go; woken by `stop`.
+    events: Events,
+    stop: OwnedFd,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -111,7 +116,69 @@ impl Kernel {
             zones: Mutex::default(),
             adopting: AtomicBool::new(true),
             trouble: Mutex::default(),
+            events: Events::open().map_err(kerr)?,
+            stop: netadm_kernel::eventfd().map_err(kerr)?,
         }))
+    }
+
+    /// Waits until a port's device comes, goes or is made anew (another
+    /// interface index), and returns those ports; `None` once netadmd
+    /// stops ([`Kernel::stop`]) or the notifications end.
+    pub(crate) fn wait_ports(&self) -> Option<Vec<LinkName>> {
+        loop {
+            let touched = match self.events.wait(self.stop.as_raw_fd()) {
+                Ok(Some(t)) => t,
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::error!(
+                        "kernel notifications: {e}; kernel ports are no longer watched"
+                    );
+                    return None;
+                }
+            };
+            let mut changed = vec![];
+            for p in &self.ports {
+                let before = p.index();
+                // A missing device comes back under an index not known yet.
+                let heard = match (&touched, before) {
+                    (Touched::Indices(ix), Some(i)) => ix.contains(&i),
+                    _ => true,
+                };
+                if heard && p.refresh_presence() != before {
+                    changed.push(p.device().clone());
+                }
+            }
+            if !changed.is_empty() {
+                return Some(changed);
+            }
+        }
+    }
+
+    /// Ends [`Kernel::wait_ports`].
+    pub(crate) fn stop(&self) {
+        netadm_kernel::wake(&self.stop);
+    }
+
+    /// Brings every kernel device configuration `v` asks for into place
+    /// again, as at start — adopting what is there, making what is
+    /// missing, reporting what cannot be made — after ports' devices came
+    /// or went. Undoes nothing: what stands stays.
+    pub(crate) fn readopt(&self, v: &View<'_>, t: &mut Timing) -> Result<(), CoreError> {
+        let empty = netadm_config::LinkState::default();
+        let vf = View { hw: v.hw, st: &empty };
+        let (a, b) = self.touched(&vf, v);
+        let lowers = shaper::touched(&a, &b);
+        self.adopting.store(true, Ordering::SeqCst);
+        let res =
+            self.apply(&a, &b).and_then(|()| self.verify(&b)).and_then(|()| self.shape(v, &lowers));
+        self.adopting.store(false, Ordering::SeqCst);
+        t.phase("kernel-links");
+        res
+    }
+
+    /// The interface index of device `k` now, if it is there.
+    pub(crate) fn index_of(&self, k: &Key) -> Option<u32> {
+        self.find(k).ok().flatten().map(|l| l.index)
     }
 
     /// Its ports, as the machine's other ports.
@@ -428,9 +495,15 @@ impl Kernel {
             }
             None if d.what == What::Port => {
                 let why = format!("{}: the device is missing", k.1);
-                return self.refuse(k, why);
+                return self.refuse_missing(k, why);
             }
             None => {
+                if let Some(low) = d.lower()
+                    && self.find(&(None, low.to_owned()))?.is_none()
+                {
+                    let why = format!("{}: its lower device {low} is missing", k.1);
+                    return self.refuse_missing(k, why);
+                }
                 self.make(k, d)?;
                 self.find(k)?.ok_or_else(|| {
                     CoreError::hardware(format!("{}: made, but the kernel does not have it", k.1))
@@ -465,6 +538,12 @@ impl Kernel {
             return Ok(());
         }
         Err(CoreError::exists(why))
+    }
+
+    /// [`Kernel::refuse`], for a device that is missing (a NotFound
+    /// error of a verb).
+    fn refuse_missing(&self, k: &Key, why: String) -> Result<(), CoreError> {
+        self.refuse(k, why).map_err(|e| CoreError::not_found(e.message))
     }
 
     /// Makes device `k`.

@@ -106,6 +106,12 @@ impl KernelPort {
         }
     }
 
+    /// [`KernelPort::refresh`], returning the device's index now.
+    pub(crate) fn refresh_presence(&self) -> Option<u32> {
+        self.refresh();
+        self.index()
+    }
+
     fn read(&self) -> Result<(Seen, PortCaps), KernelError> {
         let l = self.nl.link_named(&self.interface)?;
         let dev = self.interface.as_str();

@@ -144,8 +144,9 @@ pub(crate) fn shape(
 ) -> Result<(), CoreError> {
     let l = match nl.link_named(dev) {
         Ok(l) => l,
-        // Gone with its links (a bond deleted, say): nothing to shape.
-        Err(netadm_kernel::KernelError::NotFound { .. }) if shares.is_empty() => return Ok(()),
+        // Gone (a bond deleted, a port's device missing): nothing to
+        // shape; what is over it is missing too.
+        Err(netadm_kernel::KernelError::NotFound { .. }) => return Ok(()),
         Err(e) => return Err(kerr(e)),
     };
     let ix = l.index;

@@ -129,6 +129,13 @@ impl Mirror {
     /// Lets go of interface `name`'s device (`refresh-if`): the caller
     /// drops it (stopping its DHCP clients and reader), not under the
     /// interfaces' lock.
+    /// The interface index of interface `name`'s device, as last made or
+    /// found (`None`: unknown, or missing).
+    pub(crate) fn index_of(&self, name: &LinkName) -> Option<u32> {
+        let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        ifs.get(name).map(|i| i.index).filter(|i| *i != 0)
+    }
+
     pub(crate) fn forget(&self, name: &LinkName) -> Option<MirrorIf> {
         let mut ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         ifs.remove(name)
