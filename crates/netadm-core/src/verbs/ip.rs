@@ -151,6 +151,11 @@ pub(crate) fn set_if_prop(
         let mut st = v.st.clone();
         let conf = st.interface.get_mut(&n).expect("checked");
         for (d, val) in &defs {
+            if d.key() == "ipv4.mtu" && v.resolve(ifname).is_some_and(|l| v.on_kernel(&l)) {
+                return Err(CoreError::not_supported(format!(
+                    "ipv4 mtu on {ifname}: the interface is the link's own kernel device, whose MTU is the link's: set-linkprop -p mtu={val} {ifname}"
+                )));
+            }
             let val = d.check(val, link_mtu)?;
             conf.props.insert(d.key(), val);
         }

@@ -150,12 +150,8 @@ pub(crate) fn check_value(
             }
             // Over kernel ports, frames are told apart by source MAC; an
             // 802.1Q device sends with its port's.
-            let kernel = v
-                .ports_under(link)
-                .iter()
-                .any(|d| v.hw.find(d.as_str()).is_some_and(|p| p.caps().backend == "kernel"));
             if let Link::Vnic(n) = link
-                && kernel
+                && v.on_kernel(link)
                 && v.st.vnic.get(n).is_some_and(|c| c.vlan)
             {
                 return Err(CoreError::not_supported(format!(
