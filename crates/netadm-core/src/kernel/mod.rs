@@ -169,8 +169,11 @@ impl Kernel {
         let (a, b) = self.touched(&vf, v);
         let lowers = shaper::touched(&a, &b);
         self.adopting.store(true, Ordering::SeqCst);
-        let res =
-            self.apply(&a, &b).and_then(|()| self.verify(&b)).and_then(|()| self.shape(v, &lowers));
+        let res = self
+            .apply(&a, &b)
+            .and_then(|()| self.verify(&b))
+            .and_then(|()| self.shape(v, &lowers))
+            .and_then(|()| self.hook(&b));
         self.adopting.store(false, Ordering::SeqCst);
         t.phase("kernel-links");
         res
@@ -333,15 +336,22 @@ impl Kernel {
         }
         let lowers = shaper::touched(&a, &b);
         let res = self
-            .apply(&a, &b)
+            .unhook(&a, &b)
+            .and_then(|()| self.apply(&a, &b))
             .and_then(|()| self.verify(&b))
-            .and_then(|()| self.shape(vt, &lowers));
+            .and_then(|()| self.shape(vt, &lowers))
+            .and_then(|()| self.hook(&b));
         t.phase("kernel-links");
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
             // is not there is nothing).
-            if let Err(u) = self.apply(&b, &a).and_then(|()| self.shape(vf, &lowers)) {
+            if let Err(u) = self
+                .unhook(&b, &a)
+                .and_then(|()| self.apply(&b, &a))
+                .and_then(|()| self.shape(vf, &lowers))
+                .and_then(|()| self.hook(&a))
+            {
                 return Err(CoreError::hardware(format!(
                     "{}; and putting the kernel back failed: {}",
                     e.message, u.message
@@ -364,6 +374,32 @@ impl Kernel {
             let link = of.map_or(dev.as_str(), |d| d.link.as_str());
             let line = of.map(|d| self.line(v, &d.of));
             shaper::shape(&self.nl, &dev, link, line, &shares)?;
+        }
+        Ok(())
+    }
+
+    /// Before ifbs go: the bridge ends that redirect to them stop (a
+    /// redirect to a device that is gone drops every frame).
+    fn unhook(&self, a: &BTreeMap<Key, Dev>, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        for (k, d) in a {
+            if let What::Ifb { from } = &d.what
+                && b.get(k).is_none_or(|n| !n.same_device(d))
+            {
+                shaper::unhook(&self.nl, from)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each ifb of `b`: at its VNIC's `maxbw`, and its bridge end
+    /// redirecting to it.
+    fn hook(&self, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        for (k, d) in b {
+            if let What::Ifb { from } = &d.what
+                && let Some(PropValue::Bandwidth(bw)) = d.props.get(&PropName::Maxbw)
+            {
+                shaper::hook(&self.nl, from, &k.1, &d.link, Rate(*bw), d.mtu)?;
+            }
         }
         Ok(())
     }
@@ -561,6 +597,7 @@ impl Kernel {
                 .add_bond(&k.1, spec, &NewLink { up: false, ..opts })
                 .map_err(|e| named(&d.link, kerr(e))),
             What::Bridge => self.nl.add_bridge(&k.1, &opts).map_err(kerr),
+            What::Ifb { .. } => self.nl.add_ifb(&k.1, &opts).map_err(kerr),
             What::Vlan { lower: l, vid } => {
                 self.nl
                     .add_vlan(&k.1, lower(l)?, *vid, &opts)
@@ -679,6 +716,7 @@ fn kind_matches(l: &LinkDetail, d: &Dev) -> bool {
         What::Vlan { vid, .. } => l.kind == Some(LinkKind::Vlan) && l.vlan_id == Some(*vid),
         What::Macvlan { .. } => l.kind == Some(LinkKind::MacVlan),
         What::Veth { .. } => l.kind == Some(LinkKind::Veth),
+        What::Ifb { .. } => l.kind == Some(LinkKind::Ifb),
     }
 }
 
@@ -691,6 +729,7 @@ fn describe(d: &Dev) -> String {
         What::Vlan { lower, vid } => format!("VLAN {vid} over {lower}"),
         What::Macvlan { lower } => format!("a macvlan over {lower}"),
         What::Veth { bridge, .. } => format!("a veth into {bridge}"),
+        What::Ifb { from } => format!("an ifb shaping what {from} receives"),
     }
 }
 

@@ -22,10 +22,17 @@
 //! by source MAC, as frames leave; what arrives is not shaped (the
 //! sender's shaper limits it). A device with no link asking for either
 //! property has no shaper: the kernel's default qdisc.
+//!
+//! A VNIC over a kernel etherstub has a bridge port of its own (its veth
+//! pair's bridge end) and no shared line: what it sends — what its bridge
+//! end receives — is redirected (clsact, u32, mirred) to an ifb of its
+//! own, `nsq…`, whose tbf holds it to its `maxbw` before the bridge sees
+//! it. `priority` does not apply there.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use netadm_kernel::{HtbClass, Mode, Netlink, Rate, TcId};
+use netadm_kernel::{HtbClass, Mode, Netlink, QdiscKind, Rate, Tbf, TcId};
 use netadm_model::{LinkName, PRIORITIES, PropName, PropValue};
 
 use super::devices::{Dev, Key, What};
@@ -234,6 +241,67 @@ pub(crate) fn shape(
                 c.rate.0, c.ceil.0
             )));
         }
+    }
+    Ok(())
+}
+
+/// Stops bridge end `from` redirecting what it receives (to its ifb).
+pub(crate) fn unhook(nl: &Netlink, from: &str) -> Result<(), CoreError> {
+    let Ok(l) = nl.link_named(from) else { return Ok(()) };
+    let qs = nl.qdiscs(l.index).map_err(kerr)?;
+    if qs.iter().any(|q| q.kind == QdiscKind::Clsact) {
+        nl.del_qdisc(l.index, TcId::CLSACT).map_err(kerr)?;
+    }
+    Ok(())
+}
+
+/// What a VNIC over an etherstub sends, at `maxbw` `rate`: its bridge end
+/// `from` redirects what it receives to ifb `ifb`, whose tbf holds it to
+/// the rate; read back. Both are in netadmd's namespace.
+pub(crate) fn hook(
+    nl: &Netlink,
+    from: &str,
+    ifb: &str,
+    link: &LinkName,
+    rate: Rate,
+    mtu: u32,
+) -> Result<(), CoreError> {
+    let (Ok(end), Ok(dev)) = (nl.link_named(from), nl.link_named(ifb)) else {
+        return Ok(());
+    };
+    // A bucket of 10 ms at the rate, and never less than a GSO frame.
+    let burst = (rate.bytes() / 100).max(64 * 1024 + u64::from(mtu));
+    let want = Tbf {
+        rate,
+        burst: u32::try_from(burst).unwrap_or(u32::MAX),
+        latency: Duration::from_millis(50),
+    };
+    let handle = TcId::new(MAJOR, 0);
+    let root = nl.qdiscs(dev.index).map_err(kerr)?.into_iter().find(|q| q.parent == TcId::ROOT);
+    match root.map(|q| q.kind) {
+        Some(QdiscKind::Tbf(t)) if t.rate == rate => {}
+        Some(QdiscKind::Tbf(_)) => {
+            nl.set_tbf(dev.index, handle, TcId::ROOT, &want, Mode::Change).map_err(kerr)?;
+        }
+        _ => nl.set_tbf(dev.index, handle, TcId::ROOT, &want, Mode::Create).map_err(kerr)?,
+    }
+    if !nl.qdiscs(end.index).map_err(kerr)?.iter().any(|q| q.kind == QdiscKind::Clsact) {
+        nl.add_clsact(end.index).map_err(kerr)?;
+    }
+    let redirects = || -> Result<bool, CoreError> {
+        let fs = nl.filters(end.index, TcId::INGRESS).map_err(kerr)?;
+        Ok(fs.iter().any(|f| f.redirect == Some(dev.index)))
+    };
+    if !redirects()? {
+        nl.add_ingress_redirect(end.index, 1, dev.index).map_err(kerr)?;
+    }
+    let qs = nl.qdiscs(dev.index).map_err(kerr)?;
+    let shaped = qs.iter().any(|q| matches!(q.kind, QdiscKind::Tbf(t) if t.rate == rate));
+    if !shaped || !redirects()? {
+        return Err(CoreError::hardware(format!(
+            "{link}: read back, {from} does not send what it receives through {ifb} at {} b/s",
+            rate.0
+        )));
     }
     Ok(())
 }
