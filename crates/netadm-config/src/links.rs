@@ -160,6 +160,20 @@ pub struct VnicConf {
     pub props: LinkProps,
 }
 
+impl VnicConf {
+    /// A VNIC (a VLAN link with `vlan`) over `over`, with MAC address `mac`
+    /// chosen as `mac_mode` and VLAN `vid`, and no properties.
+    pub fn new(
+        over: LinkName,
+        mac: MacAddr,
+        mac_mode: &str,
+        vid: Option<VlanId>,
+        vlan: bool,
+    ) -> Self {
+        Self { over, mac, mac_mode: mac_mode.to_owned(), vid, vlan, props: BTreeMap::new() }
+    }
+}
+
 /// An etherstub (`[etherstub.NAME]`): a virtual switch without a port.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

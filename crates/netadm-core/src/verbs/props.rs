@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use netadm_config::{LinkProps, LinkState};
 use netadm_model::{PropName, PropValue};
 
-use super::name;
+use super::{name, to_set};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
 use crate::view::{Link, View};
@@ -17,25 +17,24 @@ pub(crate) fn set_link_prop(
     cx: &mut Cx<'_>,
     link: &str,
     props: &BTreeMap<String, String>,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    if props.is_empty() {
-        return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
-    }
-    let props: Vec<(PropName, String)> = props
-        .iter()
-        .map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone())))
-        .collect::<Result<_, CoreError>>()?;
-    cx.change(temporary, link, |v| {
+    let props = prop_names(to_set(props)?)?;
+    cx.edit(|v, st| {
         let l = v.require(link)?;
-        let mut st = v.st.clone();
         for (p, val) in &props {
-            let view = View { hw: v.hw, st: &st };
+            let view = View { hw: v.hw, st };
             let parsed = check_prop(&view, link, &l, *p, val)?;
-            props_mut(&mut st, &l).insert(*p, parsed);
+            props_mut(st, &l).insert(*p, parsed);
         }
-        Ok(st)
+        Ok(())
     })
+}
+
+/// The property names of assignments `props`, parsed.
+pub(crate) fn prop_names(
+    props: &BTreeMap<String, String>,
+) -> Result<Vec<(PropName, String)>, CoreError> {
+    props.iter().map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone()))).collect()
 }
 
 /// `reset-linkprop`: every settable property when `names` is empty.
@@ -43,11 +42,10 @@ pub(crate) fn reset_link_prop(
     cx: &mut Cx<'_>,
     link: &str,
     names: &[String],
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let names: Vec<PropName> =
         names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
-    cx.change(temporary, link, |v| {
+    cx.change(|v| {
         let l = v.require(link)?;
         for p in &names {
             p.spec().check_class(l.class())?;
