@@ -13,9 +13,12 @@
 //! `AggrPolicy`, `LacpMode`, `LacpTimer`, `PropName`) serialize as their
 //! `Display` string and deserialize through `FromStr`.
 
+// First: its macro declares the keyword enums of the others.
+#[macro_use]
+mod keyword;
+
 mod addrobj;
 mod aggr;
-mod keyword;
 mod link;
 mod mac;
 mod prop;

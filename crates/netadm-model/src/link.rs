@@ -4,8 +4,6 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::keyword::{KeywordError, parse_keyword};
-
 /// Why a string is not a valid datalink name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkNameError {
@@ -147,43 +145,18 @@ impl From<LinkName> for String {
     }
 }
 
-/// The class of a datalink, as shown in dladm's CLASS column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LinkClass {
-    /// A physical port driven by a NIC driver.
-    Phys,
-    /// A link aggregation of physical ports.
-    Aggr,
-    /// A virtual NIC over a physical link, an aggregation or an etherstub.
-    Vnic,
-    /// A virtual switch with no port: the VNICs over it reach only each
-    /// other (`dladm create-etherstub`).
-    Etherstub,
-}
-
-impl LinkClass {
-    /// Every class, in display order.
-    pub const ALL: [LinkClass; 4] =
-        [LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic, LinkClass::Etherstub];
-    const NAMES: [&'static str; 4] = ["phys", "aggr", "vnic", "etherstub"];
-
-    /// The lowercase dladm spelling: "phys", "aggr", "vnic" or "etherstub".
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
-
-impl fmt::Display for LinkClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl FromStr for LinkClass {
-    type Err = KeywordError;
-    /// Accepts "phys", "aggr", "vnic", "etherstub" (ASCII case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_keyword("link class", s, &Self::NAMES, &Self::ALL)
+keywords! {
+    /// The class of a datalink, as shown in dladm's CLASS column.
+    pub enum LinkClass parse "link class" {
+        /// A physical port driven by a NIC driver.
+        Phys = "phys",
+        /// A link aggregation of physical ports.
+        Aggr = "aggr",
+        /// A virtual NIC over a physical link, an aggregation or an etherstub.
+        Vnic = "vnic",
+        /// A virtual switch with no port: the VNICs over it reach only each
+        /// other (`dladm create-etherstub`).
+        Etherstub = "etherstub",
     }
 }
 
