@@ -45,17 +45,20 @@ pub(crate) type Groups = BTreeMap<LinkName, Group>;
 
 /// How many dedicated rings a VNIC asks for (0: none).
 pub(crate) fn wanted(v: &View<'_>, vnic: &LinkName) -> u16 {
-    let link = Link::Vnic(vnic.clone());
+    rings_asked(v, &Link::Vnic(vnic.clone())).unwrap_or(0)
+}
+
+/// The larger of `link`'s `rxrings` and `txrings`, when either is set.
+pub(crate) fn rings_asked(v: &View<'_>, link: &Link) -> Option<u16> {
     [PropName::RxRings, PropName::TxRings]
         .into_iter()
         .filter_map(|n| {
-            v.props(&link)
+            v.props(link)
                 .and_then(|m| m.get(&n))
                 .and_then(|x| x.as_uint())
                 .and_then(|x| u16::try_from(x).ok())
         })
         .max()
-        .unwrap_or(0)
 }
 
 /// The ring groups `st` calls for: groups that stay keep their rings,
