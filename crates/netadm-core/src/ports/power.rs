@@ -140,42 +140,22 @@ type Attach = fn(
 ) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The drivers netadm has, by the class the hardware configuration names
-/// a port with: the one place a class is named. Everything else the core
-/// asks of the driver itself ([`Caps`]).
-const DRIVERS: [(PortClass, Attach); 2] =
-    [(PortClass::I40e, attach_i40e), (PortClass::Atl1c, attach_atl1c)];
-
-fn attach_i40e(
-    name: &str,
-    p: &PortConfig,
-    wire: WireMode,
-    speed: u64,
-) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>> {
-    let mut c = I40eConfig { wire, speed_mbps: speed, ..I40eConfig::default() };
-    if let Some(q) = p.queue_pairs {
-        c.queue_pairs = q;
-    }
-    if let Some(v) = p.vectors {
-        c.vectors = v;
-    }
-    if let Some(r) = p.ring_size {
-        c.ring_size = r;
-    }
-    Ok(Arc::new(I40e::attach(name, &c)?))
-}
-
-fn attach_atl1c(
-    name: &str,
-    p: &PortConfig,
-    wire: WireMode,
-    speed: u64,
-) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>> {
-    let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
-    if let Some(r) = p.ring_size {
-        c.ring_size = r;
-    }
-    Ok(Arc::new(Atl1c::attach(name, &c)?))
-}
+/// a port with, each with how it is attached: the one place a class is
+/// named. Everything else the core asks of the driver itself ([`Caps`]).
+const DRIVERS: [(PortClass, Attach); 2] = [
+    (PortClass::I40e, |name, p, wire, speed| {
+        let mut c = I40eConfig { wire, speed_mbps: speed, ..I40eConfig::default() };
+        c.queue_pairs = p.queue_pairs.unwrap_or(c.queue_pairs);
+        c.vectors = p.vectors.unwrap_or(c.vectors);
+        c.ring_size = p.ring_size.unwrap_or(c.ring_size);
+        Ok(Arc::new(I40e::attach(name, &c)?))
+    }),
+    (PortClass::Atl1c, |name, p, wire, speed| {
+        let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
+        c.ring_size = p.ring_size.unwrap_or(c.ring_size);
+        Ok(Arc::new(Atl1c::attach(name, &c)?))
+    }),
+];
 
 /// Wraps a port's driver before its ring engine takes it over: for tests
 /// that inject faults (`netadm_nic::testing::FaultyNic`). Gets the port's
