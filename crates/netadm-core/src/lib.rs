@@ -105,6 +105,17 @@ macro_rules! verbs {
     };
 }
 
+/// The reads that are one call of [`Reads`] each, to its method of the
+/// same name.
+macro_rules! reads {
+    ($($(#[doc = $doc:literal])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)*) => {$(
+        $(#[doc = $doc])*
+        pub fn $name(&self, $($arg: $ty),*) -> $ret {
+            self.reads().$name($($arg),*)
+        }
+    )*};
+}
+
 /// The state owner.
 pub struct Core {
     pipeline: Pipeline,
@@ -398,11 +409,6 @@ impl Core {
         self.machine.datapath.show_traffic()
     }
 
-    /// Traffic counters of every physical link and aggregation.
-    pub fn show_stats(&self) -> Vec<StatsRow> {
-        self.reads().stats()
-    }
-
     /// What reads see now.
     fn reads(&self) -> Reads<'_> {
         Reads {
@@ -412,100 +418,52 @@ impl Core {
         }
     }
 
-    /// `show-phys`.
-    pub fn show_phys(&self) -> Vec<PhysRow> {
-        self.reads().show_phys()
-    }
-
-    /// `show-link`.
-    pub fn show_link(&self) -> Vec<LinkRow> {
-        self.reads().show_link()
-    }
-
-    /// `show-link` rows of the links among `names` that exist, each at the
-    /// cost of its own lookups.
-    pub fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkRow> {
-        self.reads().show_links_named(names)
-    }
-
-    /// The links whose `show-link` row may differ between two snapshots of
-    /// the running and persistent configurations (before and after a
-    /// change); what is no longer there is among them.
-    pub fn links_changed(
-        &self,
-        running: (&LinkState, &LinkState),
-        persisted: (&LinkState, &LinkState),
-    ) -> BTreeSet<String> {
-        self.reads().links_changed(running, persisted)
-    }
-
-    /// `show-aggr`.
-    pub fn show_aggr(&self) -> Vec<AggrRow> {
-        self.reads().show_aggr()
-    }
-
-    /// `show-vnic`.
-    pub fn show_vnic(&self) -> Vec<VnicRow> {
-        self.reads().show_vnic()
-    }
-
-    /// `show-vnic` rows of the VNICs among `names` that exist.
-    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicRow> {
-        self.reads().show_vnics_named(names)
-    }
-
-    /// `show-vlan`.
-    pub fn show_vlan(&self) -> Vec<VlanRow> {
-        self.reads().show_vlan()
-    }
-
-    /// `show-etherstub`.
-    pub fn show_etherstub(&self) -> Vec<EtherstubRow> {
-        self.reads().show_etherstub()
-    }
-
-    /// `show-linkprop`: properties of `link` (every link when empty),
-    /// limited to `names` when given.
-    pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropRow>, CoreError> {
-        self.reads().show_link_prop(link, names)
-    }
-
-    /// `show-if`.
-    pub fn show_if(&self) -> Vec<IfRow> {
-        self.reads().show_if()
-    }
-
-    /// `show-ifprop`: the properties of interface `ifname` (every
-    /// interface when empty) of protocol `proto` (both when empty),
-    /// limited to `names` when given.
-    pub fn show_if_prop(
-        &self,
-        ifname: &str,
-        proto: &str,
-        names: &[String],
-    ) -> Result<Vec<IfPropRow>, CoreError> {
-        self.reads().show_if_prop(ifname, proto, names)
-    }
-
-    /// `show-prop`: protocol properties of `proto` (every protocol when
-    /// empty), limited to `names` when given.
-    pub fn show_prop(&self, proto: &str, names: &[String]) -> Result<Vec<ProtoPropRow>, CoreError> {
-        self.reads().show_prop(proto, names)
-    }
-
-    /// `show-addrprop`: the properties of static address object
-    /// `addrobj` (every one when empty), limited to `names` when given.
-    pub fn show_addr_prop(
-        &self,
-        addrobj: &str,
-        names: &[String],
-    ) -> Result<Vec<AddrPropRow>, CoreError> {
-        self.reads().show_addr_prop(addrobj, names)
-    }
-
-    /// `show-addr`.
-    pub fn show_addr(&self) -> Vec<AddrRow> {
-        self.reads().show_addr()
+    reads! {
+        /// Traffic counters of every physical link and aggregation.
+        fn show_stats() -> Vec<StatsRow>;
+        /// `show-phys`.
+        fn show_phys() -> Vec<PhysRow>;
+        /// `show-link`.
+        fn show_link() -> Vec<LinkRow>;
+        /// `show-link` rows of the links among `names` that exist, each at
+        /// the cost of its own lookups.
+        fn show_links_named(names: &BTreeSet<String>) -> Vec<LinkRow>;
+        /// The links whose `show-link` row may differ between two snapshots
+        /// of the running and persistent configurations (before and after
+        /// a change); what is no longer there is among them.
+        fn links_changed(
+            running: (&LinkState, &LinkState),
+            persisted: (&LinkState, &LinkState)
+        ) -> BTreeSet<String>;
+        /// `show-aggr`.
+        fn show_aggr() -> Vec<AggrRow>;
+        /// `show-vnic`.
+        fn show_vnic() -> Vec<VnicRow>;
+        /// `show-vnic` rows of the VNICs among `names` that exist.
+        fn show_vnics_named(names: &BTreeSet<String>) -> Vec<VnicRow>;
+        /// `show-vlan`.
+        fn show_vlan() -> Vec<VlanRow>;
+        /// `show-etherstub`.
+        fn show_etherstub() -> Vec<EtherstubRow>;
+        /// `show-linkprop`: properties of `link` (every link when empty),
+        /// limited to `names` when given.
+        fn show_link_prop(link: &str, names: &[String]) -> Result<Vec<PropRow>, CoreError>;
+        /// `show-if`.
+        fn show_if() -> Vec<IfRow>;
+        /// `show-ifprop`: the properties of interface `ifname` (every
+        /// interface when empty) of protocol `proto` (both when empty),
+        /// limited to `names` when given.
+        fn show_if_prop(
+            ifname: &str, proto: &str, names: &[String]
+        ) -> Result<Vec<IfPropRow>, CoreError>;
+        /// `show-prop`: protocol properties of `proto` (every protocol when
+        /// empty), limited to `names` when given.
+        fn show_prop(proto: &str, names: &[String]) -> Result<Vec<ProtoPropRow>, CoreError>;
+        /// `show-addrprop`: the properties of static address object
+        /// `addrobj` (every one when empty), limited to `names` when given.
+        fn show_addr_prop(addrobj: &str, names: &[String]) -> Result<Vec<AddrPropRow>, CoreError>;
+        /// `show-addr`.
+        fn show_addr() -> Vec<AddrRow>;
     }
 
     /// The persistent configuration (the running one with `running`) as a

@@ -102,7 +102,7 @@ impl Reads<'_> {
     /// their ports counted. Ports and aggregations only: VNICs have no
     /// counters of their own here, and listing them would make this cost
     /// every VNIC.
-    pub(crate) fn stats(&self) -> Vec<crate::StatsRow> {
+    pub(crate) fn show_stats(&self) -> Vec<crate::StatsRow> {
         let v = self.view_of(&self.running);
         let ports = v.hw.phys().map(|p| (v.phys_name(p.device()), Link::Phys(p.device().clone())));
         ports
