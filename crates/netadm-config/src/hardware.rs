@@ -8,6 +8,7 @@ use netadm_model::LinkName;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::location::{Location, Snippet, decode};
+use crate::spelling::Spellings;
 
 /// The shipped hardware configuration (`config/netadm.toml`), compiled in:
 /// two i40e-class ports wired to reflectors and four atl1c-class ports cabled
@@ -66,13 +67,16 @@ pub enum StubKind {
     Kernel,
 }
 
+const STUB_KINDS: Spellings<StubKind> = Spellings {
+    what: "etherstub kind",
+    expected: "kernel or netadm",
+    words: &[(StubKind::Netadm, "netadm"), (StubKind::Kernel, "kernel")],
+};
+
 impl StubKind {
     /// The spelling used in files: "netadm" or "kernel".
     pub fn as_str(self) -> &'static str {
-        match self {
-            StubKind::Netadm => "netadm",
-            StubKind::Kernel => "kernel",
-        }
+        STUB_KINDS.of(self)
     }
 
     /// Whether this is the default kind ([`StubKind::Netadm`]), which files
@@ -91,11 +95,7 @@ impl fmt::Display for StubKind {
 impl std::str::FromStr for StubKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "netadm" => Ok(StubKind::Netadm),
-            "kernel" => Ok(StubKind::Kernel),
-            _ => Err(format!("etherstub kind {s:?}: expected kernel or netadm")),
-        }
+        STUB_KINDS.parse(s)
     }
 }
 
