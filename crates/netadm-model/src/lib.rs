@@ -25,6 +25,7 @@ mod prop;
 #[cfg(feature = "serde")]
 mod serde_impls;
 mod vlan;
+mod word;
 
 pub use addrobj::{AddrObj, AddrObjError};
 pub use aggr::{AggrLayer, AggrPolicy, AggrPolicyError, LacpMode, LacpTimer};

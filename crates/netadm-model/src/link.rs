@@ -4,6 +4,8 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::word::{WordFault, check_word};
+
 /// Why a string is not a valid datalink name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkNameError {
@@ -72,26 +74,15 @@ impl LinkName {
 
     fn check(name: &str) -> Result<(), LinkNameError> {
         let owned = || name.to_owned();
-        if name.is_empty() {
-            return Err(LinkNameError::Empty);
-        }
-        if name.len() > Self::MAX_LEN {
-            return Err(LinkNameError::TooLong {
-                name: owned(),
-                len: name.len(),
-                max: Self::MAX_LEN,
-            });
-        }
-        if let Some((pos, ch)) =
-            name.char_indices().find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
-        {
-            return Err(LinkNameError::BadChar { name: owned(), ch, pos });
-        }
-        let bytes = name.as_bytes();
-        if !bytes[0].is_ascii_alphabetic() {
-            return Err(LinkNameError::BadStart { name: owned() });
-        }
-        if !bytes[bytes.len() - 1].is_ascii_digit() {
+        check_word(name, Self::MAX_LEN).map_err(|f| match f {
+            WordFault::Empty => LinkNameError::Empty,
+            WordFault::TooLong { len } => {
+                LinkNameError::TooLong { name: owned(), len, max: Self::MAX_LEN }
+            }
+            WordFault::BadChar { pos, ch } => LinkNameError::BadChar { name: owned(), ch, pos },
+            WordFault::BadStart => LinkNameError::BadStart { name: owned() },
+        })?;
+        if !name.as_bytes()[name.len() - 1].is_ascii_digit() {
             return Err(LinkNameError::BadEnd { name: owned() });
         }
         Ok(())
