@@ -376,26 +376,29 @@ mod tests {
         base.address.insert("vnic1/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
         let full = |st: &LinkState| check_state(&View { hw: &hw, st });
         full(&base).unwrap();
+        let check = |what: &str, edit: &dyn Fn(&mut LinkState)| {
+            let mut next = base.clone();
+            edit(&mut next);
+            let whole = full(&next).map_err(|e| e.kind);
+            let (vf, vt) = (View { hw: &hw, st: &base }, View { hw: &hw, st: &next });
+            let change = check_change(&vf, &vt).map_err(|e| e.kind);
+            assert_eq!(change, whole, "{what}");
+        };
+        // A VNIC added: (what, its name, what it is over).
+        for (what, name, over) in [
+            ("a VNIC over an aggregation (valid)", "vnic2", "aggr0"),
+            ("a VNIC over nothing", "vnic2", "nosuch0"),
+            ("a VNIC over a VNIC", "vnic2", "vnic0"),
+            ("a VNIC named as a port", "atl1c1", "atl1c0"),
+            ("a VNIC named as an aggregation", "aggr0", "atl1c0"),
+            ("a VNIC over an aggregation's port", "vnic2", "i40e0"),
+        ] {
+            check(what, &|s| {
+                s.vnic.insert(n(name), vnic(over, 2));
+            });
+        }
         type Edit = fn(&mut LinkState);
         let cases: &[(&str, Edit)] = &[
-            ("a VNIC over an aggregation (valid)", |s| {
-                s.vnic.insert(n("vnic2"), vnic("aggr0", 2));
-            }),
-            ("a VNIC over nothing", |s| {
-                s.vnic.insert(n("vnic2"), vnic("nosuch0", 2));
-            }),
-            ("a VNIC over a VNIC", |s| {
-                s.vnic.insert(n("vnic2"), vnic("vnic0", 2));
-            }),
-            ("a VNIC named as a port", |s| {
-                s.vnic.insert(n("atl1c1"), vnic("atl1c0", 2));
-            }),
-            ("a VNIC named as an aggregation", |s| {
-                s.vnic.insert(n("aggr0"), vnic("atl1c0", 2));
-            }),
-            ("a VNIC over an aggregation's port", |s| {
-                s.vnic.insert(n("vnic2"), vnic("i40e0", 2));
-            }),
             ("an aggregation removed under a VNIC", |s| {
                 s.aggr.remove("aggr0");
             }),
@@ -459,12 +462,7 @@ mod tests {
             }),
         ];
         for (what, edit) in cases {
-            let mut next = base.clone();
-            edit(&mut next);
-            let whole = full(&next).map_err(|e| e.kind);
-            let (vf, vt) = (View { hw: &hw, st: &base }, View { hw: &hw, st: &next });
-            let change = check_change(&vf, &vt).map_err(|e| e.kind);
-            assert_eq!(change, whole, "{what}");
+            check(what, edit);
         }
     }
 }
