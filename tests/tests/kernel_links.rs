@@ -1209,3 +1209,34 @@ fn a_device_of_the_right_name_but_the_wrong_kind_is_refused_by_name_and_left_alo
     r.ok(&["create-vnic", "-l", "net1", "vnic2"]);
     assert_eq!(kind(&must(&a, "vnic2")), "macvlan");
 }
+
+#[test]
+fn drift_on_a_kernel_vnic_is_reported_and_refresh_if_puts_it_back() {
+    let Some(r) = Rig::started("dr") else { return };
+    let a = r.a();
+    r.vnic_with_addr("net0", "vnic0", None, "192.0.2.1/24");
+    let show_if = || rows(&r.ok(&["show-if"]), "ifname", "vnic0")[0].clone();
+    let addr = || rows(&r.ok(&["show-addr"]), "addrobj", "vnic0/v4")[0]["state"].clone();
+    assert_eq!(show_if()["state"], "ok");
+    // Behind netadm's back: the MTU, then the address.
+    ip(a, &["link", "set", "vnic0", "mtu", "1400"]);
+    wait_for("show-if to say drifted", || show_if()["state"] == "drifted");
+    assert!(show_if()["drift"].as_str().unwrap().contains("mtu 1400"), "{}", show_if());
+    ip(a, &["addr", "del", "192.0.2.1/24", "dev", "vnic0"]);
+    wait_for("show-addr to say missing", || addr() == "missing");
+    // FAILS until refresh-if puts a kernel device's MTU back: it adds the
+    // address again but leaves mtu 1400, and its read-back fails
+    // (Hardware "the kernel reports up=true mtu=1400 ...").
+    r.ok(&["refresh-if", "vnic0"]);
+    assert_eq!((mtu(a, "vnic0"), v4(a, "vnic0")), (1500, vec!["192.0.2.1/24".to_owned()]));
+    assert_eq!((show_if()["state"].clone(), addr()), ("ok".into(), "ok".into()));
+    ping(a, FAR0);
+    // The device itself deleted: missing, and made again by refresh-if.
+    ip(a, &["link", "del", "vnic0"]);
+    wait_for("show-if to say missing", || show_if()["state"] == "missing");
+    r.ok(&["refresh-if", "vnic0"]);
+    let l = must(a, "vnic0");
+    assert_eq!((kind(&l), l["link"].as_str()), ("macvlan", Some("nic0")), "{l}");
+    assert_eq!(v4(a, "vnic0"), ["192.0.2.1/24"]);
+    ping(a, FAR0);
+}
