@@ -260,6 +260,9 @@ struct Commands {
     delete_wall: f64,
     delete_daemon: f64,
     per_verb: std::collections::BTreeMap<String, Vec<(f64, f64)>>,
+    /// The wall time of reads (`show-link net0`), µs: what a `netadm`
+    /// process costs that changes nothing (start, bus, the reply).
+    reads: Vec<f64>,
 }
 
 /// Runs `list` as separate `netadm` processes, adding to `c`; (daemon,
@@ -350,6 +353,11 @@ fn round(o: &Opts, env: &Env<'_>, k: usize) -> Result<Round, String> {
     (r.cmds.create_daemon, r.cmds.create_wall) = commands(env.cli, &make, &mut r.cmds)?;
     expect(ns.name(), "netadm commands", n, addrs)?;
     let (doc, _) = env.cli.run_timed(&["show-config"])?;
+    for _ in 0..10 {
+        r.cmds
+            .reads
+            .push(env.cli.run_timed(&["--json", "show-link", "net0"])?.1.as_micros() as f64);
+    }
     (r.cmds.delete_daemon, r.cmds.delete_wall) = commands(env.cli, &gone, &mut r.cmds)?;
     expect(ns.name(), "netadm delete commands", 0, 0)?;
     stop(d)?;
@@ -402,6 +410,10 @@ struct Scale {
     n: usize,
     apply_create: Applied,
     verbs: Vec<VerbAt>,
+    /// The kernel's own cost at n, µs: one `ip -batch` making the n
+    /// VNICs and their addresses, one `ip link del group` removing them.
+    floor_create: f64,
+    floor_delete: f64,
 }
 
 /// The document of `n` VNICs with `addrs` addresses.
@@ -466,6 +478,14 @@ fn scale_at(o: &Opts, env: &Env<'_>, n: usize) -> Result<Scale, String> {
         apply(env.cli, &empty_doc(env.dir)?)?;
     expect(ns.name(), &format!("apply removing {n}"), 0, 0)?;
     stop(d)?;
+    // The floor at n, in the same namespace (empty again).
+    let (links, addrs_lines) = make_lines(n, addrs, Some(GROUP));
+    s.floor_create = ip_batch(ns.name(), env.dir, &format!("{links}{addrs_lines}"))?;
+    expect(ns.name(), &format!("ip -batch of {n}"), n, addrs)?;
+    let t = Instant::now();
+    cmd(&["ip", "-n", ns.name(), "link", "del", "group", GROUP])?;
+    s.floor_delete = t.elapsed().as_micros() as f64;
+    expect(ns.name(), &format!("ip link del group of {n}"), 0, 0)?;
     Ok(s)
 }
 
@@ -528,6 +548,8 @@ struct Medians {
     /// Per verb: (median daemon, median wall) over every command of it in
     /// every round.
     per_verb: Vec<(String, f64, f64)>,
+    /// The median wall of a read, µs.
+    read: f64,
 }
 
 fn medians(rounds: &[Round]) -> Medians {
@@ -567,7 +589,8 @@ fn medians(rounds: &[Round]) -> Medians {
             per_verb.push((verb.to_owned(), d, w));
         }
     }
-    Medians { floor, cmds, apply, per_verb }
+    let read = median(rounds.iter().flat_map(|r| r.cmds.reads.iter().copied()).collect());
+    Medians { floor, cmds, apply, per_verb, read }
 }
 
 /// What the kernel costs for one device of `verb`, from the floor's
@@ -623,6 +646,7 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
                 "apply_vs_ip_batch_delete": ratio(m.apply.delete_wall, m.floor.delete),
                 "apply_vs_ip_group_delete": ratio(m.apply.delete_wall, m.floor.group_delete),
             },
+            "read_wall_us": m.read,
             "per_command": cost_rows.iter().map(|(v, d, w, k)| json!({
                 "verb": v, "daemon_us": d, "wall_us": w, "kernel_us": k,
                 "above_kernel_us": k.map(|k| w - k),
@@ -633,6 +657,8 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
                 "apply_create_daemon_us": s.apply_create.create_daemon,
                 "apply_remove_us": s.apply_create.delete_wall,
                 "apply_remove_daemon_us": s.apply_create.delete_daemon,
+                "ip_batch_create_us": s.floor_create,
+                "ip_link_del_group_us": s.floor_delete,
                 "verbs": SCALE_VERBS.iter().zip(&s.verbs).map(|(v, x)| json!({
                     "verb": v, "daemon_us": x.daemon, "wall_us": x.wall,
                 })).collect::<Vec<_>>(),
@@ -717,7 +743,10 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
     }
     println!(
         "kernel ms/dev: the ip -batch of that part alone over its devices (create-if and \
-         delete-if act on a device that is there: nothing to set against)"
+         delete-if act on a device that is there: nothing to set against); a read \
+         (netadm show-link net0), which changes nothing, takes {} ms of wall: the process, \
+         the bus and the reply",
+        ms2(m.read)
     );
     if scale.is_empty() {
         return;
@@ -743,20 +772,19 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
             None => println!("{:>14}", "-"),
         }
     }
-    for (label, f) in [
-        (
-            "apply making n",
-            (|s: &Scale| (s.apply_create.create_daemon, s.apply_create.create_wall))
-                as fn(&Scale) -> (f64, f64),
-        ),
-        ("apply removing n", |s: &Scale| {
-            (s.apply_create.delete_daemon, s.apply_create.delete_wall)
-        }),
-    ] {
+    // (label, daemon time if any, wall), µs.
+    type Row = fn(&Scale) -> (Option<f64>, f64);
+    let rows: [(&str, Row); 4] = [
+        ("apply making n", |s| (Some(s.apply_create.create_daemon), s.apply_create.create_wall)),
+        ("apply removing n", |s| (Some(s.apply_create.delete_daemon), s.apply_create.delete_wall)),
+        ("ip -batch making n", |s| (None, s.floor_create)),
+        ("ip link del group, n", |s| (None, s.floor_delete)),
+    ];
+    for (label, f) in rows {
         print!("{label:<22}");
         for s in scale {
             let (d, w) = f(s);
-            print!("{:>18}", format!("{} / {}", ms(d), ms(w)));
+            print!("{:>18}", format!("{} / {}", d.map_or("--".into(), ms), ms(w)));
         }
         println!();
     }
