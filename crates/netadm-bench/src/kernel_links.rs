@@ -627,6 +627,8 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
             json!({"create_us": cw, "create_daemon_us": cd, "create_per_device_us": per(cw),
                    "delete_us": dw, "delete_daemon_us": dd, "delete_per_device_us": per(dw)})
         };
+        let mut commands = way(m.cmds.0, Some(m.cmds.1), m.cmds.2, Some(m.cmds.3));
+        commands["count"] = json!(ncmd);
         let v = json!({
             "vnics": n,
             "addresses": addrs,
@@ -637,7 +639,7 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
             "ip_link_del_group_us": m.floor.group_delete,
             "ip_batch_parts_us": {"links": m.floor.links, "addr_add": m.floor.addr_add,
                                   "addr_del": m.floor.addr_del, "link_del": m.floor.link_del},
-            "commands": { "count": ncmd, "create": way(m.cmds.0, Some(m.cmds.1), m.cmds.2, Some(m.cmds.3)) },
+            "commands": commands,
             "apply": way(m.apply.create_wall, Some(m.apply.create_daemon), m.apply.delete_wall, Some(m.apply.delete_daemon)),
             "ratios": {
                 "apply_vs_ip_batch_create": ratio(m.apply.create_wall, m.floor.create),
