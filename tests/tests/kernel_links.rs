@@ -702,9 +702,6 @@ fn mtu_goes_down_and_up_between_a_kernel_port_and_what_is_over_it() {
     r.ok(&["set-linkprop", "-p", "mtu=9000", "es0"]);
     assert_eq!((mtu(a, "es0"), mtu(&z1, "ev0"), mtu(&z2, "ev1")), (9000, 9000, 9000));
     ping(&z1, "10.9.0.2");
-    // FAILS until a VNIC's bridge end follows its MTU: the bridge ends stay
-    // at 1500, so the veth drops the frame (ping: sendmsg: No buffer space
-    // available).
     jumbo(&z1, "10.9.0.2").unwrap_or_else(|e| panic!("9000-byte ping across es0: {e}"));
     let ends: Value =
         serde_json::from_str(&ip(a, &["-j", "link", "show", "master", "es0"])).unwrap();
@@ -714,8 +711,6 @@ fn mtu_goes_down_and_up_between_a_kernel_port_and_what_is_over_it() {
     r.ok(&["set-linkprop", "-p", "mtu=1500", "es0"]);
     assert_eq!((mtu(a, "es0"), mtu(&z1, "ev0")), (1500, 1500));
     // The whole range the device has, as show-linkprop offers it.
-    // FAILS until set-linkprop takes the device's range: it refuses 16000
-    // as "out of range 68-9710" while show-linkprop offers 68-65535.
     let possible = json(&r.bus, &["show-linkprop", "-p", "mtu", "net0"])[0]["possible"].clone();
     assert_eq!(possible, "68-65535");
     r.ok(&["set-linkprop", "-p", "mtu=16000", "net0"]);
@@ -728,9 +723,6 @@ fn rxrings_and_txrings_set_a_kernel_ports_channels() {
     let a = r.a();
     // A veth has up to as many channels as CPUs, one each at first.
     assert_eq!(channels(a, "nic0"), ("1".into(), "1".into()));
-    // FAILS until rxrings/txrings are offered on kernel ports: the check for
-    // ring groups refuses them (NotSupported "net0 has no ring groups
-    // (veth-class)").
     r.ok(&["set-linkprop", "-p", "rxrings=2,txrings=2", "net0"]);
     assert_eq!(channels(a, "nic0"), ("2".into(), "2".into()));
     assert_eq!(linkprop(&r.bus, "net0", "rxrings"), "2");
@@ -760,9 +752,6 @@ fn tso_and_checksum_offloads_set_a_kernel_ports_features() {
         ["off", "off", "off"]
     );
     // Back on together: TSO needs transmit checksums, which come first.
-    // FAILS until transmit checksums are turned on before TSO (the kernel
-    // keeps TSO off while tx-checksumming is: NotSupported "the kernel kept
-    // tx-tcp-segmentation off").
     r.ok(&["set-linkprop", "-p", "tso=on,tx-csum=on,rx-csum=on", "net0"]);
     assert_eq!(state(), ["on", "on", "on"]);
     // Traffic through it still flows.
@@ -784,8 +773,6 @@ fn maxbw_on_a_kernel_vnic_holds_within_5_percent_also_in_a_zone() {
     r.ok(&["set-linkprop", "-p", "maxbw=20M", "lim0"]);
     assert_eq!(linkprop(&r.bus, "lim0", "maxbw"), "20");
     let got = received_mbps(&r, &a, 60);
-    // FAILS until maxbw is enforced in the kernel: far0 receives the whole
-    // stream (~62 Mb/s).
     assert!((got - limit).abs() <= limit * 0.05, "maxbw=20M: far0 received {got:.1} Mb/s");
     r.ok(&["reset-linkprop", "-p", "maxbw", "lim0"]);
     let free = received_mbps(&r, &a, 60);
@@ -1018,11 +1005,6 @@ fn bad_requests_on_kernel_links_are_typed_errors_that_change_nothing() {
         (vec!["delete-etherstub", "stub0"], "Busy", vec!["sv1"]),
         (vec!["delete-vnic", "vnic0"], "Busy", vec!["vnic0"]),
     ];
-    // FAILS now for: factory (Hardware EADDRINUSE, or made with a MAC of
-    // its own), the long name (Hardware, "putting the kernel back failed"),
-    // hand0 (adopted), other0 (refused, then deleted by the undo),
-    // create-etherstub other0 (adopted), mtu=65536 (names netadm's 68-9710,
-    // not the device's range), rxrings=64 (NotSupported: no ring groups).
     let mut wrong = vec![];
     let mut baseline = (text, toml, [devices(&a), devices(&z1)]);
     for (args, want, words) in &cases {
@@ -1089,8 +1071,6 @@ fn a_tree_mixing_kernel_and_emulated_links_is_refused_naming_the_link() {
     let mut refused = |r: &Rig, args: &[&str], toml: &[u8]| {
         let (k, msg) = r.err(args);
         let what = args.join(" ");
-        // FAILS for create-aggr until the refusal names the link: it says
-        // "ports of one aggregation must be of one class; got i40e and veth".
         if !["InvalidArgument", "NotSupported"].contains(&k.as_str()) || !msg.contains("net0") {
             wrong.push(format!("{what}: {k} {msg:?}; expected a refusal naming net0"));
         }
@@ -1125,8 +1105,6 @@ fn a_kernel_port_whose_device_is_missing_at_start_is_shown_and_configured_when_i
     r.stop();
     // The device goes while netadmd is away (its macvlan with it).
     ip(&a, &["link", "del", "nic2"]);
-    // FAILS until netadmd starts with a port's device missing: it exits with
-    // "interface nic2 (in the kernel)" (NotFound) when links are over it.
     r.start();
     let p = &rows(&r.ok(&["show-phys"]), "link", "net2")[0].clone();
     assert_eq!(p["state"], "unknown", "{p}");
@@ -1203,9 +1181,6 @@ fn a_device_of_the_right_name_but_the_wrong_kind_is_refused_by_name_and_left_alo
     assert_eq!(l["state"], "down", "{l}");
     let br = must(&a, "vnic0");
     assert_eq!((kind(&br), br["ifindex"].as_u64()), ("bridge", Some(index)));
-    // FAILS until the IP interface of a refused device is not attached to
-    // it: the mirror brings the bridge up, sets its MTU and adds
-    // 192.0.2.1/24 to it.
     assert!(!is_up(&br), "netadmd brought the bridge up: {br}");
     assert_eq!(br["mtu"], 1500, "netadmd changed the bridge's MTU: {br}");
     assert!(v4(&a, "vnic0").is_empty(), "netadmd put vnic0's address on the bridge");
@@ -1231,9 +1206,6 @@ fn drift_on_a_kernel_vnic_is_reported_and_refresh_if_puts_it_back() {
     assert!(show_if()["drift"].as_str().unwrap().contains("mtu 1400"), "{}", show_if());
     ip(a, &["addr", "del", "192.0.2.1/24", "dev", "vnic0"]);
     wait_for("show-addr to say missing", || addr() == "missing");
-    // FAILS until refresh-if puts a kernel device's MTU back: it adds the
-    // address again but leaves mtu 1400, and its read-back fails
-    // (Hardware "the kernel reports up=true mtu=1400 ...").
     r.ok(&["refresh-if", "vnic0"]);
     assert_eq!((mtu(a, "vnic0"), v4(a, "vnic0")), (1500, vec!["192.0.2.1/24".to_owned()]));
     assert_eq!((show_if()["state"].clone(), addr()), ("ok".into(), "ok".into()));

@@ -105,6 +105,13 @@ impl Machine {
                 "this netadmd runs without a kernel mirror: there is no device to refresh",
             ));
         };
+        // Over kernel links the interface is the link's device: it comes
+        // back as the link says first.
+        if let (Some(k), Some(l)) = (&self.kernel, v.resolve(n.as_str()))
+            && k.owns(v, &l)
+        {
+            k.put_back(v, &l, t)?;
+        }
         m.refresh(self, v, n, t)
     }
 
@@ -153,6 +160,10 @@ impl LinkTx for Machine {
 
     fn kernel_device(&self, v: &View<'_>, l: &Link) -> Option<(Option<String>, String)> {
         self.kernel.as_ref().and_then(|k| k.device_of(v, l))
+    }
+
+    fn kernel_trouble(&self, v: &View<'_>, l: &Link) -> Option<String> {
+        self.kernel.as_ref().and_then(|k| k.trouble(v, l))
     }
 }
 

@@ -369,7 +369,9 @@ const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 static SPECS: [PropSpec; 20] = [
     PropSpec {
         name: PropName::Mtu,
-        ty: PropType::Uint { min: 68, max: 9710, unit: "bytes" },
+        // The widest any link takes (a kernel device's 65535); each
+        // link's own range is its ports' (`View::mtu_range`).
+        ty: PropType::Uint { min: 68, max: 65535, unit: "bytes" },
         default: Some(PropValue::Uint(1500)),
         perm: Perm::ReadWrite,
         classes: ALL_CLASSES,
@@ -794,7 +796,7 @@ mod tests {
     fn table_contents() {
         let t = |p: PropName| p.spec();
         assert_eq!(t(Mtu).default, Some(PropValue::Uint(1500)));
-        assert_eq!(t(Mtu).possible(), "68-9710");
+        assert_eq!(t(Mtu).possible(), "68-65535");
         assert_eq!(t(XmitBatch).default, Some(PropValue::Bool(true)));
         assert_eq!(t(XmitBatch).possible(), "on,off");
         assert_eq!(t(RxImt).default, Some(PropValue::Adaptive));
@@ -834,7 +836,7 @@ mod tests {
     fn parse_value_accepts() {
         let cases: &[(PropName, &str, PropValue)] = &[
             (Mtu, "68", PropValue::Uint(68)),
-            (Mtu, "9710", PropValue::Uint(9710)),
+            (Mtu, "65535", PropValue::Uint(65535)),
             (Mtu, "09000", PropValue::Uint(9000)),
             (RxRings, "0", PropValue::Uint(0)),
             (TxRings, "384", PropValue::Uint(384)),
@@ -892,10 +894,10 @@ mod tests {
             |prop, value: &str, min, max| PropError::OutOfRange { prop, value: s(value), min, max };
         let nan = |prop, value: &str| PropError::NotANumber { prop, value: s(value) };
         let cases: Vec<(PropName, &str, PropError)> = vec![
-            (Mtu, "67", range(Mtu, "67", 68, 9710)),
-            (Mtu, "9711", range(Mtu, "9711", 68, 9710)),
-            (Mtu, "0", range(Mtu, "0", 68, 9710)),
-            (Mtu, "99999999999999999999999", range(Mtu, "99999999999999999999999", 68, 9710)),
+            (Mtu, "67", range(Mtu, "67", 68, 65535)),
+            (Mtu, "65536", range(Mtu, "65536", 68, 65535)),
+            (Mtu, "0", range(Mtu, "0", 68, 65535)),
+            (Mtu, "99999999999999999999999", range(Mtu, "99999999999999999999999", 68, 65535)),
             (RxRings, "385", range(RxRings, "385", 0, 384)),
             (TxImt, "65536", range(TxImt, "65536", 0, 65535)),
             (Itr, "8161", range(Itr, "8161", 0, 8160)),
@@ -952,8 +954,8 @@ mod tests {
             })
         );
         assert_eq!(
-            Mtu.spec().check_value(&PropValue::Uint(10_000)),
-            Err(PropError::OutOfRange { prop: Mtu, value: s("10000"), min: 68, max: 9710 })
+            Mtu.spec().check_value(&PropValue::Uint(70_000)),
+            Err(PropError::OutOfRange { prop: Mtu, value: s("70000"), min: 68, max: 65535 })
         );
         assert_eq!(
             Mtu.spec().check_value(&PropValue::Bool(true)),
@@ -1014,7 +1016,7 @@ mod tests {
         let m = |e: PropError| e.to_string();
         assert_eq!(
             m(Mtu.spec().parse_value("20").unwrap_err()),
-            r#"link property "mtu": value "20" is out of range 68-9710"#
+            r#"link property "mtu": value "20" is out of range 68-65535"#
         );
         assert_eq!(
             m(XmitBatch.spec().parse_value("yes").unwrap_err()),

@@ -65,6 +65,10 @@ pub(crate) struct Kernel {
     /// Devices a configuration names that could not be made or adopted,
     /// and why (reported by the reads).
     trouble: Mutex<BTreeMap<Key, String>>,
+    /// While a change is driven forward: the devices it made (what its
+    /// undo may delete; a device it finds under a name it adds is not
+    /// netadm's, and is refused).
+    made: Mutex<Option<BTreeSet<Key>>>,
     /// The kernel's link notifications, for ports' devices that come and
     /// go; woken by `stop`.
     events: Events,
@@ -116,6 +120,7 @@ impl Kernel {
             zones: Mutex::default(),
             adopting: AtomicBool::new(true),
             trouble: Mutex::default(),
+            made: Mutex::default(),
             events: Events::open().map_err(kerr)?,
             stop: netadm_kernel::eventfd().map_err(kerr)?,
         }))
@@ -175,6 +180,19 @@ impl Kernel {
             .and_then(|()| self.shape(v, &lowers))
             .and_then(|()| self.hook(&b));
         self.adopting.store(false, Ordering::SeqCst);
+        t.phase("kernel-links");
+        res
+    }
+
+    /// `refresh-if` of a kernel link: its devices put back as `v` says —
+    /// made again if they are gone, their MTU, MAC and state set — and
+    /// read back.
+    pub(crate) fn put_back(&self, v: &View<'_>, l: &Link, t: &mut Timing) -> Result<(), CoreError> {
+        let devs = devices::devices(v, &self.ifnames, |x| x == l);
+        for (k, d) in &devs {
+            self.ensure(k, d, Some(d))?;
+        }
+        let res = self.verify(&devs);
         t.phase("kernel-links");
         res
     }
@@ -335,17 +353,23 @@ impl Kernel {
             return Ok(());
         }
         let lowers = shaper::touched(&a, &b);
+        *self.made.lock().unwrap_or_else(PoisonError::into_inner) = Some(BTreeSet::new());
         let res = self
             .unhook(&a, &b)
             .and_then(|()| self.apply(&a, &b))
             .and_then(|()| self.verify(&b))
             .and_then(|()| self.shape(vt, &lowers))
             .and_then(|()| self.hook(&b));
+        let made = self.made.lock().unwrap_or_else(PoisonError::into_inner).take();
         t.phase("kernel-links");
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
-            // is not there is nothing).
+            // is not there is nothing). Of the devices `vt` adds, only
+            // those this change made go: one it found is someone else's.
+            let made = made.unwrap_or_default();
+            let b: BTreeMap<Key, Dev> =
+                b.into_iter().filter(|(k, _)| a.contains_key(k) || made.contains(k)).collect();
             if let Err(u) = self
                 .unhook(&b, &a)
                 .and_then(|()| self.apply(&b, &a))
@@ -448,7 +472,8 @@ impl Kernel {
     fn find(&self, k: &Key) -> Result<Option<LinkDetail>, CoreError> {
         match self.conn(&k.0)?.nl().link_named(&k.1) {
             Ok(l) => Ok(Some(l)),
-            Err(KernelError::NotFound { .. }) => Ok(None),
+            // A name the kernel cannot hold names no device.
+            Err(KernelError::NotFound { .. } | KernelError::BadName { .. }) => Ok(None),
             Err(e) => Err(kerr(e)),
         }
     }
@@ -517,7 +542,22 @@ impl Kernel {
         let c = self.conn(&k.0)?;
         let nl = c.nl();
         let existing = self.find(k)?;
+        let forward = self.made.lock().unwrap_or_else(PoisonError::into_inner).is_some();
         let l = match existing {
+            // A change that adds this device finds one there: not netadm's
+            // (at start and after a port came back, what is there is
+            // adopted instead).
+            Some(_)
+                if forward
+                    && was.is_none()
+                    && d.what != What::Port
+                    && !self.adopting.load(Ordering::SeqCst) =>
+            {
+                return Err(CoreError::exists(format!(
+                    "{}: the kernel has a device of that name that netadm did not make; netadm leaves it alone",
+                    k.1
+                )));
+            }
             Some(l) => {
                 if !kind_matches(&l, d) {
                     let why = format!(
@@ -559,6 +599,14 @@ impl Kernel {
         if d.what == What::Port {
             self.port_props(&k.1, d, was)?;
         }
+        // A veth pair's two ends carry one MTU (the larger end's frames
+        // are dropped by the other).
+        if let What::Veth { peer, .. } = &d.what
+            && let Some(end) = self.find(&(None, peer.clone()))?
+            && end.mtu != d.mtu
+        {
+            self.nl.set_link(end.index, None, Some(d.mtu)).map_err(kerr)?;
+        }
         if !l.up {
             nl.set_link(l.index, Some(true), None).map_err(kerr)?;
         }
@@ -584,6 +632,9 @@ impl Kernel {
 
     /// Makes device `k`.
     fn make(&self, k: &Key, d: &Dev) -> Result<(), CoreError> {
+        if let Some(made) = self.made.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            made.insert(k.clone());
+        }
         let opts = NewLink { mac: d.mac, mtu: Some(d.mtu), group: None, up: true };
         let zone = match &k.0 {
             Some(z) => Some(Netns::open(z).map_err(kerr)?),
@@ -648,15 +699,20 @@ impl Kernel {
             };
             eth.set_channels(ifname, &want).map_err(|e| named(&d.link, kerr(e)))?;
         }
-        for (p, o) in [
+        // TSO needs transmit checksums: what comes on, checksums first;
+        // what goes off, TSO first.
+        let mut changes: Vec<(Offload, bool)> = [
             (PropName::Tso, Offload::Tso),
             (PropName::TxCsum, Offload::TxChecksum),
             (PropName::RxCsum, Offload::RxChecksum),
-        ] {
-            let Some(on) = d.props.get(&p).and_then(PropValue::as_bool) else { continue };
-            if old(p) != d.props.get(&p) {
-                eth.set_offload(ifname, o, on).map_err(|e| named(&d.link, kerr(e)))?;
-            }
+        ]
+        .into_iter()
+        .filter(|(p, _)| old(*p) != d.props.get(p))
+        .filter_map(|(p, o)| Some((o, d.props.get(&p).and_then(PropValue::as_bool)?)))
+        .collect();
+        changes.sort_by_key(|(o, on)| (*on, (*o == Offload::Tso) == *on));
+        for (o, on) in changes {
+            eth.set_offload(ifname, o, on).map_err(|e| named(&d.link, kerr(e)))?;
         }
         Ok(())
     }

@@ -88,9 +88,13 @@ fn kerr(e: KernelError) -> CoreError {
 
 impl Mirror {
     pub(crate) fn open() -> Result<Self, CoreError> {
-        // One rtnetlink connection for the changes, the read-backs and
-        // the notifications the drift watcher hears.
-        let (nl, events) = Netlink::open_with_events().map_err(kerr)?;
+        // One rtnetlink connection for the changes and read-backs, another
+        // for the notifications the drift watcher hears: a burst of
+        // notifications (a hundred devices deleted at once) overruns a
+        // socket, and on a shared one the replies to requests were lost
+        // with them (each such request then waited out its 5 s).
+        let nl = Netlink::open().map_err(kerr)?;
+        let events = netadm_kernel::Events::open().map_err(kerr)?;
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let watch = Watcher::start(events, ifs.clone())?;
@@ -307,12 +311,19 @@ pub(crate) trait LinkTx {
     /// in, when the kernel owns the link: its IP interface is that device
     /// (no TAP).
     fn kernel_device(&self, v: &View<'_>, l: &crate::Link) -> Option<(Option<String>, String)>;
+
+    /// Why link `l`'s kernel device is not as configured (missing, or a
+    /// device of another kind under its name), if it is not: its IP
+    /// interface is then not put on it.
+    fn kernel_trouble(&self, _v: &View<'_>, _l: &crate::Link) -> Option<String> {
+        None
+    }
 }
 
 impl Mirror {
     /// Interface `n` on kernel link `l`, whose device `dev` lives in
-    /// `zone`: its IP goes on that device (no TAP, no reader: the kernel
-    /// carries its frames). A device that is not there (its port's is
+    /// `zone` (`Err`: why the device is not as configured): its IP goes
+    /// on that device (no TAP, no reader: the kernel carries its frames). A device that is not there (its port's is
     /// missing, its zone gone) is, with `tolerate` (at start, or an
     /// interface the change does not add), reported missing; otherwise an
     /// error.
@@ -322,10 +333,17 @@ impl Mirror {
         l: &crate::Link,
         vt: &View<'_>,
         zone: Option<String>,
-        dev: String,
+        dev: Result<String, String>,
         tolerate: bool,
     ) -> Result<MirrorIf, CoreError> {
+        let (dev, trouble) = match dev {
+            Ok(d) => (d, None),
+            Err(why) => (n.to_string(), Some(why)),
+        };
         let found = (|| {
+            if let Some(why) = trouble {
+                return Err(KernelError::NotFound { what: why });
+            }
             let ns = zone.as_deref().map(|z| self.zone(z)).transpose()?;
             let nl = ns.as_ref().map_or_else(|| self.nl.clone(), |z| z.nl.clone());
             let index = nl.index(&dev)?;
@@ -488,8 +506,9 @@ impl Mirror {
         for n in come {
             let l = vt.require(n.as_str())?;
             if let Some((zone, dev)) = txs.kernel_device(&vt, &l) {
-                let i =
-                    m.attach(n, &l, &vt, zone, dev, replay || from.interface.contains_key(n))?;
+                let tolerate = replay || from.interface.contains_key(n);
+                let dev = txs.kernel_trouble(&vt, &l).map_or(Ok(dev), Err);
+                let i = m.attach(n, &l, &vt, zone, dev, tolerate)?;
                 ifs.insert(n.clone(), i);
                 continue;
             }

@@ -451,15 +451,7 @@ impl Reads<'_> {
     fn possible(&self, l: &Link, spec: &PropSpec) -> String {
         if spec.name == PropName::Mtu {
             let v = self.running.clone();
-            let view = self.view_of(&v);
-            let mut lo = 68;
-            let mut hi = u32::MAX;
-            for d in view.ports_under(l) {
-                if let Some(p) = self.m.hw().find(d.as_str()) {
-                    lo = lo.max(p.caps().min_mtu);
-                    hi = hi.min(p.caps().max_mtu);
-                }
-            }
+            let (lo, hi) = self.view_of(&v).mtu_range(l);
             return format!("{lo}-{hi}");
         }
         spec.possible()

@@ -215,7 +215,7 @@ pub(crate) fn check_value(
                 )));
             }
             let mtu = val.as_uint().unwrap_or(0) as u32;
-            let (lo, hi) = mtu_range(v, link);
+            let (lo, hi) = v.mtu_range(link);
             if mtu < lo || mtu > hi {
                 return Err(CoreError::invalid_value(format!(
                     "mtu {mtu} on {link_name}: the hardware accepts {lo}-{hi}"
@@ -249,18 +249,6 @@ pub(crate) fn check_value(
         _ => {}
     }
     Ok(())
-}
-
-/// The MTU range a link accepts: its ports' common range.
-fn mtu_range(v: &View<'_>, link: &Link) -> (u32, u32) {
-    let ports = v.ports_under(link);
-    let mut range = (68, u32::MAX);
-    for d in ports {
-        if let Some(p) = v.hw.find(d.as_str()) {
-            range = (range.0.max(p.caps().min_mtu), range.1.min(p.caps().max_mtu));
-        }
-    }
-    range
 }
 
 fn props_mut<'a>(st: &'a mut LinkState, link: &Link) -> &'a mut LinkProps {

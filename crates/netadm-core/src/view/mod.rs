@@ -38,6 +38,10 @@ impl Link {
 /// Default MTU of every link.
 pub const DEFAULT_MTU: u32 = 1500;
 
+/// The largest MTU netadm's own switch and TAPs carry (the emulated
+/// NICs' largest frame).
+pub const NETADM_MAX_MTU: u32 = 9710;
+
 /// A view of one configuration against the hardware.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -201,6 +205,22 @@ impl<'a> View<'a> {
                 .map(|o| self.ports_under(&o))
                 .unwrap_or_default(),
         }
+    }
+
+    /// The MTUs link `l` accepts: its ports' common range; a link with no
+    /// port (an etherstub, a VNIC over one) what its switch carries — a
+    /// kernel bridge the kernel's 65535, netadm's own
+    /// [`NETADM_MAX_MTU`].
+    pub fn mtu_range(&self, l: &Link) -> (u32, u32) {
+        let ports = self.ports_under(l);
+        if ports.is_empty() {
+            let hi = if self.on_kernel(l) { 65535 } else { NETADM_MAX_MTU };
+            return (68, hi);
+        }
+        ports.iter().filter_map(|d| self.hw.find(d.as_str())).fold((68, u32::MAX), |r, p| {
+            let c = p.caps();
+            (r.0.max(c.min_mtu), r.1.min(c.max_mtu))
+        })
     }
 
     /// Whether link `l` is made of kernel devices: over kernel ports, or
