@@ -53,7 +53,9 @@ pub use error::{CoreError, ErrorKind};
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub use fail;
-pub use ports::{Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus};
+pub use ports::{
+    EtherModes, Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus, SpeedDuplex,
+};
 pub use report::{ApplyReport, HistoryEntry, PlanStep, Report};
 pub use show::rows::*;
 pub use timing::Progress;
@@ -379,6 +381,23 @@ impl Core {
     /// `show-phys`.
     pub fn show_phys(&self) -> Vec<PhysRow> {
         self.reads().show_phys()
+    }
+
+    /// `show-phys -m`: factory MAC address slots and who uses them.
+    pub fn show_phys_mac(&self) -> Vec<PhysMacRow> {
+        self.reads().show_phys_mac()
+    }
+
+    /// `show-phys -L`: where each physical link's device is.
+    pub fn show_phys_loc(&self) -> Vec<PhysLocRow> {
+        self.reads().show_phys_loc()
+    }
+
+    /// `show-ether`: physical link `link`'s (every one's when empty)
+    /// Ethernet settings; with `extended`, also what it can run at and
+    /// advertises.
+    pub fn show_ether(&self, link: &str, extended: bool) -> Result<Vec<EtherRow>, CoreError> {
+        self.reads().show_ether(link, extended)
     }
 
     /// `show-link`.

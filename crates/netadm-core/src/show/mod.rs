@@ -1,6 +1,7 @@
 //! The read-only verbs (`show-*`). Each works on a snapshot of the running
 //! configuration and never waits for a mutation.
 
+mod phys;
 pub(crate) mod rows;
 
 use crate::{
