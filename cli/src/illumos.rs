@@ -35,6 +35,7 @@ pub enum Personality {
 /// dladm verbs netadm has, under the same names.
 const DLADM: &[&str] = &[
     "show-phys",
+    "show-ether",
     "show-link",
     "rename-link",
     "create-aggr",
@@ -60,7 +61,6 @@ const DLADM: &[&str] = &[
 /// dladm verbs netadm does not have yet.
 const DLADM_NOT_YET: &[&str] = &[
     "up-vlan",
-    "show-ether",
     "up-aggr",
     "up-vnic",
     "delete-phys",
@@ -158,6 +158,9 @@ const LONG: &[(&str, &str)] = &[
     ("statistics", "-s"),
     ("lacp", "-L"),
     ("extended", "-x"),
+    // show-phys -m and -L.
+    ("mac", "-m"),
+    ("loc", "-L"),
     ("type", "-T"),
     ("address", "-a"),
     ("down", "-d"),

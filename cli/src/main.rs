@@ -143,7 +143,27 @@ struct IpadmIf {
     ifname: String,
 }
 
-/// The arguments of `show-phys` and `show-link`.
+/// The arguments of `show-phys`: its modes, as dladm's.
+#[derive(Debug, Args)]
+struct PhysShow {
+    /// Show traffic counters.
+    #[arg(short = 's', group = "mode")]
+    stats: bool,
+    /// Show factory MAC address slots: LINK SLOT ADDRESS INUSE CLIENT.
+    #[arg(short = 'm', group = "mode")]
+    mac: bool,
+    /// Show where each device is: LINK DEVICE LOCATION (a kernel port's
+    /// bus address; `--` for emulated ports, which have none).
+    #[arg(short = 'L', group = "mode")]
+    location: bool,
+    #[command(flatten)]
+    show: ShowOpts,
+    /// Show only this link.
+    #[arg(id = "name", value_name = "LINK")]
+    link: Option<String>,
+}
+
+/// The arguments of `show-link`.
 #[derive(Debug, Args)]
 struct LinkShow {
     /// Show traffic counters.
@@ -163,7 +183,20 @@ struct LinkShow {
 #[derive(Debug, Subcommand)]
 enum Verb {
     /// Show physical links.
-    ShowPhys(LinkShow),
+    ShowPhys(PhysShow),
+    /// Show physical links' Ethernet settings: LINK PTYPE STATE AUTO
+    /// SPEED-DUPLEX PAUSE.
+    ShowEther {
+        /// Extended: also what each can run at (`capable`), advertises
+        /// (`adv`) and its peer advertises (`peeradv`).
+        #[arg(short = 'x')]
+        extended: bool,
+        #[command(flatten)]
+        show: ShowOpts,
+        /// Show only this link.
+        #[arg(value_name = "LINK")]
+        link: Option<String>,
+    },
     /// Show datalinks.
     ShowLink(LinkShow),
     /// Rename a datalink.
@@ -756,10 +789,20 @@ async fn run(
     let p = &ctx.proxy;
     let err = |e| ctx.err(e);
     match verb {
-        Verb::ShowPhys(LinkShow { stats: true, show, link })
+        Verb::ShowPhys(PhysShow { stats: true, show, link, .. })
         | Verb::ShowLink(LinkShow { stats: true, show, link }) => {
             let rows =
                 async { show::pick_rows(p.show_stats().await.map_err(err)?, link.as_deref()) };
+            ctx.show(show.format(json), rows).await
+        }
+        Verb::ShowPhys(PhysShow { mac: true, show, link, .. }) => {
+            let rows =
+                async { show::pick_rows(p.show_phys_mac().await.map_err(err)?, link.as_deref()) };
+            ctx.show(show.format(json), rows).await
+        }
+        Verb::ShowPhys(PhysShow { location: true, show, link, .. }) => {
+            let rows =
+                async { show::pick_rows(p.show_phys_loc().await.map_err(err)?, link.as_deref()) };
             ctx.show(show.format(json), rows).await
         }
         // One link or VNIC: asked for by name, not picked out of every one.
