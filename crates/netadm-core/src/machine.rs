@@ -135,6 +135,10 @@ impl LinkTx for Machine {
     fn kernel_device(&self, v: &View<'_>, l: &Link) -> Option<(Option<String>, String)> {
         self.kernel.as_ref().and_then(|k| k.device_of(v, l))
     }
+
+    fn link_qos(&self, v: &View<'_>, l: &Link) -> Arc<netadm_datapath::qos::LinkQos> {
+        self.datapath.link_qos(v, l)
+    }
 }
 
 impl Backend for Machine {

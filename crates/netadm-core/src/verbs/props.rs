@@ -142,13 +142,6 @@ pub(crate) fn check_value(
     match prop {
         PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
         PropName::RxImt | PropName::TxImt | PropName::Itr => knob()?,
-        PropName::Maxbw | PropName::Priority => {
-            if let Some(Link::Etherstub(e)) = v.switch_of(link) {
-                return Err(CoreError::not_supported(format!(
-                    "{prop} acts on what a link sends through a port; {link_name} is over etherstub {e}, which has none"
-                )));
-            }
-        }
         PropName::Tso => {
             let without: Vec<String> = v
                 .ports_under(link)
