@@ -125,3 +125,36 @@ fn maxbw_and_priority_act_on_what_a_vnic_over_an_etherstub_sends_through_its_swi
     // The other VNIC kept its own.
     assert_eq!(nice_of(pid, "tap-sv0"), Some(0));
 }
+
+/// Over an etherstub that is a kernel bridge (`etherstub = "kernel"` in
+/// the hardware configuration) a VNIC is a veth pair whose frames netadm
+/// never carries: the properties are refused there, naming why, and
+/// nothing changes.
+#[test]
+fn maxbw_over_a_kernel_bridge_etherstub_is_refused() {
+    if !netns_prerequisites(&[]) {
+        return;
+    }
+    let a = Netns::unique("sqk", "").unwrap();
+    let bus = Bus::start();
+    let state = bus.subdir("kstub");
+    // The etherstub made a kernel bridge in the persistent configuration
+    // (create-etherstub makes netadm's), then made by netadmd at start.
+    let d = Daemon::start(&bus, &state, &[]);
+    json(&bus, &["create-etherstub", "kstub0"]);
+    json(&bus, &["create-vnic", "-l", "kstub0", "kv0"]);
+    d.stop();
+    let links = std::fs::read_to_string(state.join("links.toml")).unwrap();
+    let links = links.replace("[etherstub.kstub0]\n", "[etherstub.kstub0]\nkind = \"kernel\"\n");
+    assert!(links.contains("kind = \"kernel\""), "{links}");
+    std::fs::write(state.join("links.toml"), links).unwrap();
+    let _d = Daemon::builder(&bus, &state).netns(a.name()).start();
+    assert!(show_config(&bus).contains("kind = \"kernel\""), "{}", show_config(&bus));
+    let before = json(&bus, &["show-linkprop", "-p", "maxbw,priority", "kv0"]);
+    for p in ["maxbw=50M", "priority=low"] {
+        let (kind, msg) = json_err(&bus, &["set-linkprop", "-p", p, "kv0"]);
+        assert_eq!(kind, "NotSupported", "{p}: {msg}");
+        assert!(msg.contains("kernel bridge"), "{msg}");
+    }
+    assert_eq!(json(&bus, &["show-linkprop", "-p", "maxbw,priority", "kv0"]), before);
+}

@@ -142,6 +142,17 @@ pub(crate) fn check_value(
     match prop {
         PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
         PropName::RxImt | PropName::TxImt | PropName::Itr => knob()?,
+        // Over netadm's own switch the TAP reader enforces them; a kernel
+        // bridge's VNICs are veth pairs netadm sends nothing through.
+        PropName::Maxbw | PropName::Priority => {
+            if let Some(Link::Etherstub(e)) = v.switch_of(link)
+                && v.st.etherstub.get(&e).is_some_and(|c| c.kind == netadm_config::StubKind::Kernel)
+            {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} on {link_name}: etherstub {e} is a kernel bridge, whose traffic netadm does not carry"
+                )));
+            }
+        }
         PropName::Tso => {
             let without: Vec<String> = v
                 .ports_under(link)
