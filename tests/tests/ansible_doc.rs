@@ -5,20 +5,7 @@
 //! module's documentation, options and return values (read as text and as
 //! `--json`). Missing ansible: "skipped", or a failure under `CI=true`.
 
-use std::process::Command;
-
 use netadm_testkit::*;
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn the_collection_builds_installs_and_documents_its_module() {
@@ -33,24 +20,23 @@ fn the_collection_builds_installs_and_documents_its_module() {
         .find_map(|l| l.strip_prefix("version: "))
         .expect("galaxy.yml: version")
         .trim();
-    run(Command::new("ansible-galaxy")
-        .args(["collection", "build", "--output-path"])
-        .arg(&built)
-        .arg(repo_root().join("ansible/netadm")));
+    let source = repo_root().join("ansible/netadm");
+    let s = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    run(&["ansible-galaxy", "collection", "build", "--output-path", &s(&built), &s(&source)])
+        .unwrap();
     let tarball = built.join(format!("netadm-netadm-{version}.tar.gz"));
     assert!(tarball.is_file(), "no {}", tarball.display());
-    let path = dir.path().join("collections");
-    run(Command::new("ansible-galaxy")
-        .args(["collection", "install", "-p"])
-        .arg(&path)
-        .arg(&tarball)
-        .env("ANSIBLE_COLLECTIONS_PATH", &path));
+    // Installed into a collections path of this test's own, and read from
+    // there only.
+    let path = s(&dir.path().join("collections"));
+    let env = format!("ANSIBLE_COLLECTIONS_PATH={path}");
+    run(&["env", &env, "ansible-galaxy", "collection", "install", "-p", &path, &s(&tarball)])
+        .unwrap();
     let doc = |args: &[&str]| {
-        run(Command::new("ansible-doc")
-            .args(args)
-            .arg("netadm.netadm.netadm_config")
-            .env("ANSIBLE_COLLECTIONS_PATH", &path)
-            .env("ANSIBLE_NOCOLOR", "1"))
+        let mut cmd = vec!["env", &env, "ANSIBLE_NOCOLOR=1", "ansible-doc"];
+        cmd.extend_from_slice(args);
+        cmd.push("netadm.netadm.netadm_config");
+        run(&cmd).unwrap()
     };
 
     let text = doc(&[]);
