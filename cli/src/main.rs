@@ -34,7 +34,13 @@ use crate::show::Rows;
 
 /// netadm: administer datalinks and IP interfaces through netadmd.
 #[derive(Debug, Parser)]
-#[command(name = "netadm", version, about)]
+// The crate's description is the Debian package's summary; this is the
+// command's.
+#[command(
+    name = "netadm",
+    version,
+    about = "netadm's command line: dladm/ipadm-style verbs over D-Bus to netadmd"
+)]
 struct Cli {
     /// Bus to reach netadmd on: `system`, `session` or a D-Bus address
     /// [default: $NETADM_BUS, else system].
