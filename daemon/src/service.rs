@@ -396,6 +396,39 @@ async fn watch_checkpoint(
     }
 }
 
+/// Puts what is built over kernel ports back in place whenever their
+/// devices come, go or are made anew (a NIC hot-plugged, a veth made
+/// again), as at start.
+async fn watch_kernel_ports(
+    core: Arc<Core>,
+    conn: Connection,
+    links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
+) {
+    loop {
+        let c = core.clone();
+        match tokio::task::spawn_blocking(move || c.wait_kernel_ports()).await {
+            Ok(true) => {}
+            _ => return,
+        }
+        let c = core.clone();
+        match tokio::task::spawn_blocking(move || c.resync_kernel()).await {
+            Ok(Ok(r)) => {
+                tracing::info!(
+                    ms = r.total_us / 1000,
+                    "kernel ports came or went: their links are in place again"
+                );
+                sync_links(&core, &conn, &links, None).await;
+            }
+            Ok(Err(e)) => tracing::warn!(
+                kind = e.kind.as_str(),
+                "kernel ports came or went; putting their links back: {}",
+                e.message
+            ),
+            Err(e) => tracing::error!("putting kernel ports' links back panicked: {e}"),
+        }
+    }
+}
+
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress
 /// finish before returning.
 pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), String> {
@@ -422,6 +455,7 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
         .map_err(|e| format!("cannot serve {BUS_NAME} on the {bus} bus: {e}"))?;
     sync_links(&core, &conn, &links, None).await;
     tokio::spawn(watch_checkpoint(core.clone(), conn.clone(), links.clone()));
+    tokio::spawn(watch_kernel_ports(core.clone(), conn.clone(), links.clone()));
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
     crate::notify::notify(crate::notify::NotifyState::Ready);
 

@@ -152,7 +152,8 @@ fn round(o: &Opts, dir: &Path, bus: &Bus, k: usize) -> Result<Round, String> {
     Ok(r)
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+/// The median of `xs` (the upper of the middle two for an even count).
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
 }

@@ -257,27 +257,19 @@ struct Figures {
     rev: Toggled,
 }
 
-fn check_prerequisites() -> Result<(), String> {
-    if !netadm_testkit::is_root() {
-        return Err("kernel: must run as root: it makes network namespaces, veth pairs and \
-                    netadmd's TAP device (try: sudo netadm-bench kernel)"
-            .into());
-    }
-    let missing: Vec<&str> = ["ip", "ping", "iperf3", "ethtool", "dbus-daemon", "setpriv"]
-        .into_iter()
-        .filter(|c| !netadm_testkit::have(c))
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "kernel: missing {} (apt-get install iproute2 iputils-ping iperf3 ethtool dbus-daemon util-linux)",
-            missing.join(", ")
-        ));
-    }
-    Ok(())
-}
-
 pub fn run(o: Opts) -> Result<(), String> {
-    check_prerequisites()?;
+    crate::root_with(
+        "kernel",
+        "network namespaces, veth pairs and netadmd's TAP device",
+        &[
+            ("ip", "iproute2"),
+            ("ping", "iputils-ping"),
+            ("iperf3", "iperf3"),
+            ("ethtool", "ethtool"),
+            ("dbus-daemon", "dbus-daemon"),
+            ("setpriv", "util-linux"),
+        ],
+    )?;
     let (netadmd, cli) = binaries("kernel")?;
     remove_stale();
     let say = |m: &str| {

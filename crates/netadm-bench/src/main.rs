@@ -9,6 +9,7 @@
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
 //! netadm-bench qos [--json] [--speed MBPS] [--seconds N]
 //! netadm-bench apply [--json] [--rounds N] [--kernel]
+//! netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (root)
 //! ```
 
 /// Declares a benchmark's options, `Opts`: `json` (`--json`) and the
@@ -41,6 +42,7 @@ mod apply;
 mod datapath;
 mod floor;
 mod kernel;
+mod kernel_links;
 mod mtu;
 mod qos;
 mod rings;
@@ -56,7 +58,8 @@ const USAGE: &str =
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
        netadm-bench qos [--json] [--speed MBPS] [--seconds N]
-       netadm-bench apply [--json] [--rounds N] [--kernel]";
+       netadm-bench apply [--json] [--rounds N] [--kernel]
+       netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (as root)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
         Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
         Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
+        Some("kernel-links") => kernel_links::Opts::parse(&args[1..]).and_then(kernel_links::run),
         // Not a benchmark: the `kernel` benchmark's floor, run by it.
         Some("floor-forwarder") => floor::forwarder(&args[1..]),
         Some("-h" | "--help") => {
@@ -122,6 +126,29 @@ fn flags(
         slot.set(v).map_err(|()| format!("{a}: invalid value {v:?}"))?;
     }
     Ok(json)
+}
+
+/// Fails, saying what is missing and how to install it, unless this runs
+/// as root (benchmark `bench` makes `what`) with each `(tool, Debian
+/// package)` of `tools` on PATH.
+fn root_with(bench: &str, what: &str, tools: &[(&str, &str)]) -> Result<(), String> {
+    if !netadm_testkit::is_root() {
+        return Err(format!(
+            "{bench}: must run as root: it makes {what} (try: sudo netadm-bench {bench})"
+        ));
+    }
+    let missing: Vec<&(&str, &str)> =
+        tools.iter().filter(|(t, _)| !netadm_testkit::have(t)).collect();
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|(t, _)| *t).collect();
+        let pkgs: Vec<&str> = missing.iter().map(|(_, p)| *p).collect();
+        return Err(format!(
+            "{bench}: missing {} (apt-get install {})",
+            names.join(", "),
+            pkgs.join(" ")
+        ));
+    }
+    Ok(())
 }
 
 /// Parses the value following flag `name`.

@@ -303,7 +303,7 @@ fn named(f: &Figures) -> Vec<(&'static str, f64)> {
 }
 
 /// ln(b/a) / ln(nb/na).
-fn slope(na: usize, a: f64, nb: usize, b: f64) -> Option<f64> {
+pub(crate) fn slope(na: usize, a: f64, nb: usize, b: f64) -> Option<f64> {
     (a > 0.0 && b > 0.0 && nb > na).then(|| (b / a).ln() / (nb as f64 / na as f64).ln())
 }
 

@@ -8,6 +8,7 @@ use netadm_model::LinkName;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::location::{Location, Snippet, decode};
+use crate::spelling::Spellings;
 
 /// The shipped hardware configuration (`config/netadm.toml`), compiled in:
 /// two i40e-class ports wired to reflectors and four atl1c-class ports cabled
@@ -66,13 +67,16 @@ pub enum StubKind {
     Kernel,
 }
 
+const STUB_KINDS: Spellings<StubKind> = Spellings {
+    what: "etherstub kind",
+    expected: "kernel or netadm",
+    words: &[(StubKind::Netadm, "netadm"), (StubKind::Kernel, "kernel")],
+};
+
 impl StubKind {
     /// The spelling used in files: "netadm" or "kernel".
     pub fn as_str(self) -> &'static str {
-        match self {
-            StubKind::Netadm => "netadm",
-            StubKind::Kernel => "kernel",
-        }
+        STUB_KINDS.of(self)
     }
 
     /// Whether this is the default kind ([`StubKind::Netadm`]), which files
@@ -91,11 +95,7 @@ impl fmt::Display for StubKind {
 impl std::str::FromStr for StubKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "netadm" => Ok(StubKind::Netadm),
-            "kernel" => Ok(StubKind::Kernel),
-            _ => Err(format!("etherstub kind {s:?}: expected kernel or netadm")),
-        }
+        STUB_KINDS.parse(s)
     }
 }
 
@@ -131,7 +131,7 @@ impl fmt::Display for PortClass {
 
 /// One physical port (a `[[port]]` table).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "RawPortConfig")]
 pub struct PortConfig {
     /// The device's link name, e.g. `i40e0`; unique within the file.
     pub name: LinkName,
@@ -159,6 +159,56 @@ pub struct PortConfig {
     /// a port does not name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<String>,
+}
+
+/// A `[[port]]` table as written: whether it has a `wire` or an
+/// `interface` is its class's business ([`PortConfig`]'s `try_from`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPortConfig {
+    name: LinkName,
+    class: PortClass,
+    #[serde(default)]
+    queue_pairs: Option<u16>,
+    #[serde(default)]
+    vectors: Option<u16>,
+    #[serde(default)]
+    ring_size: Option<u32>,
+    #[serde(default)]
+    speed: Option<u64>,
+    #[serde(default)]
+    wire: Option<Wire>,
+    #[serde(default)]
+    interface: Option<String>,
+}
+
+impl TryFrom<RawPortConfig> for PortConfig {
+    type Error = String;
+    /// An emulated port needs its wire, a kernel port its device, as a
+    /// missing field at the table's line.
+    fn try_from(r: RawPortConfig) -> Result<Self, String> {
+        match r.class {
+            PortClass::Kernel if r.interface.is_none() => {
+                return Err(
+                    "missing field `interface` (a kernel port's device, e.g. \"eth0\")".into()
+                );
+            }
+            PortClass::I40e | PortClass::Atl1c if r.wire.is_none() => {
+                return Err("missing field `wire`".into());
+            }
+            _ => {}
+        }
+        Ok(PortConfig {
+            name: r.name,
+            class: r.class,
+            queue_pairs: r.queue_pairs,
+            vectors: r.vectors,
+            ring_size: r.ring_size,
+            speed: r.speed,
+            wire: r.wire,
+            interface: r.interface,
+        })
+    }
 }
 
 impl PortConfig {

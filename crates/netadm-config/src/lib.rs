@@ -27,6 +27,7 @@ mod links;
 mod location;
 mod props;
 mod section;
+mod spelling;
 mod store;
 
 pub use document::{DocError, DocErrorKind, DocFormat, Document, dotted};

@@ -8,6 +8,7 @@ use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, 
 
 use crate::hardware::StubKind;
 use crate::props::LinkProps;
+use crate::spelling::Spellings;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::section::Section;
@@ -160,6 +161,20 @@ pub struct VnicConf {
     pub props: LinkProps,
 }
 
+impl VnicConf {
+    /// A VNIC (a VLAN link with `vlan`) over `over`, with MAC address `mac`
+    /// chosen as `mac_mode` and VLAN `vid`, and no properties.
+    pub fn new(
+        over: LinkName,
+        mac: MacAddr,
+        mac_mode: &str,
+        vid: Option<VlanId>,
+        vlan: bool,
+    ) -> Self {
+        Self { over, mac, mac_mode: mac_mode.to_owned(), vid, vlan, props: BTreeMap::new() }
+    }
+}
+
 /// An etherstub (`[etherstub.NAME]`): a virtual switch without a port.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -270,6 +285,16 @@ pub enum AddrType {
     Addrconf,
 }
 
+const ADDR_TYPES: Spellings<AddrType> = Spellings {
+    what: "address type",
+    expected: "static, dhcp or addrconf",
+    words: &[
+        (AddrType::Static, "static"),
+        (AddrType::Dhcp, "dhcp"),
+        (AddrType::Addrconf, "addrconf"),
+    ],
+};
+
 impl AddrType {
     /// Whether it is [`AddrType::Static`].
     pub fn is_static(&self) -> bool {
@@ -278,23 +303,14 @@ impl AddrType {
 
     /// ipadm's name for it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            AddrType::Static => "static",
-            AddrType::Dhcp => "dhcp",
-            AddrType::Addrconf => "addrconf",
-        }
+        ADDR_TYPES.of(self)
     }
 }
 
 impl std::str::FromStr for AddrType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "static" => Ok(AddrType::Static),
-            "dhcp" => Ok(AddrType::Dhcp),
-            "addrconf" => Ok(AddrType::Addrconf),
-            _ => Err(format!("address type {s:?}: expected static, dhcp or addrconf")),
-        }
+        ADDR_TYPES.parse(s)
     }
 }
 

@@ -121,23 +121,15 @@ fn duplicate_names() {
 #[test]
 fn i40e_ranges() {
     let with = |field: &str| I40E.replace("wire =", &format!("{field}\nwire ="));
-    let port = name("i40e0");
-    assert_eq!(
-        invalid(&with("queue_pairs = 0")),
-        HardwareError::QueuePairs { port: port.clone(), value: 0 }
-    );
-    assert_eq!(
-        invalid(&with("queue_pairs = 385")),
-        HardwareError::QueuePairs { port: port.clone(), value: 385 }
-    );
-    assert_eq!(
-        invalid(&with("vectors = 0")),
-        HardwareError::Vectors { port: port.clone(), value: 0 }
-    );
-    assert_eq!(
-        invalid(&with("vectors = 65")),
-        HardwareError::Vectors { port: port.clone(), value: 65 }
-    );
+    let port = || name("i40e0");
+    for (field, error) in [
+        ("queue_pairs = 0", HardwareError::QueuePairs { port: port(), value: 0 }),
+        ("queue_pairs = 385", HardwareError::QueuePairs { port: port(), value: 385 }),
+        ("vectors = 0", HardwareError::Vectors { port: port(), value: 0 }),
+        ("vectors = 65", HardwareError::Vectors { port: port(), value: 65 }),
+    ] {
+        assert_eq!(invalid(&with(field)), error);
+    }
     parse(&with("queue_pairs = 1\nvectors = 1")).unwrap();
     // Beyond u16 is a type error with a position, not a validation error.
     let (line, _, msg) = parse_error(&with("queue_pairs = 70000"));
@@ -323,7 +315,7 @@ fn bad_values_report_their_line() {
     );
     let (line, _, msg) = parse_error(&I40E.replace("\"i40e\"", "\"e1000\""));
     assert_eq!(line, 3);
-    assert!(msg.contains("expected `i40e` or `atl1c`"), "{msg}");
+    assert!(msg.contains("expected one of `i40e`, `atl1c`, `kernel`"), "{msg}");
     let (line, _, msg) = parse_error(&I40E.replace("wire = { kind = \"sink\" }\n", ""));
     assert_eq!(line, 1);
     assert!(msg.contains("missing field `wire`"), "{msg}");

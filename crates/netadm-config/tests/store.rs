@@ -85,34 +85,38 @@ fn full_state() -> LinkState {
             props: BTreeMap::new(),
         },
     );
-    s.vnic.insert(
-        "vnic0".parse().unwrap(),
-        VnicConf {
-            over: "aggr0".parse().unwrap(),
-            mac: "2:8:20:12:34:56".parse().unwrap(),
-            mac_mode: "random".into(),
-            vid: Some("100".parse().unwrap()),
-            vlan: false,
-            props: props(&[("mtu", "1400")]),
-        },
+    let vnic0 = VnicConf::new(
+        "aggr0".parse().unwrap(),
+        "2:8:20:12:34:56".parse().unwrap(),
+        "random",
+        Some("100".parse().unwrap()),
+        false,
     );
-    s.vnic.insert(
-        "vnic1".parse().unwrap(),
-        VnicConf {
-            over: "net0".parse().unwrap(),
-            mac: "0:1b:21:0:0:2".parse().unwrap(),
-            mac_mode: "factory".into(),
-            vid: None,
-            vlan: false,
-            props: BTreeMap::new(),
-        },
+    s.vnic.insert("vnic0".parse().unwrap(), VnicConf { props: props(&[("mtu", "1400")]), ..vnic0 });
+    let vnic1 = VnicConf::new(
+        "net0".parse().unwrap(),
+        "0:1b:21:0:0:2".parse().unwrap(),
+        "factory",
+        None,
+        false,
     );
+    s.vnic.insert("vnic1".parse().unwrap(), vnic1);
     s.interface.insert("net0".parse().unwrap(), IfConf::default());
     s.interface.insert("vnic0".parse().unwrap(), IfConf::default());
     s.address.insert("net0/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
     s.address.insert("net0/v6".parse().unwrap(), AddrConf::fixed("2001:db8::1/64"));
     s.address.insert("vnic0/a".parse().unwrap(), AddrConf::fixed("198.51.100.7/32"));
     s
+}
+
+/// A store in a new directory named after `name`, journaling every
+/// change, with [`full_state`] saved.
+fn journaled(name: &str) -> (TempDir, Store, LinkState) {
+    let tmp = TempDir::new(name);
+    let store = Store::open(&tmp.0).unwrap().journal_from(0);
+    let base = full_state();
+    store.save(&base).unwrap();
+    (tmp, store, base)
 }
 
 /// Writes `text` as links.toml, loads it, and returns the parse error's
@@ -417,10 +421,7 @@ fn io_errors_name_the_path() {
 
 #[test]
 fn appended_changes_replay_and_a_torn_last_record_is_dropped() {
-    let tmp = TempDir::new("journal");
-    let store = Store::open(&tmp.0).unwrap().journal_from(0);
-    let base = full_state();
-    store.save(&base).unwrap();
+    let (tmp, store, base) = journaled("journal");
     let mut next = base.clone();
     next.vnic.remove("vnic1");
     next.interface.insert("vnic2".parse().unwrap(), IfConf::default());
@@ -460,10 +461,7 @@ fn appended_changes_replay_and_a_torn_last_record_is_dropped() {
 
 #[test]
 fn a_journal_naming_another_links_toml_is_ignored() {
-    let tmp = TempDir::new("stale");
-    let store = Store::open(&tmp.0).unwrap().journal_from(0);
-    let base = full_state();
-    store.save(&base).unwrap();
+    let (tmp, store, base) = journaled("stale");
     let mut next = base.clone();
     next.vnic.remove("vnic1");
     store.append(&base, &next).unwrap();
@@ -485,10 +483,7 @@ fn a_journal_naming_another_links_toml_is_ignored() {
 
 #[test]
 fn append_refuses_an_entry_that_would_not_load() {
-    let tmp = TempDir::new("append-refuse");
-    let store = Store::open(&tmp.0).unwrap().journal_from(0);
-    let base = full_state();
-    store.save(&base).unwrap();
+    let (tmp, store, base) = journaled("append-refuse");
     let mut next = base.clone();
     next.vnic.get_mut("vnic0").unwrap().mac_mode = "Auto".into();
     assert!(matches!(

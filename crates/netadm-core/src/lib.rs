@@ -44,7 +44,7 @@ use netadm_rings::Strategy;
 use desired::Desired;
 use kernel::Kernel;
 use machine::Machine;
-use pipeline::{Change, Cx, Pipeline};
+use pipeline::{Change, Cx, Op, Pipeline};
 use show::Reads;
 use verbs::{ip, links, props, vnics};
 
@@ -62,21 +62,58 @@ pub use timing::Progress;
 pub use view::{DEFAULT_MTU, Link, View};
 
 /// The mutating verbs that are one call of the pipeline each: the verb's
-/// name, its subject (first argument) and the function of `verbs` that
-/// builds its change.
+/// name, its subject (first argument) and other arguments, and the
+/// function of `verbs` that builds its change from them. Each takes
+/// `temporary` (`-t`: the running configuration only) after its
+/// arguments, but for those marked `running`, which change the running
+/// configuration only.
 macro_rules! verbs {
     ($($(#[doc = $doc:literal])* $op:literal => fn $name:ident(
         $subject:ident: $sty:ty $(, $arg:ident: $ty:ty)* $(,)?
-    ) = $f:path;)*) => {$(
-        $(#[doc = $doc])*
+    ) $($running:ident)? = $f:path;)*) => {$(
+        verbs!(@fn [$(#[doc = $doc])*] [$($running)?] $op, $name(
+            $subject: $sty $(, $arg: $ty)*
+        ) = $f);
+    )*};
+    (@fn [$($doc:tt)*] [] $op:literal, $name:ident(
+        $subject:ident: $sty:ty $(, $arg:ident: $ty:ty)*
+    ) = $f:path) => {
+        $($doc)*
         #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            &self,
+            $subject: $sty,
+            $($arg: $ty,)*
+            temporary: bool,
+            progress: Progress<'_>,
+        ) -> Result<Report, CoreError> {
+            let op = Op::verb($op, $subject, temporary);
+            self.mutate(op, progress, |cx| $f(cx, $subject $(, $arg)*))
+        }
+    };
+    (@fn [$($doc:tt)*] [running] $op:literal, $name:ident(
+        $subject:ident: $sty:ty $(, $arg:ident: $ty:ty)*
+    ) = $f:path) => {
+        $($doc)*
         pub fn $name(
             &self,
             $subject: $sty,
             $($arg: $ty,)*
             progress: Progress<'_>,
         ) -> Result<Report, CoreError> {
-            self.mutate($op, $subject, progress, |cx| $f(cx, $subject $(, $arg)*))
+            let op = Op::verb($op, $subject, true);
+            self.mutate(op, progress, |cx| $f(cx, $subject $(, $arg)*))
+        }
+    };
+}
+
+/// The reads that are one call of [`Reads`] each, to its method of the
+/// same name.
+macro_rules! reads {
+    ($($(#[doc = $doc:literal])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)*) => {$(
+        $(#[doc = $doc])*
+        pub fn $name(&self, $($arg: $ty),*) -> $ret {
+            self.reads().$name($($arg),*)
         }
     )*};
 }
@@ -162,6 +199,9 @@ impl Core {
     /// stopped netadmd leaves that one file. A mutation that arrives later
     /// gets a typed `Busy` error at once.
     pub fn quiesce(&self) {
+        if let Some(k) = &self.machine.kernel {
+            k.stop();
+        }
         if self.pipeline.quiesce() {
             self.desired.wake();
         }
@@ -182,102 +222,89 @@ impl Core {
     /// One verb through the pipeline.
     fn mutate(
         &self,
-        op: &str,
-        subject: &str,
+        op: Op<'_>,
         progress: Progress<'_>,
         f: impl FnOnce(&mut Cx<'_>) -> Result<Change, CoreError>,
     ) -> Result<Report, CoreError> {
-        self.pipeline.mutate(&self.machine, op, subject, progress, false, f)
+        self.pipeline.mutate(&self.machine, op, progress, f)
     }
 
     verbs! {
         /// `create-aggr`.
         "create-aggr" => fn create_aggr(
             aggr: &str, ports: &[String], policy: &str, lacp_mode: &str, lacp_timer: &str,
-            mac: &str, temporary: bool,
+            mac: &str,
         ) = links::create_aggr;
         /// `modify-aggr`: empty arguments leave settings as they are.
         "modify-aggr" => fn modify_aggr(
             aggr: &str, policy: &str, lacp_mode: &str, lacp_timer: &str, mac: &str,
-            temporary: bool,
         ) = links::modify_aggr;
         /// `add-aggr`.
-        "add-aggr" => fn add_aggr(aggr: &str, ports: &[String], temporary: bool) = links::add_aggr;
+        "add-aggr" => fn add_aggr(aggr: &str, ports: &[String]) = links::add_aggr;
         /// `remove-aggr`.
-        "remove-aggr" => fn remove_aggr(
-            aggr: &str, ports: &[String], temporary: bool,
-        ) = links::remove_aggr;
+        "remove-aggr" => fn remove_aggr(aggr: &str, ports: &[String]) = links::remove_aggr;
         /// `delete-aggr`.
-        "delete-aggr" => fn delete_aggr(aggr: &str, temporary: bool) = links::delete_aggr;
+        "delete-aggr" => fn delete_aggr(aggr: &str) = links::delete_aggr;
         /// `rename-link`.
-        "rename-link" => fn rename_link(old: &str, new: &str, temporary: bool) = links::rename_link;
+        "rename-link" => fn rename_link(old: &str, new: &str) = links::rename_link;
         /// `create-vnic`. `mac`: `auto`, `factory`, `random` or an address.
         "create-vnic" => fn create_vnic(
             vnic: &str, over: &str, mac: &str, vid: u16, props: &BTreeMap<String, String>,
-            temporary: bool,
         ) = vnics::create_vnic;
         /// `delete-vnic`.
-        "delete-vnic" => fn delete_vnic(vnic: &str, temporary: bool) = vnics::delete_vnic;
+        "delete-vnic" => fn delete_vnic(vnic: &str) = vnics::delete_vnic;
         /// `create-vlan`: VLAN `vid` (1-4094) over physical link or
         /// aggregation `over`, as a link of its own named `vlan`, with its
         /// link's MAC address; at most one VLAN per VID over a link.
-        "create-vlan" => fn create_vlan(
-            vlan: &str, over: &str, vid: u16, temporary: bool,
-        ) = vnics::create_vlan;
+        "create-vlan" => fn create_vlan(vlan: &str, over: &str, vid: u16) = vnics::create_vlan;
         /// `delete-vlan`.
-        "delete-vlan" => fn delete_vlan(vlan: &str, temporary: bool) = vnics::delete_vlan;
+        "delete-vlan" => fn delete_vlan(vlan: &str) = vnics::delete_vlan;
         /// `create-etherstub`: a virtual switch with no port; the VNICs
         /// created over it reach only each other.
-        "create-etherstub" => fn create_etherstub(
-            stub: &str, temporary: bool,
-        ) = vnics::create_etherstub;
+        "create-etherstub" => fn create_etherstub(stub: &str) = vnics::create_etherstub;
         /// `delete-etherstub`: refused while VNICs are over it.
-        "delete-etherstub" => fn delete_etherstub(
-            stub: &str, temporary: bool,
-        ) = vnics::delete_etherstub;
+        "delete-etherstub" => fn delete_etherstub(stub: &str) = vnics::delete_etherstub;
         /// `set-linkprop`.
         "set-linkprop" => fn set_link_prop(
-            link: &str, props: &BTreeMap<String, String>, temporary: bool,
+            link: &str, props: &BTreeMap<String, String>,
         ) = props::set_link_prop;
         /// `reset-linkprop`: every settable property when `names` is empty.
         "reset-linkprop" => fn reset_link_prop(
-            link: &str, names: &[String], temporary: bool,
+            link: &str, names: &[String],
         ) = props::reset_link_prop;
         /// `create-if`.
-        "create-if" => fn create_if(ifname: &str, temporary: bool) = ip::create_if;
+        "create-if" => fn create_if(ifname: &str) = ip::create_if;
         /// `delete-if`: the interface and its addresses.
-        "delete-if" => fn delete_if(ifname: &str, temporary: bool) = ip::delete_if;
+        "delete-if" => fn delete_if(ifname: &str) = ip::delete_if;
         /// `enable-if`: brings interface `ifname` back into the running
         /// system from its persistent configuration, with its addresses
         /// (ipadm's; it changes the running system only).
-        "enable-if" => fn enable_if(ifname: &str) = ip::enable_if;
+        "enable-if" => fn enable_if(ifname: &str) running = ip::enable_if;
         /// `disable-if`: removes interface `ifname` and its addresses from
         /// the running system, keeping its persistent configuration.
-        "disable-if" => fn disable_if(ifname: &str) = ip::disable_if;
+        "disable-if" => fn disable_if(ifname: &str) running = ip::disable_if;
         /// `delete-addr`.
-        "delete-addr" => fn delete_addr(addrobj: &str, temporary: bool) = ip::delete_addr;
+        "delete-addr" => fn delete_addr(addrobj: &str) = ip::delete_addr;
         /// `set-ifprop -m PROTO -p PROP=VALUE,... IF`.
         "set-ifprop" => fn set_if_prop(
-            ifname: &str, proto: &str, props: &BTreeMap<String, String>, temporary: bool,
+            ifname: &str, proto: &str, props: &BTreeMap<String, String>,
         ) = ip::set_if_prop;
         /// `reset-ifprop -m PROTO -p PROP,... IF`.
         "reset-ifprop" => fn reset_if_prop(
-            ifname: &str, proto: &str, names: &[String], temporary: bool,
+            ifname: &str, proto: &str, names: &[String],
         ) = ip::reset_if_prop;
         /// `set-prop -p PROP=VALUE,... PROTO`: protocol properties of the
         /// network namespace netadmd runs in.
-        "set-prop" => fn set_prop(
-            proto: &str, props: &BTreeMap<String, String>, temporary: bool,
-        ) = ip::set_prop;
+        "set-prop" => fn set_prop(proto: &str, props: &BTreeMap<String, String>) = ip::set_prop;
         /// `reset-prop -p PROP,... PROTO`: back to the kernel's defaults.
-        "reset-prop" => fn reset_prop(proto: &str, names: &[String], temporary: bool) = ip::reset_prop;
+        "reset-prop" => fn reset_prop(proto: &str, names: &[String]) = ip::reset_prop;
         /// `set-addrprop -p PROP=VALUE,... IF/TAG` (prefixlen, deprecated).
         "set-addrprop" => fn set_addr_prop(
-            addrobj: &str, props: &BTreeMap<String, String>, temporary: bool,
+            addrobj: &str, props: &BTreeMap<String, String>,
         ) = ip::set_addr_prop;
         /// `reset-addrprop -p PROP,... IF/TAG`.
         "reset-addrprop" => fn reset_addr_prop(
-            addrobj: &str, names: &[String], temporary: bool,
+            addrobj: &str, names: &[String],
         ) = ip::reset_addr_prop;
     }
 
@@ -292,8 +319,8 @@ impl Core {
         temporary: bool,
         progress: Progress<'_>,
     ) -> Result<Report, CoreError> {
-        let r = self.mutate("create-addr", addrobj, progress, |cx| {
-            ip::create_addr(cx, addrobj, kind, addr, temporary)
+        let r = self.mutate(Op::verb("create-addr", addrobj, temporary), progress, |cx| {
+            ip::create_addr(cx, addrobj, kind, addr)
         })?;
         Ok(self.machine.await_lease(r, addrobj, kind))
     }
@@ -309,7 +336,9 @@ impl Core {
         progress: Progress<'_>,
     ) -> Result<Report, CoreError> {
         let op = if up { "up-addr" } else { "down-addr" };
-        self.mutate(op, addrobj, progress, |cx| ip::set_addr_up(cx, addrobj, up, temporary))
+        self.mutate(Op::verb(op, addrobj, temporary), progress, |cx| {
+            ip::set_addr_up(cx, addrobj, up)
+        })
     }
 
     /// `refresh-if`: puts interface `name`'s kernel device back as
@@ -321,6 +350,24 @@ impl Core {
             let _m = self.pipeline.lock()?;
             let st = self.running();
             self.machine.refresh_if(&View { hw: self.hardware(), st: &st }, &n, t)
+        })
+    }
+
+    /// Waits until kernel ports' devices come, go or are made anew (then
+    /// true: call [`Core::resync_kernel`]); false when netadmd stops or
+    /// has no kernel ports.
+    pub fn wait_kernel_ports(&self) -> bool {
+        self.machine.kernel.as_ref().and_then(|k| k.wait_ports()).is_some()
+    }
+
+    /// After kernel ports' devices came or went: what the running
+    /// configuration builds over them made, adopted or reported as at
+    /// start, and the IP interfaces on devices made anew configured.
+    pub fn resync_kernel(&self) -> Result<Report, CoreError> {
+        self.pipeline.timed("resync-kernel", "ports", |t| {
+            let _m = self.pipeline.lock()?;
+            let st = self.running();
+            self.machine.resync_kernel(&View { hw: self.hardware(), st: &st }, t)
         })
     }
 
@@ -364,11 +411,6 @@ impl Core {
         self.machine.datapath.show_traffic()
     }
 
-    /// Traffic counters of every physical link and aggregation.
-    pub fn show_stats(&self) -> Vec<StatsRow> {
-        self.reads().stats()
-    }
-
     /// What reads see now.
     fn reads(&self) -> Reads<'_> {
         Reads {
@@ -378,117 +420,60 @@ impl Core {
         }
     }
 
-    /// `show-phys`.
-    pub fn show_phys(&self) -> Vec<PhysRow> {
-        self.reads().show_phys()
-    }
-
-    /// `show-phys -m`: factory MAC address slots and who uses them.
-    pub fn show_phys_mac(&self) -> Vec<PhysMacRow> {
-        self.reads().show_phys_mac()
-    }
-
-    /// `show-phys -L`: where each physical link's device is.
-    pub fn show_phys_loc(&self) -> Vec<PhysLocRow> {
-        self.reads().show_phys_loc()
-    }
-
-    /// `show-ether`: physical link `link`'s (every one's when empty)
-    /// Ethernet settings; with `extended`, also what it can run at and
-    /// advertises.
-    pub fn show_ether(&self, link: &str, extended: bool) -> Result<Vec<EtherRow>, CoreError> {
-        self.reads().show_ether(link, extended)
-    }
-
-    /// `show-link`.
-    pub fn show_link(&self) -> Vec<LinkRow> {
-        self.reads().show_link()
-    }
-
-    /// `show-link` rows of the links among `names` that exist, each at the
-    /// cost of its own lookups.
-    pub fn show_links_named(&self, names: &BTreeSet<String>) -> Vec<LinkRow> {
-        self.reads().show_links_named(names)
-    }
-
-    /// The links whose `show-link` row may differ between two snapshots of
-    /// the running and persistent configurations (before and after a
-    /// change); what is no longer there is among them.
-    pub fn links_changed(
-        &self,
-        running: (&LinkState, &LinkState),
-        persisted: (&LinkState, &LinkState),
-    ) -> BTreeSet<String> {
-        self.reads().links_changed(running, persisted)
-    }
-
-    /// `show-aggr`.
-    pub fn show_aggr(&self) -> Vec<AggrRow> {
-        self.reads().show_aggr()
-    }
-
-    /// `show-vnic`.
-    pub fn show_vnic(&self) -> Vec<VnicRow> {
-        self.reads().show_vnic()
-    }
-
-    /// `show-vnic` rows of the VNICs among `names` that exist.
-    pub fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicRow> {
-        self.reads().show_vnics_named(names)
-    }
-
-    /// `show-vlan`.
-    pub fn show_vlan(&self) -> Vec<VlanRow> {
-        self.reads().show_vlan()
-    }
-
-    /// `show-etherstub`.
-    pub fn show_etherstub(&self) -> Vec<EtherstubRow> {
-        self.reads().show_etherstub()
-    }
-
-    /// `show-linkprop`: properties of `link` (every link when empty),
-    /// limited to `names` when given.
-    pub fn show_link_prop(&self, link: &str, names: &[String]) -> Result<Vec<PropRow>, CoreError> {
-        self.reads().show_link_prop(link, names)
-    }
-
-    /// `show-if`.
-    pub fn show_if(&self) -> Vec<IfRow> {
-        self.reads().show_if()
-    }
-
-    /// `show-ifprop`: the properties of interface `ifname` (every
-    /// interface when empty) of protocol `proto` (both when empty),
-    /// limited to `names` when given.
-    pub fn show_if_prop(
-        &self,
-        ifname: &str,
-        proto: &str,
-        names: &[String],
-    ) -> Result<Vec<IfPropRow>, CoreError> {
-        self.reads().show_if_prop(ifname, proto, names)
-    }
-
-    /// `show-prop`: protocol properties of `proto` (every protocol when
-    /// empty), limited to `names` when given.
-    pub fn show_prop(&self, proto: &str, names: &[String]) -> Result<Vec<ProtoPropRow>, CoreError> {
-        self.reads().show_prop(proto, names)
-    }
-
-    /// `show-addrprop`: the properties of static address object
-    /// `addrobj` (every one when empty), limited to `names` when given.
-    pub fn show_addr_prop(
-        &self,
-        addrobj: &str,
-        names: &[String],
-    ) -> Result<Vec<AddrPropRow>, CoreError> {
-        self.reads().show_addr_prop(addrobj, names)
-    }
-
-    /// `show-addr`.
-    pub fn show_addr(&self) -> Vec<AddrRow> {
-        self.reads().show_addr()
+    reads! {
+        /// Traffic counters of every physical link and aggregation.
+        fn show_stats() -> Vec<StatsRow>;
+        /// `show-phys`.
+        fn show_phys() -> Vec<PhysRow>;
+        /// `show-phys -m`: factory MAC address slots and who uses them.
+        fn show_phys_mac() -> Vec<PhysMacRow>;
+        /// `show-phys -L`: where each physical link's device is.
+        fn show_phys_loc() -> Vec<PhysLocRow>;
+        /// `show-ether`: physical link `link`'s (every one's when empty)
+        /// Ethernet settings; with `extended`, also what it can run at and
+        /// advertises.
+        fn show_ether(link: &str, extended: bool) -> Result<Vec<EtherRow>, CoreError>;
+        /// `show-link`.
+        fn show_link() -> Vec<LinkRow>;
+        /// `show-link` rows of the links among `names` that exist, each at
+        /// the cost of its own lookups.
+        fn show_links_named(names: &BTreeSet<String>) -> Vec<LinkRow>;
+        /// The links whose `show-link` row may differ between two snapshots
+        /// of the running and persistent configurations (before and after
+        /// a change); what is no longer there is among them.
+        fn links_changed(
+            running: (&LinkState, &LinkState),
+            persisted: (&LinkState, &LinkState)
+        ) -> BTreeSet<String>;
+        /// `show-aggr`.
+        fn show_aggr() -> Vec<AggrRow>;
+        /// `show-vnic`.
+        fn show_vnic() -> Vec<VnicRow>;
+        /// `show-vnic` rows of the VNICs among `names` that exist.
+        fn show_vnics_named(names: &BTreeSet<String>) -> Vec<VnicRow>;
+        /// `show-vlan`.
+        fn show_vlan() -> Vec<VlanRow>;
+        /// `show-etherstub`.
+        fn show_etherstub() -> Vec<EtherstubRow>;
+        /// `show-linkprop`: properties of `link` (every link when empty),
+        /// limited to `names` when given.
+        fn show_link_prop(link: &str, names: &[String]) -> Result<Vec<PropRow>, CoreError>;
+        /// `show-if`.
+        fn show_if() -> Vec<IfRow>;
+        /// `show-ifprop`: the properties of interface `ifname` (every
+        /// interface when empty) of protocol `proto` (both when empty),
+        /// limited to `names` when given.
+        fn show_if_prop(
+            ifname: &str, proto: &str, names: &[String]
+        ) -> Result<Vec<IfPropRow>, CoreError>;
+        /// `show-prop`: protocol properties of `proto` (every protocol when
+        /// empty), limited to `names` when given.
+        fn show_prop(proto: &str, names: &[String]) -> Result<Vec<ProtoPropRow>, CoreError>;
+        /// `show-addrprop`: the properties of static address object
+        /// `addrobj` (every one when empty), limited to `names` when given.
+        fn show_addr_prop(addrobj: &str, names: &[String]) -> Result<Vec<AddrPropRow>, CoreError>;
+        /// `show-addr`.
+        fn show_addr() -> Vec<AddrRow>;
     }
 
     /// The persistent configuration (the running one with `running`) as a

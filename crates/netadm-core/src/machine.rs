@@ -108,6 +108,25 @@ impl Machine {
         m.refresh(self, v, n, t)
     }
 
+    /// After kernel ports' devices came or went: every kernel device the
+    /// running configuration `v` asks for put in place again, and the IP
+    /// interfaces whose devices were made anew configured on them.
+    pub(crate) fn resync_kernel(&self, v: &View<'_>, t: &mut Timing) -> Result<(), CoreError> {
+        let Some(k) = &self.kernel else { return Ok(()) };
+        let res = k.readopt(v, t);
+        if let Some(m) = &self.mirror {
+            for n in v.st.interface.keys() {
+                let Some(l) = v.resolve(n.as_str()) else { continue };
+                let Some(key) = k.device_of(v, &l) else { continue };
+                let now = k.index_of(&key);
+                if now.is_some() && now != m.index_of(n) {
+                    m.refresh(self, v, n, t)?;
+                }
+            }
+        }
+        res
+    }
+
     /// What going from `cur` to `next` would do below the configuration:
     /// each port's rings, then the kernel's changes (an apply's plan).
     pub(crate) fn plan_steps(

@@ -83,6 +83,14 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// A core on [`hw`] with [`aggregation_under_traffic`].
+fn started_under_traffic() -> Core {
+    let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
+    aggregation_under_traffic(&c);
+    c
+}
+
+/// Aggregation aggr0 of i40e0 and i40e1, with traffic flowing over it.
 fn aggregation_under_traffic(c: &Core) {
     c.create_aggr("aggr0", &["i40e0".into(), "i40e1".into()], "L3,L4", "", "", "", true, &none)
         .unwrap();
@@ -113,8 +121,7 @@ fn finish_and_check(c: &Core) -> netadm_core::TrafficRow {
 #[test]
 fn twenty_mtu_changes_under_sequenced_traffic_lose_nothing_and_pause_senders_briefly() {
     let _serial = serial();
-    let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
-    aggregation_under_traffic(&c);
+    let c = started_under_traffic();
     let mut longest = 0;
     for i in 0..20 {
         let v = if i % 2 == 0 { "9000" } else { "1500" };
@@ -464,8 +471,7 @@ fn with_lacp_a_member_distributing_again_behind_a_backlog_reorders_nothing() {
 #[test]
 fn changing_rxrings_under_traffic_loses_nothing_and_pauses_senders_briefly() {
     let _serial = serial();
-    let c = Core::start(&hw(), None, Strategy::Batched).unwrap();
-    aggregation_under_traffic(&c);
+    let c = started_under_traffic();
     let mut longest = 0;
     for n in ["8", "64", "16"] {
         let p = BTreeMap::from([("rxrings".to_string(), n.to_string())]);

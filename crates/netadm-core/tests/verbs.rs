@@ -117,24 +117,18 @@ fn bad_requests_are_typed_and_change_nothing() {
         c.create_aggr("aggr1", &s(&["i40e0"]), "", "", "", "", false, &none)
     });
     assert!(m.contains("aggr0"), "names the aggregation: {m}");
-    refused(&c, d.path(), Exists, |c| {
-        c.create_aggr("vnic0", &s(&["i40e1"]), "", "", "", "", false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_aggr("aggr1", &s(&["i40e1"]), "L7", "", "", "", false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_aggr("aggr1", &s(&["i40e1", "i40e1"]), "", "", "", "", false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_aggr("aggr1", &s(&["i40e1", "atl1c1"]), "", "", "", "", false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_aggr("aggr1", &s(&["i40e1"]), "", "", "", "1:0:0:0:0:1", false, &none)
-    });
-    refused(&c, d.path(), Busy, |c| {
-        c.create_aggr("aggr1", &s(&["atl1c0"]), "", "", "", "", false, &none)
-    });
+    for (aggr, ports, policy, mac, kind) in [
+        ("vnic0", &["i40e1"][..], "", "", Exists),
+        ("aggr1", &["i40e1"], "L7", "", InvalidArgument),
+        ("aggr1", &["i40e1", "i40e1"], "", "", InvalidArgument),
+        ("aggr1", &["i40e1", "atl1c1"], "", "", InvalidArgument),
+        ("aggr1", &["i40e1"], "", "1:0:0:0:0:1", InvalidArgument),
+        ("aggr1", &["atl1c0"], "", "", Busy),
+    ] {
+        refused(&c, d.path(), kind, |c| {
+            c.create_aggr(aggr, &s(ports), policy, "", "", mac, false, &none)
+        });
+    }
     let m = refused(&c, d.path(), Busy, |c| c.delete_aggr("aggr0", false, &none));
     assert!(m.contains("vnic0"), "names the VNIC: {m}");
     refused(&c, d.path(), InvalidArgument, |c| c.delete_aggr("i40e1", false, &none));
@@ -147,61 +141,43 @@ fn bad_requests_are_typed_and_change_nothing() {
         c.set_link_prop("aggr0", &props(&[("mtu", "9711")]), false, &none)
     });
     assert!(m.contains("9711"), "{m}");
-    refused(&c, d.path(), InvalidValue, |c| {
-        c.set_link_prop("atl1c1", &props(&[("mtu", "9000")]), false, &none)
-    });
-    refused(&c, d.path(), InvalidValue, |c| {
-        c.set_link_prop("aggr0", &props(&[("mtu", "big")]), false, &none)
-    });
-    refused(&c, d.path(), Busy, |c| {
-        c.set_link_prop("i40e0", &props(&[("mtu", "9000")]), false, &none)
-    });
-    refused(&c, d.path(), NotFound, |c| {
-        c.set_link_prop("aggr0", &props(&[("colour", "red")]), false, &none)
-    });
-    refused(&c, d.path(), NotSupported, |c| {
-        c.set_link_prop("aggr0", &props(&[("speed", "10")]), false, &none)
-    });
-    refused(&c, d.path(), NotSupported, |c| {
-        c.set_link_prop("i40e1", &props(&[("rx-imt", "10")]), false, &none)
-    });
-    refused(&c, d.path(), NotSupported, |c| {
-        c.set_link_prop("atl1c1", &props(&[("itr", "10")]), false, &none)
-    });
-    refused(&c, d.path(), InvalidValue, |c| {
-        c.set_link_prop("vnic0", &props(&[("mtu", "9000")]), false, &none)
-    });
+    for (link, prop, value, kind) in [
+        ("atl1c1", "mtu", "9000", InvalidValue),
+        ("aggr0", "mtu", "big", InvalidValue),
+        ("i40e0", "mtu", "9000", Busy),
+        ("aggr0", "colour", "red", NotFound),
+        ("aggr0", "speed", "10", NotSupported),
+        ("i40e1", "rx-imt", "10", NotSupported),
+        ("atl1c1", "itr", "10", NotSupported),
+        ("vnic0", "mtu", "9000", InvalidValue),
+    ] {
+        refused(&c, d.path(), kind, |c| {
+            c.set_link_prop(link, &props(&[(prop, value)]), false, &none)
+        });
+    }
 
-    refused(&c, d.path(), Exists, |c| {
-        c.create_vnic("vnic0", "i40e1", "auto", 0, &props(&[]), false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_vnic("vnic1", "vnic0", "auto", 0, &props(&[]), false, &none)
-    });
-    refused(&c, d.path(), Busy, |c| {
-        c.create_vnic("vnic1", "i40e0", "auto", 0, &props(&[]), false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_vnic("vnic1", "i40e1", "auto", 4095, &props(&[]), false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_vnic("vnic1", "i40e1", "zz", 0, &props(&[]), false, &none)
-    });
+    for (vnic, over, mac, vid, kind) in [
+        ("vnic0", "i40e1", "auto", 0, Exists),
+        ("vnic1", "vnic0", "auto", 0, InvalidArgument),
+        ("vnic1", "i40e0", "auto", 0, Busy),
+        ("vnic1", "i40e1", "auto", 4095, InvalidArgument),
+        ("vnic1", "i40e1", "zz", 0, InvalidArgument),
+    ] {
+        refused(&c, d.path(), kind, |c| {
+            c.create_vnic(vnic, over, mac, vid, &props(&[]), false, &none)
+        });
+    }
 
     refused(&c, d.path(), Exists, |c| c.create_if("atl1c0", false, &none));
     refused(&c, d.path(), Busy, |c| c.create_if("i40e0", false, &none));
-    refused(&c, d.path(), NotFound, |c| {
-        c.create_addr("atl1c1/v4", "static", "192.0.2.1/24", false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_addr("atl1c0/v4", "static", "192.0.2.1/33", false, &none)
-    });
-    refused(&c, d.path(), InvalidArgument, |c| {
-        c.create_addr("atl1c0/v4", "dhcp", "192.0.2.1/24", false, &none)
-    });
-    refused(&c, d.path(), InvalidName, |c| {
-        c.create_addr("atl1c0", "static", "192.0.2.1/24", false, &none)
-    });
+    for (addrobj, ty, addr, kind) in [
+        ("atl1c1/v4", "static", "192.0.2.1/24", NotFound),
+        ("atl1c0/v4", "static", "192.0.2.1/33", InvalidArgument),
+        ("atl1c0/v4", "dhcp", "192.0.2.1/24", InvalidArgument),
+        ("atl1c0", "static", "192.0.2.1/24", InvalidName),
+    ] {
+        refused(&c, d.path(), kind, |c| c.create_addr(addrobj, ty, addr, false, &none));
+    }
     c.create_addr("atl1c0/v4", "static", "192.0.2.1/24", false, &none).unwrap();
     refused(&c, d.path(), Exists, |c| {
         c.create_addr("atl1c0/v4b", "static", "192.0.2.1/25", false, &none)

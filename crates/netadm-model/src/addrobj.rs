@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::link::{LinkName, LinkNameError};
+use crate::word::{WordFault, check_word};
 
 /// Why a string is not a valid address object name.
 ///
@@ -97,25 +98,14 @@ impl AddrObj {
 }
 
 fn check_tag(tag: &str, input: impl Fn() -> String) -> Result<(), AddrObjError> {
-    if tag.is_empty() {
-        return Err(AddrObjError::EmptyTag { input: input() });
-    }
-    if tag.len() > AddrObj::MAX_TAG_LEN {
-        return Err(AddrObjError::TagTooLong {
-            input: input(),
-            len: tag.len(),
-            max: AddrObj::MAX_TAG_LEN,
-        });
-    }
-    if let Some((pos, ch)) =
-        tag.char_indices().find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
-    {
-        return Err(AddrObjError::TagBadChar { input: input(), ch, pos });
-    }
-    if !tag.as_bytes()[0].is_ascii_alphabetic() {
-        return Err(AddrObjError::TagBadStart { input: input() });
-    }
-    Ok(())
+    check_word(tag, AddrObj::MAX_TAG_LEN).map_err(|f| match f {
+        WordFault::Empty => AddrObjError::EmptyTag { input: input() },
+        WordFault::TooLong { len } => {
+            AddrObjError::TagTooLong { input: input(), len, max: AddrObj::MAX_TAG_LEN }
+        }
+        WordFault::BadChar { pos, ch } => AddrObjError::TagBadChar { input: input(), ch, pos },
+        WordFault::BadStart => AddrObjError::TagBadStart { input: input() },
+    })
 }
 
 impl FromStr for AddrObj {

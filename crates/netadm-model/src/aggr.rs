@@ -3,45 +3,44 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::keyword::{KeywordError, parse_keyword};
+// The keywords of aggregations: hash layers, LACP mode and timer.
+keywords! {
+    /// One header layer an aggregation may hash on to pick an outbound port.
+    pub enum AggrLayer parse "aggregation layer" {
+        /// Source and destination MAC addresses.
+        L2 = "L2",
+        /// Source and destination IP addresses.
+        L3 = "L3",
+        /// Source and destination TCP/UDP ports.
+        L4 = "L4",
+    }
 
-/// One header layer an aggregation may hash on to pick an outbound port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum AggrLayer {
-    /// Source and destination MAC addresses.
-    L2,
-    /// Source and destination IP addresses.
-    L3,
-    /// Source and destination TCP/UDP ports.
-    L4,
+    /// LACP mode of an aggregation (dladm `-L`).
+    #[derive(Default)]
+    pub enum LacpMode parse "LACP mode" {
+        /// No LACP: the aggregation is static (the default).
+        #[default]
+        Off = "off",
+        /// Send LACPDUs unconditionally.
+        Active = "active",
+        /// Send LACPDUs only in reply to a partner.
+        Passive = "passive",
+    }
+
+    /// LACP periodic timer (dladm `-T`).
+    #[derive(Default)]
+    pub enum LacpTimer parse "LACP timer" {
+        /// Fast periodic rate, 1 s (the default, as in dladm).
+        #[default]
+        Short = "short",
+        /// Slow periodic rate, 30 s.
+        Long = "long",
+    }
 }
 
 impl AggrLayer {
-    /// Every layer, in canonical order.
-    pub const ALL: [AggrLayer; 3] = [AggrLayer::L2, AggrLayer::L3, AggrLayer::L4];
-    const NAMES: [&'static str; 3] = ["L2", "L3", "L4"];
-
-    /// The canonical spelling: "L2", "L3" or "L4".
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
     fn bit(self) -> u8 {
         1 << (self as u8)
-    }
-}
-
-impl fmt::Display for AggrLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl FromStr for AggrLayer {
-    type Err = KeywordError;
-    /// Accepts "L2", "L3", "L4" (ASCII case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_keyword("aggregation layer", s, &Self::NAMES, &Self::ALL)
     }
 }
 
@@ -129,78 +128,6 @@ impl fmt::Display for AggrPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s: Vec<&str> = self.layers().map(AggrLayer::as_str).collect();
         f.pad(&s.join(","))
-    }
-}
-
-/// LACP mode of an aggregation (dladm `-L`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum LacpMode {
-    /// No LACP: the aggregation is static (the default).
-    #[default]
-    Off,
-    /// Send LACPDUs unconditionally.
-    Active,
-    /// Send LACPDUs only in reply to a partner.
-    Passive,
-}
-
-impl LacpMode {
-    /// Every mode.
-    pub const ALL: [LacpMode; 3] = [LacpMode::Off, LacpMode::Active, LacpMode::Passive];
-    const NAMES: [&'static str; 3] = ["off", "active", "passive"];
-
-    /// The lowercase spelling: "off", "active" or "passive".
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
-
-impl fmt::Display for LacpMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl FromStr for LacpMode {
-    type Err = KeywordError;
-    /// Accepts "off", "active", "passive" (ASCII case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_keyword("LACP mode", s, &Self::NAMES, &Self::ALL)
-    }
-}
-
-/// LACP periodic timer (dladm `-T`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum LacpTimer {
-    /// Fast periodic rate, 1 s (the default, as in dladm).
-    #[default]
-    Short,
-    /// Slow periodic rate, 30 s.
-    Long,
-}
-
-impl LacpTimer {
-    /// Every timer setting.
-    pub const ALL: [LacpTimer; 2] = [LacpTimer::Short, LacpTimer::Long];
-    const NAMES: [&'static str; 2] = ["short", "long"];
-
-    /// The lowercase spelling: "short" or "long".
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
-
-impl fmt::Display for LacpTimer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl FromStr for LacpTimer {
-    type Err = KeywordError;
-    /// Accepts "short", "long" (ASCII case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_keyword("LACP timer", s, &Self::NAMES, &Self::ALL)
     }
 }
 

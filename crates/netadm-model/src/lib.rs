@@ -13,15 +13,19 @@
 //! `AggrPolicy`, `LacpMode`, `LacpTimer`, `PropName`) serialize as their
 //! `Display` string and deserialize through `FromStr`.
 
+// First: its macro declares the keyword enums of the others.
+#[macro_use]
+mod keyword;
+
 mod addrobj;
 mod aggr;
-mod keyword;
 mod link;
 mod mac;
 mod prop;
 #[cfg(feature = "serde")]
 mod serde_impls;
 mod vlan;
+mod word;
 
 pub use addrobj::{AddrObj, AddrObjError};
 pub use aggr::{AggrLayer, AggrPolicy, AggrPolicyError, LacpMode, LacpTimer};

@@ -4,7 +4,7 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::keyword::{KeywordError, parse_keyword};
+use crate::word::{WordFault, check_word};
 
 /// Why a string is not a valid datalink name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,26 +74,15 @@ impl LinkName {
 
     fn check(name: &str) -> Result<(), LinkNameError> {
         let owned = || name.to_owned();
-        if name.is_empty() {
-            return Err(LinkNameError::Empty);
-        }
-        if name.len() > Self::MAX_LEN {
-            return Err(LinkNameError::TooLong {
-                name: owned(),
-                len: name.len(),
-                max: Self::MAX_LEN,
-            });
-        }
-        if let Some((pos, ch)) =
-            name.char_indices().find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
-        {
-            return Err(LinkNameError::BadChar { name: owned(), ch, pos });
-        }
-        let bytes = name.as_bytes();
-        if !bytes[0].is_ascii_alphabetic() {
-            return Err(LinkNameError::BadStart { name: owned() });
-        }
-        if !bytes[bytes.len() - 1].is_ascii_digit() {
+        check_word(name, Self::MAX_LEN).map_err(|f| match f {
+            WordFault::Empty => LinkNameError::Empty,
+            WordFault::TooLong { len } => {
+                LinkNameError::TooLong { name: owned(), len, max: Self::MAX_LEN }
+            }
+            WordFault::BadChar { pos, ch } => LinkNameError::BadChar { name: owned(), ch, pos },
+            WordFault::BadStart => LinkNameError::BadStart { name: owned() },
+        })?;
+        if !name.as_bytes()[name.len() - 1].is_ascii_digit() {
             return Err(LinkNameError::BadEnd { name: owned() });
         }
         Ok(())
@@ -147,43 +136,18 @@ impl From<LinkName> for String {
     }
 }
 
-/// The class of a datalink, as shown in dladm's CLASS column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LinkClass {
-    /// A physical port driven by a NIC driver.
-    Phys,
-    /// A link aggregation of physical ports.
-    Aggr,
-    /// A virtual NIC over a physical link, an aggregation or an etherstub.
-    Vnic,
-    /// A virtual switch with no port: the VNICs over it reach only each
-    /// other (`dladm create-etherstub`).
-    Etherstub,
-}
-
-impl LinkClass {
-    /// Every class, in display order.
-    pub const ALL: [LinkClass; 4] =
-        [LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic, LinkClass::Etherstub];
-    const NAMES: [&'static str; 4] = ["phys", "aggr", "vnic", "etherstub"];
-
-    /// The lowercase dladm spelling: "phys", "aggr", "vnic" or "etherstub".
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
-
-impl fmt::Display for LinkClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl FromStr for LinkClass {
-    type Err = KeywordError;
-    /// Accepts "phys", "aggr", "vnic", "etherstub" (ASCII case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_keyword("link class", s, &Self::NAMES, &Self::ALL)
+keywords! {
+    /// The class of a datalink, as shown in dladm's CLASS column.
+    pub enum LinkClass parse "link class" {
+        /// A physical port driven by a NIC driver.
+        Phys = "phys",
+        /// A link aggregation of physical ports.
+        Aggr = "aggr",
+        /// A virtual NIC over a physical link, an aggregation or an etherstub.
+        Vnic = "vnic",
+        /// A virtual switch with no port: the VNICs over it reach only each
+        /// other (`dladm create-etherstub`).
+        Etherstub = "etherstub",
     }
 }
 

@@ -12,114 +12,58 @@ use std::str::FromStr;
 
 use crate::link::LinkClass;
 
-/// A link property name. The string forms are exactly dladm-style:
-/// `mtu`, `rxrings`, `txrings-effective`, `xmit-batch`, `rx-imt`, ...
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PropName {
-    /// `mtu`: maximum transmission unit.
-    Mtu,
-    /// `rxrings`: requested dedicated RX rings.
-    RxRings,
-    /// `txrings`: requested dedicated TX rings.
-    TxRings,
-    /// `rxrings-effective`: RX rings in use.
-    RxRingsEffective,
-    /// `txrings-effective`: TX rings in use.
-    TxRingsEffective,
-    /// `rxrings-available`: RX rings still available.
-    RxRingsAvailable,
-    /// `txrings-available`: TX rings still available.
-    TxRingsAvailable,
-    /// `xmit-batch`: batched TX doorbells.
-    XmitBatch,
-    /// `rx-imt`: RX interrupt moderation timer (atl1c-class).
-    RxImt,
-    /// `tx-imt`: TX interrupt moderation timer (atl1c-class).
-    TxImt,
-    /// `itr`: interrupt throttle rate per vector (i40e-class).
-    Itr,
-    /// `state`: operational link state.
-    State,
-    /// `speed`: link speed.
-    Speed,
-    /// `duplex`: link duplex.
-    Duplex,
-    /// `tso`: TCP segmentation offload (i40e-class).
-    Tso,
-    /// `tx-csum`: transmit L4 checksum offload.
-    TxCsum,
-    /// `rx-csum`: receive L4 checksum verification by the NIC.
-    RxCsum,
-    /// `maxbw`: the most a link may send, in bits per second.
-    Maxbw,
-    /// `priority`: a link's share of its port when the port is saturated.
-    Priority,
-    /// `zone`: the network namespace a VNIC's IP interface lives in.
-    Zone,
+keywords! {
+    /// A link property name. The string forms are exactly dladm-style:
+    /// `mtu`, `rxrings`, `txrings-effective`, `xmit-batch`, `rx-imt`, ...
+    /// Declared in the order `show-linkprop` lists them.
+    pub enum PropName {
+        /// `mtu`: maximum transmission unit.
+        Mtu = "mtu",
+        /// `rxrings`: requested dedicated RX rings.
+        RxRings = "rxrings",
+        /// `txrings`: requested dedicated TX rings.
+        TxRings = "txrings",
+        /// `rxrings-effective`: RX rings in use.
+        RxRingsEffective = "rxrings-effective",
+        /// `txrings-effective`: TX rings in use.
+        TxRingsEffective = "txrings-effective",
+        /// `rxrings-available`: RX rings still available.
+        RxRingsAvailable = "rxrings-available",
+        /// `txrings-available`: TX rings still available.
+        TxRingsAvailable = "txrings-available",
+        /// `xmit-batch`: batched TX doorbells.
+        XmitBatch = "xmit-batch",
+        /// `rx-imt`: RX interrupt moderation timer (atl1c-class).
+        RxImt = "rx-imt",
+        /// `tx-imt`: TX interrupt moderation timer (atl1c-class).
+        TxImt = "tx-imt",
+        /// `itr`: interrupt throttle rate per vector (i40e-class).
+        Itr = "itr",
+        /// `state`: operational link state.
+        State = "state",
+        /// `speed`: link speed.
+        Speed = "speed",
+        /// `duplex`: link duplex.
+        Duplex = "duplex",
+        /// `tso`: TCP segmentation offload (i40e-class).
+        Tso = "tso",
+        /// `tx-csum`: transmit L4 checksum offload.
+        TxCsum = "tx-csum",
+        /// `rx-csum`: receive L4 checksum verification by the NIC.
+        RxCsum = "rx-csum",
+        /// `maxbw`: the most a link may send, in bits per second.
+        Maxbw = "maxbw",
+        /// `priority`: a link's share of its port when the port is saturated.
+        Priority = "priority",
+        /// `zone`: the network namespace a VNIC's IP interface lives in.
+        Zone = "zone",
+    }
 }
 
-const NAMES: [&str; 20] = [
-    "mtu",
-    "rxrings",
-    "txrings",
-    "rxrings-effective",
-    "txrings-effective",
-    "rxrings-available",
-    "txrings-available",
-    "xmit-batch",
-    "rx-imt",
-    "tx-imt",
-    "itr",
-    "state",
-    "speed",
-    "duplex",
-    "tso",
-    "tx-csum",
-    "rx-csum",
-    "maxbw",
-    "priority",
-    "zone",
-];
-
 impl PropName {
-    /// Every property, in the order `show-linkprop` lists them.
-    pub const ALL: [PropName; 20] = [
-        PropName::Mtu,
-        PropName::RxRings,
-        PropName::TxRings,
-        PropName::RxRingsEffective,
-        PropName::TxRingsEffective,
-        PropName::RxRingsAvailable,
-        PropName::TxRingsAvailable,
-        PropName::XmitBatch,
-        PropName::RxImt,
-        PropName::TxImt,
-        PropName::Itr,
-        PropName::State,
-        PropName::Speed,
-        PropName::Duplex,
-        PropName::Tso,
-        PropName::TxCsum,
-        PropName::RxCsum,
-        PropName::Maxbw,
-        PropName::Priority,
-        PropName::Zone,
-    ];
-
-    /// The property's name as typed on the command line.
-    pub fn as_str(self) -> &'static str {
-        NAMES[self as usize]
-    }
-
     /// The property's static specification.
     pub fn spec(self) -> &'static PropSpec {
         &SPECS[self as usize]
-    }
-}
-
-impl fmt::Display for PropName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
     }
 }
 
@@ -127,7 +71,7 @@ impl FromStr for PropName {
     type Err = PropError;
     /// Exact, case-sensitive match on the property name.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        NAMES
+        Self::NAMES
             .iter()
             .position(|n| *n == s)
             .map(|i| Self::ALL[i])

@@ -14,7 +14,7 @@ mod emu_nic;
 pub mod hash;
 mod nic;
 pub mod offload;
-#[cfg(feature = "test-utils")]
+#[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
 mod types;
 pub mod vlan;

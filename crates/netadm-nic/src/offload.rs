@@ -272,21 +272,8 @@ mod tests {
     /// An Ethernet + IPv4 + TCP frame with `payload` bytes and a correct
     /// checksum.
     fn tcp4(payload: usize, flags: u8) -> Vec<u8> {
-        let mut f = vec![0u8; 14 + 20 + 20 + payload];
-        f[12..14].copy_from_slice(&[0x08, 0x00]);
-        f[14] = 0x45;
-        let tot = (40 + payload) as u16;
-        f[16..18].copy_from_slice(&tot.to_be_bytes());
+        let mut f = crate::testing::tcp4_frame(payload, 5201, 40000, 1000, flags);
         f[18..20].copy_from_slice(&0x1234u16.to_be_bytes());
-        f[22] = 64;
-        f[23] = 6;
-        f[26..30].copy_from_slice(&[192, 0, 2, 1]);
-        f[30..34].copy_from_slice(&[192, 0, 2, 2]);
-        f[34..36].copy_from_slice(&5201u16.to_be_bytes());
-        f[36..38].copy_from_slice(&40000u16.to_be_bytes());
-        f[38..42].copy_from_slice(&1000u32.to_be_bytes());
-        f[46] = 5 << 4;
-        f[47] = flags;
         for (i, b) in f[54..].iter_mut().enumerate() {
             *b = (i * 7) as u8;
         }

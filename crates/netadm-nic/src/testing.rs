@@ -1,5 +1,6 @@
 //! Test helpers for crates that drive a [`Nic`]: a fault-injecting wrapper
-//! that works around any device (smoltcp's wrapper-device idea).
+//! that works around any device (smoltcp's wrapper-device idea), and test
+//! frames.
 //!
 //! Enabled by the `test-utils` feature; never part of a release build.
 
@@ -90,4 +91,26 @@ impl Nic for FaultyNic {
         }
         self.inner.request_disable(q)
     }
+}
+
+/// An Ethernet + IPv4 + TCP frame from 192.0.2.1 to 192.0.2.2 (TTL 64,
+/// no options), TCP port `sport` to `dport`, sequence number `seq`,
+/// `flags`, with `payload` bytes of zeros after the headers and every
+/// address, identifier and checksum left zero, for the test to fill in.
+/// The IPv4 total length saturates at 65535 (a superframe's).
+pub fn tcp4_frame(payload: usize, sport: u16, dport: u16, seq: u32, flags: u8) -> Vec<u8> {
+    let mut f = vec![0u8; 54 + payload];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((40 + payload).min(65535) as u16).to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&[192, 0, 2, 1]);
+    f[30..34].copy_from_slice(&[192, 0, 2, 2]);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f[38..42].copy_from_slice(&seq.to_be_bytes());
+    f[46] = 5 << 4;
+    f[47] = flags;
+    f
 }

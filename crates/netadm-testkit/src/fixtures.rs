@@ -14,7 +14,9 @@
 //! - [`cabled_atl1c`]: four atl1c-class ports cabled in pairs, as the
 //!   embedded default has them (cut cables, LACP);
 //! - [`reflectors_and_cable`]: two i40e-class reflectors and one atl1c
-//!   cable (the core's verb, VLAN and failpoint tests).
+//!   cable (the core's verb, VLAN and failpoint tests);
+//! - [`kernel`]: kernel ports over host network devices (veth "NICs" in
+//!   the kernel-links test and `netadm-bench kernel-links`).
 //!
 //! Without `--config`, netadmd runs on the embedded default
 //! (`config/netadm.toml`): two 256-ring i40e-class reflectors and the four
@@ -33,6 +35,9 @@ pub enum Class {
     I40e,
     /// The atl1c-class small port.
     Atl1c,
+    /// A host network device the kernel's driver owns (`class =
+    /// "kernel"`); its wire is [`Wire::Device`].
+    Kernel,
 }
 
 /// What a port's wire connects to.
@@ -46,6 +51,9 @@ pub enum Wire {
     Cable(String),
     /// A host network interface (AF_PACKET).
     Afpacket(String),
+    /// A kernel port's own network device (`interface = "IF"`): the
+    /// kernel's driver owns the wire.
+    Device(String),
 }
 
 /// One `[[port]]`.
@@ -73,6 +81,11 @@ impl Port {
     /// An atl1c-class port `name` on a reflector.
     pub fn atl1c(name: &str) -> Self {
         Self::new(name, Class::Atl1c)
+    }
+
+    /// A kernel port `name` over host network device `interface`.
+    pub fn kernel(name: &str, interface: &str) -> Self {
+        Self::new(name, Class::Kernel).wire(Wire::Device(interface.to_owned()))
     }
 
     fn new(name: &str, class: Class) -> Self {
@@ -114,11 +127,21 @@ impl Port {
 /// A hardware configuration: ports in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hardware {
+    /// What a new etherstub is made of (`etherstub = "kernel"` or
+    /// `"netadm"`); netadmd's default when `None`.
+    pub etherstub: Option<String>,
     /// Its ports.
     pub ports: Vec<Port>,
 }
 
 impl Hardware {
+    /// With new etherstubs made as `kind` says (`"kernel"`: a bridge;
+    /// `"netadm"`: netadm's own switch).
+    pub fn etherstub(mut self, kind: &str) -> Self {
+        self.etherstub = Some(kind.to_owned());
+        self
+    }
+
     /// With `port` added last.
     pub fn port(mut self, port: Port) -> Self {
         self.ports.push(port);
@@ -157,6 +180,9 @@ impl Hardware {
 
 impl fmt::Display for Hardware {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(kind) = &self.etherstub {
+            writeln!(f, "etherstub = \"{kind}\"\n")?;
+        }
         for (i, p) in self.ports.iter().enumerate() {
             if i > 0 {
                 writeln!(f)?;
@@ -164,6 +190,7 @@ impl fmt::Display for Hardware {
             let class = match p.class {
                 Class::I40e => "i40e",
                 Class::Atl1c => "atl1c",
+                Class::Kernel => "kernel",
             };
             writeln!(f, "[[port]]\nname = \"{}\"\nclass = \"{class}\"", p.name)?;
             for (key, value) in &p.settings {
@@ -178,6 +205,7 @@ impl fmt::Display for Hardware {
                 Wire::Afpacket(dev) => {
                     writeln!(f, "wire = {{ kind = \"afpacket\", interface = \"{dev}\" }}")?
                 }
+                Wire::Device(dev) => writeln!(f, "interface = \"{dev}\"")?,
             }
         }
         Ok(())
@@ -227,6 +255,17 @@ pub fn reflectors_and_cable(queue_pairs: u16) -> Hardware {
     two_i40e_reflectors(queue_pairs).port(cable("atl1c0", "atl1c1")).port(cable("atl1c1", "atl1c0"))
 }
 
+/// Kernel ports net0, net1, ..., the n-th over host network device
+/// `interfaces[n]` (a veth "NIC" in netadmd's namespace:
+/// [`crate::kernel_far_side`]). Every port is a kernel port, so new
+/// etherstubs are kernel bridges.
+pub fn kernel(interfaces: &[&str]) -> Hardware {
+    interfaces
+        .iter()
+        .enumerate()
+        .fold(Hardware::default(), |hw, (i, dev)| hw.port(Port::kernel(&format!("net{i}"), dev)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +284,18 @@ mod tests {
         let cabled = cabled_atl1c().to_toml();
         assert!(cabled.contains("name = \"atl1c3\"\nclass = \"atl1c\"\nwire = { kind = \"cable\", peer = \"atl1c1\" }\n"), "{cabled}");
         assert_eq!(reflectors_and_cable(16).ports.len(), 4);
+    }
+
+    #[test]
+    fn kernel_ports_name_their_device() {
+        let hw = kernel(&["nic0", "nic1"]).etherstub("kernel").port(Port::i40e("i40e0"));
+        assert_eq!(
+            hw.to_toml(),
+            "etherstub = \"kernel\"\n\n\
+             [[port]]\nname = \"net0\"\nclass = \"kernel\"\ninterface = \"nic0\"\n\n\
+             [[port]]\nname = \"net1\"\nclass = \"kernel\"\ninterface = \"nic1\"\n\n\
+             [[port]]\nname = \"i40e0\"\nclass = \"i40e\"\nwire = { kind = \"reflector\" }\n"
+        );
     }
 
     #[test]

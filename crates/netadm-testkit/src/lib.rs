@@ -14,8 +14,9 @@
 //! - [`fixtures`]: the hardware configurations the tests and benchmarks
 //!   run on, named and written as TOML;
 //! - [`Netns`]: network namespaces named by this process's pid, removed on
-//!   drop (also on panic), veth pairs into them, commands and closures run
-//!   inside, and [`sweep_stale`] for what a killed earlier run left;
+//!   drop (also on panic), veth pairs into them ([`kernel_far_side`]: veth
+//!   "NICs" for kernel ports), commands and closures run inside, and
+//!   [`sweep_stale`] for what a killed earlier run left;
 //! - [`raw`]: a raw packet socket, the far side of a wire; [`iperf3`]:
 //!   iperf3 driven in namespaces and its intervals read;
 //! - [`bin`], [`bin_dir`]: the workspace's binaries.
@@ -47,7 +48,10 @@ pub use bus::{Bus, Policy};
 pub use cli::{Cli, illumos_links, json, json_err, netadm, netadm_as, rows, show_config, text};
 pub use daemon::{Daemon, DaemonBuilder, SERVING};
 pub use fixtures::Hardware;
-pub use netns::{Netns, Scratch, bridged_far_side, enter, ip, netadm_far_side, sweep_stale, veth};
+pub use netns::{
+    Netns, Scratch, bridged_far_side, enter, ip, kernel_far_side, netadm_far_side, sweep_stale,
+    veth, veth_nic,
+};
 pub use process::{Lines, Reaped, command, in_netns, run, sh};
 
 /// What went wrong starting, waiting for or running a process. Its
@@ -237,6 +241,7 @@ pub fn prerequisites(root_for: Option<&str>, tools: &[(&str, &str)]) -> bool {
 /// them).
 const PACKAGES: &[(&str, &str)] = &[
     ("ip", "iproute2"),
+    ("tc", "iproute2"),
     ("ping", "iputils-ping"),
     ("iperf3", "iperf3"),
     ("ethtool", "ethtool"),

@@ -151,6 +151,28 @@ pub fn netadm_far_side(a: &str, b: &str) -> Result<(), Error> {
     bridged_far_side(a, b, &[("va0", "vb0"), ("va1", "vb1")], "192.0.2.2")
 }
 
+/// A veth "NIC" for a kernel port: `nic` in namespace `a` (what the
+/// port's `interface` names), its peer `far` in `b`, both up, the far end
+/// at MTU 9000 (so that what netadm sets on the near end is what limits)
+/// with `addr` (`ADDR/PREFIX`) when given.
+pub fn veth_nic(a: &str, nic: &str, b: &str, far: &str, addr: Option<&str>) -> Result<(), Error> {
+    veth((a, nic), (b, far))?;
+    run(&["ip", "-n", b, "link", "set", far, "mtu", "9000"])?;
+    if let Some(addr) = addr {
+        run(&["ip", "-n", b, "addr", "add", addr, "dev", far])?;
+    }
+    Ok(())
+}
+
+/// The far side of two kernel ports ([`crate::fixtures::kernel`]`(&["nic0",
+/// "nic1"])`): veth "NICs" nic0 and nic1 in `a` (netadmd's namespace), their
+/// peers far0 (192.0.2.2/24) and far1 (198.51.100.2/24) in `b`, each a
+/// network of its own, as two NICs cabled to two switches would be.
+pub fn kernel_far_side(a: &str, b: &str) -> Result<(), Error> {
+    veth_nic(a, "nic0", b, "far0", Some("192.0.2.2/24"))?;
+    veth_nic(a, "nic1", b, "far1", Some("198.51.100.2/24"))
+}
+
 /// A directory `{prefix}{pid}` in the temporary directory, removed with
 /// what is in it on drop (and by [`sweep_stale`] when a killed run left
 /// it).

@@ -29,6 +29,14 @@ fn enable(nic: &I40e, q: QueueId) {
     nic.wait_queues(&[q], true, soon()).unwrap();
 }
 
+/// A port whose queues are acknowledged in 10 µs, with queue `q`
+/// enabled.
+fn enabled(q: QueueId) -> I40e {
+    let nic = port(Duration::from_micros(10));
+    enable(&nic, q);
+    nic
+}
+
 /// A port on a loopback wire with `pairs` queue pairs enabled, every RX
 /// buffer posted; its TX and RX rings.
 fn looped(name: &str, pairs: u16) -> (I40e, Vec<Arc<DmaRing>>, Vec<Arc<DmaRing>>) {
@@ -71,9 +79,8 @@ fn enables_are_acknowledged_asynchronously() {
 
 #[test]
 fn a_tx_disable_without_the_pre_disable_notice_hangs_the_queue() {
-    let nic = port(Duration::from_micros(10));
     let q = QueueId::tx(0);
-    enable(&nic, q);
+    let nic = enabled(q);
     nic.request_disable(q).unwrap();
     let err = nic.wait_queues(&[q], false, Instant::now() + Duration::from_millis(30)).unwrap_err();
     assert_eq!(err, NicError::Timeout { enable: false, pending: vec![q] });
@@ -82,9 +89,8 @@ fn a_tx_disable_without_the_pre_disable_notice_hangs_the_queue() {
 
 #[test]
 fn a_tx_disable_after_the_notice_is_acknowledged() {
-    let nic = port(Duration::from_micros(10));
     let q = QueueId::tx(2);
-    enable(&nic, q);
+    let nic = enabled(q);
     nic.tx_pre_disable(2).unwrap();
     let notice_end = Instant::now() + netadm_i40e::hw::TX_PRE_DISABLE;
     // The notice is a mandated interval: wait until it has run.
@@ -98,9 +104,8 @@ fn a_tx_disable_after_the_notice_is_acknowledged() {
 
 #[test]
 fn re_enabling_inside_the_50ms_gap_hangs_the_queue() {
-    let nic = port(Duration::from_micros(10));
     let q = QueueId::rx(3);
-    enable(&nic, q);
+    let nic = enabled(q);
     nic.request_disable(q).unwrap();
     nic.wait_queues(&[q], false, soon()).unwrap();
     nic.request_enable(q).unwrap();
@@ -135,9 +140,8 @@ fn an_enable_cancelled_before_its_ack_starts_no_re_enable_gap() {
 
 #[test]
 fn buffers_change_only_while_the_queue_is_disabled() {
-    let nic = port(Duration::from_micros(10));
     let q = QueueId::rx(0);
-    enable(&nic, q);
+    let nic = enabled(q);
     let bigger = Arc::new(DmaRing::new(64, 9088, nic.dma_account()).unwrap());
     assert_eq!(nic.set_ring(q, Some(bigger)).unwrap_err(), NicError::QueueEnabled { queue: q });
     // Nor can a queue be enabled with no ring to use.

@@ -19,21 +19,9 @@ use netadm_nic::{DmaRing, Nic, QueueId, buf_size_for_mtu};
 /// device (the TCP field holds the pseudo-header sum, as the stack
 /// leaves it), so only the device can make them right.
 fn superframe(payload: usize) -> Vec<u8> {
-    let mut f = vec![0u8; 54 + payload];
+    let mut f = netadm_nic::testing::tcp4_frame(payload, 40000, 5201, 7, 0x18);
     f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
     f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&((40 + payload).min(65535) as u16).to_be_bytes());
-    f[22] = 64;
-    f[23] = 6;
-    f[26..30].copy_from_slice(&[192, 0, 2, 1]);
-    f[30..34].copy_from_slice(&[192, 0, 2, 2]);
-    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&5201u16.to_be_bytes());
-    f[38..42].copy_from_slice(&7u32.to_be_bytes());
-    f[46] = 5 << 4;
-    f[47] = 0x18;
     for (i, b) in f[54..].iter_mut().enumerate() {
         *b = (i % 251) as u8;
     }

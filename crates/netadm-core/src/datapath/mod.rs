@@ -261,7 +261,11 @@ impl Datapath {
                     "{link} is not a physical link: it has no wire"
                 )));
             };
-            let p = self.hw.port(d.as_str()).expect("resolved");
+            let Some(p) = self.hw.port(d.as_str()) else {
+                return Err(CoreError::not_supported(format!(
+                    "{link} is a kernel port: its carrier is its cable's, not netadm's to cut"
+                )));
+            };
             p.device_handle().set_carrier(up);
             if let netadm_config::Wire::Cable { peer } = &p.wire
                 && let Some(q) = self.hw.port(peer.as_str())

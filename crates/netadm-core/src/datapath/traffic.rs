@@ -70,8 +70,14 @@ impl Traffic {
         if rate > 100_000_000 {
             return Err(CoreError::invalid_value(format!("rate {rate} pps: at most 100000000")));
         }
-        let ports: Vec<_> =
-            v.ports_under(&l).into_iter().filter_map(|d| v.hw.port(d.as_str())).collect();
+        let under = v.ports_under(&l);
+        if let Some(d) = under.iter().find(|d| v.hw.port(d.as_str()).is_none()) {
+            return Err(CoreError::not_supported(format!(
+                "traffic generators run on netadm's own ports; {link} is over kernel port {}",
+                v.phys_name(d)
+            )));
+        }
+        let ports: Vec<_> = under.iter().filter_map(|d| v.hw.port(d.as_str())).collect();
         let running: Vec<_> = ports.iter().filter(|p| p.rings_started() > 0).collect();
         if running.is_empty() {
             return Err(CoreError::busy(format!(

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use netadm_config::{DocErrorKind, Document, LinkState};
 
 use crate::machine::Machine;
-use crate::pipeline::{Change, Pipeline};
+use crate::pipeline::{Change, Op, Pipeline};
 use crate::timing::{Progress, Timing};
 use crate::view::View;
 use crate::{ApplyReport, CoreError, ErrorKind, PlanStep, Report};
@@ -147,7 +147,7 @@ impl Desired {
         // starts from: a verb committing just before is kept by a rollback.
         let mut armed: Option<Checkpoint> = None;
         let (mut steps, mut validated) = (vec![], false);
-        let res = p.mutate(m, "apply", "document", progress, true, |cx| {
+        let res = p.mutate(m, Op::read_back("apply", "document"), progress, |cx| {
             let persisted = cx.persisted;
             check::document(&doc, &cx.v, m.mirror.is_some())?;
             steps = plan::steps(m, cx.v.st, persisted, &doc.state)?;
@@ -243,7 +243,7 @@ impl Desired {
         let Some(c) = cp.clone() else {
             return Err(CoreError::not_found("no checkpoint is armed"));
         };
-        let r = p.mutate(m, "rollback", "checkpoint", progress, true, |_| {
+        let r = p.mutate(m, Op::read_back("rollback", "checkpoint"), progress, |_| {
             Ok(Change { running: LinkState::clone(&c.state), persisted: None, same: true })
         })?;
         if let Some(s) = p.store() {

@@ -51,6 +51,12 @@ pub(crate) enum What {
         /// The bridge it is enslaved to.
         bridge: String,
     },
+    /// An ifb that what a VNIC over an etherstub sends is redirected
+    /// through, from its bridge's end, to be shaped (its `maxbw`).
+    Ifb {
+        /// The bridge's end of the VNIC's veth pair.
+        from: String,
+    },
 }
 
 /// One kernel device as a configuration wants it.
@@ -78,6 +84,16 @@ pub(crate) struct Dev {
 }
 
 impl Dev {
+    /// The device it is made over, in netadmd's namespace (a bridge for
+    /// a veth).
+    pub(crate) fn lower(&self) -> Option<&str> {
+        match &self.what {
+            What::Vlan { lower, .. } | What::Macvlan { lower } => Some(lower),
+            What::Veth { bridge, .. } => Some(bridge),
+            What::Port | What::Bond(_) | What::Bridge | What::Ifb { .. } => None,
+        }
+    }
+
     /// Whether `other` is the same device (it can be changed in place
     /// into `self`), rather than one that must be made anew.
     pub(crate) fn same_device(&self, other: &Dev) -> bool {
@@ -181,7 +197,7 @@ pub(crate) fn devices(
                 mac: conf.mac.map(|m| m.0),
                 master: None,
                 layer: 1,
-                props: BTreeMap::new(),
+                props: props(&link),
             },
         );
     }
@@ -233,7 +249,27 @@ pub(crate) fn devices(
             continue;
         }
         let what = match &over {
-            Link::Etherstub(e) => What::Veth { peer: bridge_end(n), bridge: e.to_string() },
+            Link::Etherstub(e) => {
+                // What it sends is shaped on an ifb of its own, in
+                // netadmd's namespace.
+                let maxbw = v.prop(&link, PropName::Maxbw);
+                if let Some(bw) = maxbw.filter(|_| want(&link)) {
+                    out.insert(
+                        (None, shaper_end(n)),
+                        Dev {
+                            link: n.clone(),
+                            of: link.clone(),
+                            what: What::Ifb { from: bridge_end(n) },
+                            mtu,
+                            mac: None,
+                            master: None,
+                            layer: 5,
+                            props: BTreeMap::from([(PropName::Maxbw, bw)]),
+                        },
+                    );
+                }
+                What::Veth { peer: bridge_end(n), bridge: e.to_string() }
+            }
             _ => {
                 // A VNIC with a VID goes over its link's 802.1Q device for
                 // that VID, shared by every VNIC tagging with it.
@@ -330,9 +366,15 @@ pub(crate) fn tagged(lower: &str, vid: u16) -> String {
 /// The bridge's end of VNIC `vnic`'s veth pair: a name of its own, from
 /// the VNIC's (FNV-1a), so it is found again after a restart.
 pub(crate) fn bridge_end(vnic: &LinkName) -> String {
-    let h = vnic
-        .as_str()
-        .bytes()
-        .fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    format!("nsw{h:08x}")
+    format!("nsw{:08x}", fnv(vnic))
+}
+
+/// The ifb VNIC `vnic` over an etherstub is shaped on, named as
+/// [`bridge_end`] is.
+pub(crate) fn shaper_end(vnic: &LinkName) -> String {
+    format!("nsq{:08x}", fnv(vnic))
+}
+
+fn fnv(n: &LinkName) -> u32 {
+    n.as_str().bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }

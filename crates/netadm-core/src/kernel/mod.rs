@@ -20,14 +20,17 @@
 
 pub(crate) mod devices;
 pub(crate) mod port;
+pub(crate) mod shaper;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use netadm_config::{HardwareConfig, PortClass};
 use netadm_kernel::{
-    ChannelCounts, Ethtool, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink, Offload,
+    ChannelCounts, Ethtool, Events, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink,
+    Offload, Rate, Touched,
 };
 use netadm_model::{LinkName, PropName, PropValue};
 
@@ -62,6 +65,10 @@ pub(crate) struct Kernel {
     /// Devices a configuration names that could not be made or adopted,
     /// and why (reported by the reads).
     trouble: Mutex<BTreeMap<Key, String>>,
+    /// The kernel's link notifications, for ports' devices that come and
+    /// go; woken by `stop`.
+    events: Events,
+    stop: OwnedFd,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -109,17 +116,77 @@ impl Kernel {
             zones: Mutex::default(),
             adopting: AtomicBool::new(true),
             trouble: Mutex::default(),
+            events: Events::open().map_err(kerr)?,
+            stop: netadm_kernel::eventfd().map_err(kerr)?,
         }))
+    }
+
+    /// Waits until a port's device comes, goes or is made anew (another
+    /// interface index), and returns those ports; `None` once netadmd
+    /// stops ([`Kernel::stop`]) or the notifications end.
+    pub(crate) fn wait_ports(&self) -> Option<Vec<LinkName>> {
+        loop {
+            let touched = match self.events.wait(self.stop.as_raw_fd()) {
+                Ok(Some(t)) => t,
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::error!(
+                        "kernel notifications: {e}; kernel ports are no longer watched"
+                    );
+                    return None;
+                }
+            };
+            let mut changed = vec![];
+            for p in &self.ports {
+                let before = p.index();
+                // A missing device comes back under an index not known yet.
+                let heard = match (&touched, before) {
+                    (Touched::Indices(ix), Some(i)) => ix.contains(&i),
+                    _ => true,
+                };
+                if heard && p.refresh_presence() != before {
+                    changed.push(p.device().clone());
+                }
+            }
+            if !changed.is_empty() {
+                return Some(changed);
+            }
+        }
+    }
+
+    /// Ends [`Kernel::wait_ports`].
+    pub(crate) fn stop(&self) {
+        netadm_kernel::wake(&self.stop);
+    }
+
+    /// Brings every kernel device configuration `v` asks for into place
+    /// again, as at start — adopting what is there, making what is
+    /// missing, reporting what cannot be made — after ports' devices came
+    /// or went. Undoes nothing: what stands stays.
+    pub(crate) fn readopt(&self, v: &View<'_>, t: &mut Timing) -> Result<(), CoreError> {
+        let empty = netadm_config::LinkState::default();
+        let vf = View { hw: v.hw, st: &empty };
+        let (a, b) = self.touched(&vf, v);
+        let lowers = shaper::touched(&a, &b);
+        self.adopting.store(true, Ordering::SeqCst);
+        let res = self
+            .apply(&a, &b)
+            .and_then(|()| self.verify(&b))
+            .and_then(|()| self.shape(v, &lowers))
+            .and_then(|()| self.hook(&b));
+        self.adopting.store(false, Ordering::SeqCst);
+        t.phase("kernel-links");
+        res
+    }
+
+    /// The interface index of device `k` now, if it is there.
+    pub(crate) fn index_of(&self, k: &Key) -> Option<u32> {
+        self.find(k).ok().flatten().map(|l| l.index)
     }
 
     /// Its ports, as the machine's other ports.
     pub(crate) fn phys(&self) -> Vec<Arc<dyn PhysPort>> {
         self.ports.iter().map(|p| p.clone() as Arc<dyn PhysPort>).collect()
-    }
-
-    /// Kernel port `device`, if it is one.
-    pub(crate) fn port(&self, device: &str) -> Option<&KernelPort> {
-        self.ports.iter().find(|p| p.device().as_str() == device).map(|p| &**p)
     }
 
     /// Whether link `l` of `v` is the kernel's.
@@ -204,6 +271,13 @@ impl Kernel {
                 links.extend(v.vnics_over(u).into_iter().map(|n| Link::Vnic(n.clone())));
             }
         }
+        // A port something comes over comes up with it.
+        let over: Vec<Link> = links.iter().cloned().collect();
+        for l in &over {
+            for v in [vf, vt] {
+                links.extend(v.ports_under(l).into_iter().map(Link::Phys));
+            }
+        }
         // VNICs that tag with one VID over one link share its 802.1Q
         // device: all of them, so that it stays while one does.
         let tags: BTreeSet<(LinkName, u16)> = [vf, vt]
@@ -260,13 +334,24 @@ impl Kernel {
         if a == b {
             return Ok(());
         }
-        let res = self.apply(&a, &b).and_then(|()| self.verify(&b));
+        let lowers = shaper::touched(&a, &b);
+        let res = self
+            .unhook(&a, &b)
+            .and_then(|()| self.apply(&a, &b))
+            .and_then(|()| self.verify(&b))
+            .and_then(|()| self.shape(vt, &lowers))
+            .and_then(|()| self.hook(&b));
         t.phase("kernel-links");
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
             // is not there is nothing).
-            if let Err(u) = self.apply(&b, &a) {
+            if let Err(u) = self
+                .unhook(&b, &a)
+                .and_then(|()| self.apply(&b, &a))
+                .and_then(|()| self.shape(vf, &lowers))
+                .and_then(|()| self.hook(&a))
+            {
                 return Err(CoreError::hardware(format!(
                     "{}; and putting the kernel back failed: {}",
                     e.message, u.message
@@ -275,6 +360,60 @@ impl Kernel {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Brings the shapers on devices `lowers` to what `v` asks for
+    /// (`maxbw`, `priority`).
+    fn shape(&self, v: &View<'_>, lowers: &BTreeSet<String>) -> Result<(), CoreError> {
+        if lowers.is_empty() {
+            return Ok(());
+        }
+        let all = devices::devices(v, &self.ifnames, |_| true);
+        for (dev, shares) in shaper::shares(&all, lowers) {
+            let of = all.iter().find(|(k, _)| k.0.is_none() && k.1 == dev).map(|(_, d)| d);
+            let link = of.map_or(dev.as_str(), |d| d.link.as_str());
+            let line = of.map(|d| self.line(v, &d.of));
+            shaper::shape(&self.nl, &dev, link, line, &shares)?;
+        }
+        Ok(())
+    }
+
+    /// Before ifbs go: the bridge ends that redirect to them stop (a
+    /// redirect to a device that is gone drops every frame).
+    fn unhook(&self, a: &BTreeMap<Key, Dev>, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        for (k, d) in a {
+            if let What::Ifb { from } = &d.what
+                && b.get(k).is_none_or(|n| !n.same_device(d))
+            {
+                shaper::unhook(&self.nl, from)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each ifb of `b`: at its VNIC's `maxbw`, and its bridge end
+    /// redirecting to it.
+    fn hook(&self, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        for (k, d) in b {
+            if let What::Ifb { from } = &d.what
+                && let Some(PropValue::Bandwidth(bw)) = d.props.get(&PropName::Maxbw)
+            {
+                shaper::hook(&self.nl, from, &k.1, &d.link, Rate(*bw), d.mtu)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The line rate of link `l`: its ports' speeds, summed (0 when the
+    /// kernel knows none).
+    fn line(&self, v: &View<'_>, l: &Link) -> Rate {
+        let mbit: u64 = v
+            .ports_under(l)
+            .iter()
+            .filter_map(|d| self.ports.iter().find(|p| p.device() == d))
+            .map(|p| p.status().speed)
+            .sum();
+        Rate::mbit(mbit)
     }
 
     /// What `drive` would do (an apply's plan), one step per device.
@@ -392,9 +531,15 @@ impl Kernel {
             }
             None if d.what == What::Port => {
                 let why = format!("{}: the device is missing", k.1);
-                return self.refuse(k, why);
+                return self.refuse_missing(k, why);
             }
             None => {
+                if let Some(low) = d.lower()
+                    && self.find(&(None, low.to_owned()))?.is_none()
+                {
+                    let why = format!("{}: its lower device {low} is missing", k.1);
+                    return self.refuse_missing(k, why);
+                }
                 self.make(k, d)?;
                 self.find(k)?.ok_or_else(|| {
                     CoreError::hardware(format!("{}: made, but the kernel does not have it", k.1))
@@ -431,6 +576,12 @@ impl Kernel {
         Err(CoreError::exists(why))
     }
 
+    /// [`Kernel::refuse`], for a device that is missing (a NotFound
+    /// error of a verb).
+    fn refuse_missing(&self, k: &Key, why: String) -> Result<(), CoreError> {
+        self.refuse(k, why).map_err(|e| CoreError::not_found(e.message))
+    }
+
     /// Makes device `k`.
     fn make(&self, k: &Key, d: &Dev) -> Result<(), CoreError> {
         let opts = NewLink { mac: d.mac, mtu: Some(d.mtu), group: None, up: true };
@@ -446,6 +597,7 @@ impl Kernel {
                 .add_bond(&k.1, spec, &NewLink { up: false, ..opts })
                 .map_err(|e| named(&d.link, kerr(e))),
             What::Bridge => self.nl.add_bridge(&k.1, &opts).map_err(kerr),
+            What::Ifb { .. } => self.nl.add_ifb(&k.1, &opts).map_err(kerr),
             What::Vlan { lower: l, vid } => {
                 self.nl
                     .add_vlan(&k.1, lower(l)?, *vid, &opts)
@@ -564,6 +716,7 @@ fn kind_matches(l: &LinkDetail, d: &Dev) -> bool {
         What::Vlan { vid, .. } => l.kind == Some(LinkKind::Vlan) && l.vlan_id == Some(*vid),
         What::Macvlan { .. } => l.kind == Some(LinkKind::MacVlan),
         What::Veth { .. } => l.kind == Some(LinkKind::Veth),
+        What::Ifb { .. } => l.kind == Some(LinkKind::Ifb),
     }
 }
 
@@ -576,6 +729,7 @@ fn describe(d: &Dev) -> String {
         What::Vlan { lower, vid } => format!("VLAN {vid} over {lower}"),
         What::Macvlan { lower } => format!("a macvlan over {lower}"),
         What::Veth { bridge, .. } => format!("a veth into {bridge}"),
+        What::Ifb { from } => format!("an ifb shaping what {from} receives"),
     }
 }
 

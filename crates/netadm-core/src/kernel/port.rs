@@ -16,8 +16,6 @@ use crate::ports::{EtherModes, PhysPort, PortCaps, PortCounters, PortStatus};
 struct Seen {
     index: u32,
     mac: [u8; 6],
-    /// Its bus address (`0000:03:00.0`), for a NIC on a bus.
-    bus: String,
 }
 
 /// One kernel port.
@@ -48,10 +46,13 @@ fn missing_caps() -> PortCaps {
         max_mtu: 65535,
         rings: 0,
         ring_groups: false,
+        channels: false,
         vlan_filters: 0,
         moderation: vec![],
         offloads: Offloads::default(),
         backend: "kernel",
+        factory_macs: false,
+        aggregates_with: "kernel".into(),
     }
 }
 
@@ -85,11 +86,6 @@ impl KernelPort {
         self.seen.read().unwrap().as_ref().map(|s| s.index)
     }
 
-    /// Its device's bus address, where it has one.
-    pub(crate) fn bus(&self) -> String {
-        self.seen.read().unwrap().as_ref().map(|s| s.bus.clone()).unwrap_or_default()
-    }
-
     /// Reads the device again (at start, and when the kernel says it came
     /// or went); whether it is there.
     pub(crate) fn refresh(&self) -> bool {
@@ -110,6 +106,12 @@ impl KernelPort {
         }
     }
 
+    /// [`KernelPort::refresh`], returning the device's index now.
+    pub(crate) fn refresh_presence(&self) -> Option<u32> {
+        self.refresh();
+        self.index()
+    }
+
     fn read(&self) -> Result<(Seen, PortCaps), KernelError> {
         let l = self.nl.link_named(&self.interface)?;
         let dev = self.interface.as_str();
@@ -126,6 +128,7 @@ impl KernelPort {
             max_mtu: l.max_mtu.unwrap_or(65535),
             rings: u16::try_from(rings).unwrap_or(u16::MAX),
             ring_groups: false,
+            channels: rings > 1,
             vlan_filters: 0,
             moderation: vec![],
             offloads: Offloads {
@@ -134,10 +137,11 @@ impl KernelPort {
                 rx_csum: has(Offload::RxChecksum),
             },
             backend: "kernel",
+            factory_macs: false,
+            aggregates_with: "kernel".into(),
         };
-        let bus = l.parent.map(|(_, addr)| addr).unwrap_or_default();
         let mac = l.perm_mac.or(l.mac).unwrap_or_default();
-        Ok((Seen { index: l.index, mac, bus }, caps))
+        Ok((Seen { index: l.index, mac }, caps))
     }
 
     /// A counter of the device from sysfs (`statistics/NAME`).
@@ -152,6 +156,10 @@ impl KernelPort {
 impl PhysPort for KernelPort {
     fn device(&self) -> &LinkName {
         &self.device
+    }
+
+    fn interface(&self) -> String {
+        self.interface.clone()
     }
 
     fn mac(&self) -> MacAddr {
@@ -209,8 +217,11 @@ impl PhysPort for KernelPort {
         EtherModes { autoneg: modes.and_then(|m| m.autoneg), ..EtherModes::default() }
     }
 
-    /// Its bus address (`0000:03:00.0`); none for a virtual device.
+    /// Its bus address as ethtool's driver info gives it (`0000:03:00.0`);
+    /// none for a virtual device (a veth has none) or a missing one.
     fn location(&self) -> Option<String> {
-        Some(self.bus()).filter(|b| !b.is_empty())
+        self.index()?;
+        let bus = self.eth.driver_info(&self.interface).ok()?.bus;
+        Some(bus).filter(|b| !b.is_empty() && b != "N/A")
     }
 }

@@ -29,7 +29,7 @@ fn fmt_mac(m: [u8; 6]) -> String {
 
 /// Reads interface `n`'s device back and compares it with what the mirror
 /// set; `None` when it is as set.
-pub(crate) fn evaluate(n: &LinkName, i: &MirrorIf) -> Option<Drift> {
+pub(crate) fn evaluate(_n: &LinkName, i: &MirrorIf) -> Option<Drift> {
     if let Some(z) = &i.ns
         && !z.ns.present()
     {
@@ -54,7 +54,7 @@ pub(crate) fn evaluate(n: &LinkName, i: &MirrorIf) -> Option<Drift> {
         }
     };
     let mut d = Drift::default();
-    if k.name != n.as_str() {
+    if k.name != i.dev {
         d.diffs.push(format!("renamed {}", k.name));
     }
     if !k.up {

@@ -22,9 +22,17 @@ pub(crate) struct MirrorIf {
     /// Whether it has an addrconf address object: the kernel's SLAAC
     /// addresses are then its own, not drift.
     pub(crate) addrconf: bool,
-    /// `None`: the device could not be made, its zone being gone (the
-    /// interface is reported missing until `refresh-if` makes it).
+    /// The TAP netadm made for it over one of netadm's links; `None` over
+    /// a kernel link (its device is the link's own: `attached`), or when
+    /// the device could not be made, its zone being gone (the interface is
+    /// reported missing until `refresh-if` makes it).
     pub(crate) tap: Option<Arc<Tap>>,
+    /// Its device is a kernel link's own (a kernel port, a macvlan, ...):
+    /// netadm configures its IP, not the device.
+    pub(crate) attached: bool,
+    /// Its kernel device's name: its TAP's (the link's name), or the
+    /// kernel link's device (`eth0` under link `net0`).
+    pub(crate) dev: String,
     /// The connection its device is configured over: the daemon's, or its
     /// zone's.
     pub(crate) nl: Arc<Netlink>,
@@ -46,6 +54,13 @@ pub(crate) struct MirrorIf {
     pub(crate) switch: Arc<VSwitch>,
     pub(crate) stop: std::os::fd::OwnedFd,
     pub(crate) reader: Option<JoinHandle<()>>,
+}
+
+impl MirrorIf {
+    /// Whether it has a device to configure.
+    pub(crate) fn present(&self) -> bool {
+        self.tap.is_some() || self.attached
+    }
 }
 
 impl Drop for MirrorIf {

@@ -129,6 +129,13 @@ impl Mirror {
     /// Lets go of interface `name`'s device (`refresh-if`): the caller
     /// drops it (stopping its DHCP clients and reader), not under the
     /// interfaces' lock.
+    /// The interface index of interface `name`'s device, as last made or
+    /// found (`None`: unknown, or missing).
+    pub(crate) fn index_of(&self, name: &LinkName) -> Option<u32> {
+        let ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        ifs.get(name).map(|i| i.index).filter(|i| *i != 0)
+    }
+
     pub(crate) fn forget(&self, name: &LinkName) -> Option<MirrorIf> {
         let mut ifs = self.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         ifs.remove(name)
@@ -177,7 +184,11 @@ impl Mirror {
     /// The kernel device of an interface, if one was made.
     pub(crate) fn device(&self, name: &LinkName) -> Option<String> {
         self.ifs.lock().unwrap_or_else(PoisonError::into_inner).get(name).and_then(|i| {
-            let tap = i.tap.as_ref()?.name();
+            let tap = match &i.tap {
+                Some(t) => t.name(),
+                None if i.attached => i.dev.as_str(),
+                None => return None,
+            };
             Some(match &i.zone {
                 Some(z) => format!("{tap}@{z}"),
                 None => tap.to_owned(),
@@ -225,22 +236,22 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
 /// it made removed: the kernel keeps them otherwise).
 /// Turns the kernel's router advertisements and SLAAC off on a device just
 /// made (without IPv6 there is nothing to turn off).
-fn slaac_off(n: &LinkName) {
+fn slaac_off(dev: &str) {
     for key in ["accept_ra", "autoconf"] {
-        match sysctl::set(sysctl::Family::V6, n.as_str(), key, "0") {
+        match sysctl::set(sysctl::Family::V6, dev, key, "0") {
             Ok(()) | Err(KernelError::NotFound { .. }) => {}
             // A read-only /proc/sys (some containers): the interface
             // works, router advertisements may add addresses (drift will
             // say so).
-            Err(e) => tracing::warn!(interface = %n, "cannot turn off SLAAC: {e}"),
+            Err(e) => tracing::warn!(interface = %dev, "cannot turn off SLAAC: {e}"),
         }
     }
 }
 
-fn addrconf(nl: &Netlink, n: &LinkName, i: &mut MirrorIf, on: bool) -> Result<(), CoreError> {
+fn addrconf(nl: &Netlink, i: &mut MirrorIf, on: bool) -> Result<(), CoreError> {
     let v = if on { "1" } else { "0" };
     for key in ["accept_ra", "autoconf"] {
-        sysctl::set(sysctl::Family::V6, n.as_str(), key, v).map_err(kerr)?;
+        sysctl::set(sysctl::Family::V6, &i.dev, key, v).map_err(kerr)?;
     }
     i.addrconf = on;
     if !on {
@@ -303,6 +314,67 @@ pub(crate) trait LinkTx {
 }
 
 impl Mirror {
+    /// Interface `n` on kernel link `l`, whose device `dev` lives in
+    /// `zone`: its IP goes on that device (no TAP, no reader: the kernel
+    /// carries its frames). A device that is not there (its port's is
+    /// missing, its zone gone) is, with `tolerate` (at start, or an
+    /// interface the change does not add), reported missing; otherwise an
+    /// error.
+    fn attach(
+        &self,
+        n: &LinkName,
+        l: &crate::Link,
+        vt: &View<'_>,
+        zone: Option<String>,
+        dev: String,
+        tolerate: bool,
+    ) -> Result<MirrorIf, CoreError> {
+        let found = (|| {
+            let ns = zone.as_deref().map(|z| self.zone(z)).transpose()?;
+            let nl = ns.as_ref().map_or_else(|| self.nl.clone(), |z| z.nl.clone());
+            let index = nl.index(&dev)?;
+            let mac = nl.link(index)?.mac;
+            match &ns {
+                None => slaac_off(&dev),
+                Some(z) => z.ns.run(|| slaac_off(&dev))?,
+            }
+            nl.set_link(index, Some(true), None)?;
+            Ok::<_, KernelError>((ns, nl, index, mac))
+        })();
+        let stop = netadm_kernel::eventfd().map_err(kerr)?;
+        let (ns, nl, index, mac, drift) = match found {
+            Ok((ns, nl, index, mac)) => (ns, nl, index, mac, None),
+            Err(e) if tolerate => {
+                let why = format!("device {dev}: {e}; it is configured when it is back");
+                tracing::warn!(interface = %n, "IP interface not configured: {why}");
+                let drift = Drift { missing: true, diffs: vec![why], absent: vec![] };
+                (None, self.nl.clone(), 0, [0; 6], Some(drift))
+            }
+            Err(e) => return Err(kerr(e)),
+        };
+        Ok(MirrorIf {
+            attached: index != 0,
+            dev,
+            switch: Arc::default(),
+            dhcp: BTreeMap::new(),
+            leased: Default::default(),
+            addrconf: false,
+            tap: None,
+            nl,
+            zone,
+            ns,
+            index,
+            mac,
+            vid: vid_of(vt, l),
+            want_mtu: ifmtu(vt, n, l),
+            want_addrs: vec![],
+            drift,
+            offload: (false, false),
+            stop,
+            reader: None,
+        })
+    }
+
     /// Before the rings change: an interface whose MTU shrinks gets it in
     /// the kernel first, so the stack stops making frames the new MTU does
     /// not allow while the rings still carry the old size; the frames it
@@ -314,7 +386,7 @@ impl Mirror {
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
         for n in touched(vf, vt, &*ifs) {
-            let Some(i) = ifs.get_mut(&n).filter(|i| i.tap.is_some()) else { continue };
+            let Some(i) = ifs.get_mut(&n).filter(|i| i.present()) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
@@ -357,7 +429,7 @@ impl Mirror {
         // Addresses that go, then interfaces that go.
         // (A static address marked down goes from the kernel too.)
         for (obj, a, b) in from.address.diff(&to.address) {
-            let (Some(a), Some(i)) = (a, ifs.get_mut(obj.interface()).filter(|i| i.tap.is_some()))
+            let (Some(a), Some(i)) = (a, ifs.get_mut(obj.interface()).filter(|i| i.present()))
             else {
                 continue;
             };
@@ -370,7 +442,7 @@ impl Mirror {
                 }
                 if a.kind == AddrType::Addrconf {
                     let nl = i.nl.clone();
-                    addrconf(&nl, obj.interface(), i, false)?;
+                    addrconf(&nl, i, false)?;
                 }
                 continue;
             }
@@ -419,6 +491,12 @@ impl Mirror {
         let replay = from.vnic.is_empty() && from.interface.is_empty();
         for n in come {
             let l = vt.require(n.as_str())?;
+            if let Some((zone, dev)) = txs.kernel_device(&vt, &l) {
+                let i =
+                    m.attach(n, &l, &vt, zone, dev, replay || from.interface.contains_key(n))?;
+                ifs.insert(n.clone(), i);
+                continue;
+            }
             let sw =
                 vt.switch_of(&l).ok_or_else(|| CoreError::internal(format!("{n}: no link")))?;
             let (tx, local, mac) = match (&sw, &l) {
@@ -464,8 +542,8 @@ impl Mirror {
                         // (/proc/sys/net is the namespace of the thread
                         // that opens it: a zone's is written from there.)
                         match &ns {
-                            None => slaac_off(n),
-                            Some(z) => z.ns.run(|| slaac_off(n)).map_err(kerr)?,
+                            None => slaac_off(n.as_str()),
+                            Some(z) => z.ns.run(|| slaac_off(n.as_str())).map_err(kerr)?,
                         }
                         #[cfg(feature = "failpoints")]
                         fail::fail_point!("core.kernel.tap", |_| Err(CoreError::hardware(
@@ -487,6 +565,8 @@ impl Mirror {
                 };
             let (want_mtu, want_addrs) = (ifmtu(&vt, n, &l), vec![]);
             let i = MirrorIf {
+                attached: false,
+                dev: n.to_string(),
                 switch,
                 dhcp: BTreeMap::new(),
                 leased: Default::default(),
@@ -512,19 +592,23 @@ impl Mirror {
         for n in &touched {
             let Some(i) = ifs.get_mut(n) else { continue };
             let Some(l) = vt.resolve(n.as_str()) else { continue };
-            let Some(itap) = i.tap.clone() else { continue };
-            let offload = offloads(&vt, &l);
-            if offload != i.offload {
-                itap.set_offload(offload.0, offload.1).map_err(kerr)?;
-                i.offload = offload;
+            if !i.present() {
+                continue;
             }
-            i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap)));
-            let under = vt.ports_under(&l);
-            for p in vt.hw.ports() {
-                if under.contains(&p.device) {
-                    p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&itap)));
-                } else {
-                    p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
+            if let Some(itap) = i.tap.clone() {
+                let offload = offloads(&vt, &l);
+                if offload != i.offload {
+                    itap.set_offload(offload.0, offload.1).map_err(kerr)?;
+                    i.offload = offload;
+                }
+                i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap)));
+                let under = vt.ports_under(&l);
+                for p in vt.hw.ports() {
+                    if under.contains(&p.device) {
+                        p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&itap)));
+                    } else {
+                        p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
+                    }
                 }
             }
             let mtu = ifmtu(&vt, n, &l);
@@ -540,11 +624,11 @@ impl Mirror {
             // device just made has the kernel's defaults.
             if let Some(c) = vt.st.interface.get(n) {
                 let before = if made.contains(n) { None } else { vf.st.interface.get(n) };
-                crate::mirror::ifprop::apply(n.as_str(), before, c, vt.mtu(&l), mtu_changed)?;
+                crate::mirror::ifprop::apply(&i.dev, before, c, vt.mtu(&l), mtu_changed)?;
             }
         }
         for (obj, a, b) in from.address.diff(&to.address) {
-            let (Some(b), Some(i)) = (b, ifs.get_mut(obj.interface()).filter(|i| i.tap.is_some()))
+            let (Some(b), Some(i)) = (b, ifs.get_mut(obj.interface()).filter(|i| i.present()))
             else {
                 continue;
             };
@@ -573,7 +657,7 @@ impl Mirror {
                 }
                 if b.kind == AddrType::Addrconf {
                     let nl = i.nl.clone();
-                    addrconf(&nl, obj.interface(), i, true)?;
+                    addrconf(&nl, i, true)?;
                 }
                 continue;
             }
@@ -584,12 +668,17 @@ impl Mirror {
                 fail::fail_point!("core.kernel.addr", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.addr"
                 )));
-                i.nl.add_addr(i.index, ip, p).map_err(|e| match e {
-                    KernelError::Exists { .. } => {
-                        CoreError::exists(format!("{ip} is already present in the kernel"))
+                match i.nl.add_addr(i.index, ip, p) {
+                    // A kernel link's device keeps its addresses when
+                    // netadmd stops: the one it had is taken up.
+                    Err(KernelError::Exists { .. }) if i.attached => {}
+                    Err(KernelError::Exists { .. }) => {
+                        return Err(CoreError::exists(format!(
+                            "{ip} is already present in the kernel"
+                        )));
                     }
-                    e => kerr(e),
-                })?;
+                    r => r.map_err(kerr)?,
+                }
             }
             // Deprecated: preferred for 0 s, valid for ever (a fresh
             // address is not deprecated).

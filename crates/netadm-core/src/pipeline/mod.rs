@@ -83,6 +83,35 @@ pub(crate) struct Change {
     pub same: bool,
 }
 
+/// An operation the pipeline runs: how the history and the errors name
+/// it, and how its change is made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Op<'a> {
+    /// The verb (`create-vnic`, `apply`).
+    pub name: &'a str,
+    /// What it acts on: a verb's first argument (a link, IP interface,
+    /// address object or protocol).
+    pub subject: &'a str,
+    /// Whether it changes the running configuration only (`-t`).
+    pub temporary: bool,
+    /// Whether the ports are read back after they changed
+    /// ([`Backend::verify`]).
+    pub verify: bool,
+}
+
+impl<'a> Op<'a> {
+    /// Verb `name` on `subject`, persistent unless `temporary`.
+    pub fn verb(name: &'a str, subject: &'a str, temporary: bool) -> Self {
+        Self { name, subject, temporary, verify: false }
+    }
+
+    /// Operation `name` on `subject` (apply, rollback): persistent, its
+    /// ports read back.
+    pub fn read_back(name: &'a str, subject: &'a str) -> Self {
+        Self { name, subject, temporary: false, verify: true }
+    }
+}
+
 /// What a verb sees while it validates: the running configuration (as a
 /// view), the persistent one, and the operation's timing.
 pub(crate) struct Cx<'a> {
@@ -94,24 +123,26 @@ pub(crate) struct Cx<'a> {
     pub t: &'a mut Timing,
     /// VNICs by MAC address.
     pub macs: &'a Mutex<MacIndex>,
+    /// What the verb acts on ([`Op::subject`]).
+    pub subject: &'a str,
+    /// Whether the change is to the running configuration only.
+    pub temporary: bool,
 }
 
 impl Cx<'_> {
     /// Builds the change: `apply` on the running configuration, and on the
-    /// persistent one unless `temporary`. An object that exists only in the
+    /// persistent one unless temporary. A subject that exists only in the
     /// running configuration (it was created with `-t`) is changed there
     /// only, and the result says so; any other failure against the
     /// persistent configuration is an error (e.g. a persistent VNIC over a
     /// temporary aggregation).
     pub fn change(
         &mut self,
-        temporary: bool,
-        subject: &str,
         apply: impl Fn(&View<'_>) -> Result<LinkState, CoreError>,
     ) -> Result<Change, CoreError> {
-        let v = &self.v;
+        let (v, subject) = (&self.v, self.subject);
         let running = apply(v)?;
-        if temporary {
+        if self.temporary {
             return Ok(Change { running, persisted: None, same: false });
         }
         // Nothing temporary anywhere: the running configuration is the
@@ -134,6 +165,20 @@ impl Cx<'_> {
                 ..e
             }),
         }
+    }
+
+    /// [`Cx::change`] where `edit` changes a copy of each configuration
+    /// (a cheap one: its sections share their entries), checking what it
+    /// needs against the view of the original.
+    pub fn edit(
+        &mut self,
+        edit: impl Fn(&View<'_>, &mut LinkState) -> Result<(), CoreError>,
+    ) -> Result<Change, CoreError> {
+        self.change(|v| {
+            let mut st = v.st.clone();
+            edit(v, &mut st)?;
+            Ok(st)
+        })
     }
 }
 
@@ -289,19 +334,18 @@ impl Pipeline {
         res
     }
 
-    /// Runs one mutation through the pipeline. `f` validates and builds the
-    /// change; with `verify`, the ports are also read back after they
+    /// Runs one mutation `op` through the pipeline. `f` validates and builds
+    /// the change; with [`Op::verify`], the ports are also read back after they
     /// changed ([`Backend::verify`]), before anything persists: a mismatch
     /// is a failure like any other, and everything is put back.
     pub(crate) fn mutate(
         &self,
         b: &impl Backend,
-        op: &str,
-        subject: &str,
+        op: Op<'_>,
         progress: Progress<'_>,
-        verify: bool,
         f: impl FnOnce(&mut Cx<'_>) -> Result<Change, CoreError>,
     ) -> Result<Report, CoreError> {
+        let Op { name: op_name, subject, .. } = op;
         let _m = self.lock()?;
         let mut t = Timing::new();
         let cur = self.running();
@@ -309,14 +353,14 @@ impl Pipeline {
         // may have half applied.
         let next = Mutex::new(None);
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.mutate_locked(b, &mut t, progress, &next, verify, f)
+            self.mutate_locked(b, &mut t, progress, &next, op, f)
         }))
-        .unwrap_or_else(|p| Err(self.caught(b, op, subject, &*p, &cur, next)));
+        .unwrap_or_else(|p| Err(self.caught(b, op_name, subject, &*p, &cur, next)));
         // In step with whatever configuration runs now, new or old.
         b.settle(&View { hw: b.hardware(), st: &self.running() });
         let total = t.started.elapsed().as_micros() as u64;
-        let res = res.map(|()| t.finish(op));
-        self.record(&format!("{op} {subject}"), res.as_ref(), total);
+        let res = res.map(|()| t.finish(op_name));
+        self.record(&format!("{op_name} {subject}"), res.as_ref(), total);
         res
     }
 
@@ -376,14 +420,20 @@ impl Pipeline {
         t: &mut Timing,
         progress: Progress<'_>,
         next: &Mutex<Option<Arc<LinkState>>>,
-        verify: bool,
+        op: Op<'_>,
         f: impl FnOnce(&mut Cx<'_>) -> Result<Change, CoreError>,
     ) -> Result<(), CoreError> {
         let hw = b.hardware();
         let cur = self.running();
         let persisted = self.persisted();
-        let change =
-            f(&mut Cx { v: View { hw, st: &cur }, persisted: &persisted, t, macs: &self.macs })?;
+        let change = f(&mut Cx {
+            v: View { hw, st: &cur },
+            persisted: &persisted,
+            t,
+            macs: &self.macs,
+            subject: op.subject,
+            temporary: op.temporary,
+        })?;
         let running = Arc::new(change.running);
         *next.lock().unwrap_or_else(PoisonError::into_inner) = Some(running.clone());
         let (vf, vt) = (View { hw, st: &cur }, View { hw, st: &running });
@@ -415,7 +465,7 @@ impl Pipeline {
         }
         // (The kernel step reads back what it changed itself.)
         let after = b.kernel(&vf, &vt, t).and_then(|()| {
-            if verify {
+            if op.verify {
                 b.verify()?;
                 t.phase("verify");
             }

@@ -45,17 +45,20 @@ pub(crate) type Groups = BTreeMap<LinkName, Group>;
 
 /// How many dedicated rings a VNIC asks for (0: none).
 pub(crate) fn wanted(v: &View<'_>, vnic: &LinkName) -> u16 {
-    let link = Link::Vnic(vnic.clone());
+    rings_asked(v, &Link::Vnic(vnic.clone())).unwrap_or(0)
+}
+
+/// The larger of `link`'s `rxrings` and `txrings`, when either is set.
+pub(crate) fn rings_asked(v: &View<'_>, link: &Link) -> Option<u16> {
     [PropName::RxRings, PropName::TxRings]
         .into_iter()
         .filter_map(|n| {
-            v.props(&link)
+            v.props(link)
                 .and_then(|m| m.get(&n))
                 .and_then(|x| x.as_uint())
                 .and_then(|x| u16::try_from(x).ok())
         })
         .max()
-        .unwrap_or(0)
 }
 
 /// The ring groups `st` calls for: groups that stay keep their rings,
@@ -75,8 +78,7 @@ pub(crate) fn assign(hw: &Hardware, cur: &Groups, st: &LinkState) -> Result<Grou
                 "rxrings on {name}: a dedicated ring group needs a VNIC directly over a physical port"
             )));
         };
-        let port = hw.port(device.as_str()).expect("resolved");
-        if port.nic_caps().ring_groups == 0 {
+        if hw.port(device.as_str()).is_none_or(|p| p.nic_caps().ring_groups == 0) {
             return Err(CoreError::not_supported(format!(
                 "rxrings on {name}: {} has no ring groups",
                 conf.over

@@ -73,18 +73,7 @@ impl Ports {
         t: &mut Timing,
         progress: Progress<'_>,
     ) -> Result<(), CoreError> {
-        let ga = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        // Only VNICs with rxrings or txrings get a group (groups::wanted).
-        // While none has one, and the change adds or changes no VNIC that
-        // asks for one, there is nothing to assign, and no need to look at
-        // every VNIC's properties by name.
-        let (vf, vt) = (View { hw: &self.hw, st: from }, View { hw: &self.hw, st: to });
-        let gb = if !ga.is_empty() || delta::group_asked(&vf, &vt) {
-            groups::assign(&self.hw, &ga, to)?
-        } else {
-            Groups::new()
-        };
-        let (a, b) = self.plans_of_change(from, to, &ga, &gb);
+        let (ga, gb, a, b) = self.change_plans(from, to)?;
         match drive::drive(&self.hw, &a, &b, &ga, &gb, t, progress) {
             Ok(()) => {
                 *self.groups.lock().unwrap_or_else(PoisonError::into_inner) = gb;
@@ -117,6 +106,29 @@ impl Ports {
         drive::drive(&self.hw, &now, &want, &groups, &groups, &mut Timing::new(), &|_, _, _| {})?;
         *self.planned.lock().unwrap_or_else(PoisonError::into_inner) = Some((st.clone(), want));
         Ok(())
+    }
+
+    /// The ring groups and the port plans before and after a change from
+    /// `from` to `to`: `(before, after, plans before, plans after)`.
+    #[allow(clippy::type_complexity)]
+    fn change_plans(
+        &self,
+        from: &LinkState,
+        to: &LinkState,
+    ) -> Result<(Groups, Groups, Vec<PortPlan>, Vec<PortPlan>), CoreError> {
+        let ga = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // Only VNICs with rxrings or txrings get a group (groups::wanted).
+        // While none has one, and the change adds or changes no VNIC that
+        // asks for one, there is nothing to assign, and no need to look at
+        // every VNIC's properties by name.
+        let (vf, vt) = (View { hw: &self.hw, st: from }, View { hw: &self.hw, st: to });
+        let gb = if !ga.is_empty() || delta::group_asked(&vf, &vt) {
+            groups::assign(&self.hw, &ga, to)?
+        } else {
+            Groups::new()
+        };
+        let (a, b) = self.plans_of_change(from, to, &ga, &gb);
+        Ok((ga, gb, a, b))
     }
 
     /// The plans under `from` and `to`: from the plans cached for `from`
@@ -176,14 +188,7 @@ impl Ports {
     ) -> Result<Vec<PlanStep>, CoreError> {
         let mut steps = vec![];
         // Rings: each port from its plan now to its plan under `next`.
-        let ga = self.groups.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let (vf, vt) = (View { hw: &self.hw, st: cur }, View { hw: &self.hw, st: next });
-        let gb = if !ga.is_empty() || delta::group_asked(&vf, &vt) {
-            groups::assign(&self.hw, &ga, next)?
-        } else {
-            Groups::new()
-        };
-        let (a, b) = self.plans_of_change(cur, next, &ga, &gb);
+        let (_, _, a, b) = self.change_plans(cur, next)?;
         for ((p, a), b) in self.hw.ports().iter().zip(&a).zip(&b) {
             let (ra, rb) = (rings_of(a), rings_of(b));
             let stopped = ra.difference(&rb).count() as u32;

@@ -25,6 +25,9 @@ pub struct PortCaps {
     /// (`rxrings` on the VNIC), and whether its own `rxrings`/`txrings`
     /// apply.
     pub ring_groups: bool,
+    /// Whether its own `rxrings`/`txrings` set how many ring pairs
+    /// (channels) it runs.
+    pub channels: bool,
     /// Entries of its VLAN filter table (0: it has none).
     pub vlan_filters: u16,
     /// Its interrupt moderation knobs, by property name (`itr`, `rx-imt`,
@@ -36,6 +39,13 @@ pub struct PortCaps {
     /// or `kernel` (the kernel's driver). An aggregation's ports are all
     /// driven by one.
     pub backend: &'static str,
+    /// Whether it has factory MAC addresses of its own to give VNICs
+    /// (`create-vnic -m factory`).
+    pub factory_macs: bool,
+    /// What an aggregation's ports must share besides their backend:
+    /// netadm aggregates ports of one class (its driver's name); the
+    /// kernel bonds any of its ports (`kernel`).
+    pub aggregates_with: String,
 }
 
 impl PortCaps {
@@ -124,6 +134,11 @@ pub trait PhysPort: Send + Sync {
     fn device(&self) -> &LinkName;
     /// Its factory MAC address.
     fn mac(&self) -> MacAddr;
+    /// The device show-phys names: the port itself, or the kernel device
+    /// a kernel port is (`eth0`).
+    fn interface(&self) -> String {
+        self.device().to_string()
+    }
     /// What it can do (a kernel port's can change: its device can come
     /// and go).
     fn caps(&self) -> Arc<PortCaps>;

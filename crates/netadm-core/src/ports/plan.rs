@@ -64,17 +64,7 @@ pub(crate) fn plan(v: &View<'_>, p: &Port, in_use: bool, groups: &Groups) -> Por
     // rxrings/txrings on a port: how many ring pairs run (0 or
     // unset: all of them).
     let all = p.engine.ring_count();
-    let want = [PropName::RxRings, PropName::TxRings]
-        .into_iter()
-        .filter_map(|n| {
-            v.props(&link)
-                .and_then(|m| m.get(&n))
-                .and_then(|x| x.as_uint())
-                .and_then(|x| u16::try_from(x).ok())
-        })
-        .max()
-        .filter(|&n| n > 0)
-        .map_or(all, |n| n.min(all));
+    let want = super::groups::rings_asked(v, &link).filter(|&n| n > 0).map_or(all, |n| n.min(all));
     let mine: Vec<(u16, u16)> =
         groups.values().filter(|g| g.device == p.device).map(|g| (g.base, g.count)).collect();
     // The primary group keeps the rings below the VNICs' groups.

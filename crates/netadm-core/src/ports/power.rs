@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use netadm_atl1c::{Atl1c, Atl1cConfig};
-use netadm_config::{HardwareConfig, PortClass, PortConfig, Wire};
+use netadm_config::{HardwareConfig, PortClass, PortConfig, StubKind, Wire};
 use netadm_datapath::tx::TxMap;
 use netadm_datapath::{Classifier, StreamTable};
 use netadm_i40e::{I40e, I40eConfig};
@@ -79,10 +79,13 @@ fn port_caps(c: &Caps, rings: u16) -> PortCaps {
         max_mtu: c.max_mtu,
         rings,
         ring_groups: c.ring_groups > 0,
+        channels: c.ring_groups > 0,
         vlan_filters: c.vlan_filters,
         moderation: c.moderation.iter().map(|k| k.prop).collect(),
         offloads: c.offloads,
         backend: "netadm",
+        factory_macs: true,
+        aggregates_with: c.driver.to_owned(),
     }
 }
 
@@ -151,42 +154,22 @@ type Attach = fn(
 ) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The drivers netadm has, by the class the hardware configuration names
-/// a port with: the one place a class is named. Everything else the core
-/// asks of the driver itself ([`Caps`]).
-const DRIVERS: [(PortClass, Attach); 2] =
-    [(PortClass::I40e, attach_i40e), (PortClass::Atl1c, attach_atl1c)];
-
-fn attach_i40e(
-    name: &str,
-    p: &PortConfig,
-    wire: WireMode,
-    speed: u64,
-) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>> {
-    let mut c = I40eConfig { wire, speed_mbps: speed, ..I40eConfig::default() };
-    if let Some(q) = p.queue_pairs {
-        c.queue_pairs = q;
-    }
-    if let Some(v) = p.vectors {
-        c.vectors = v;
-    }
-    if let Some(r) = p.ring_size {
-        c.ring_size = r;
-    }
-    Ok(Arc::new(I40e::attach(name, &c)?))
-}
-
-fn attach_atl1c(
-    name: &str,
-    p: &PortConfig,
-    wire: WireMode,
-    speed: u64,
-) -> Result<Arc<dyn Nic>, Box<dyn std::error::Error + Send + Sync>> {
-    let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
-    if let Some(r) = p.ring_size {
-        c.ring_size = r;
-    }
-    Ok(Arc::new(Atl1c::attach(name, &c)?))
-}
+/// a port with, each with how it is attached: the one place a class is
+/// named. Everything else the core asks of the driver itself ([`Caps`]).
+const DRIVERS: [(PortClass, Attach); 2] = [
+    (PortClass::I40e, |name, p, wire, speed| {
+        let mut c = I40eConfig { wire, speed_mbps: speed, ..I40eConfig::default() };
+        c.queue_pairs = p.queue_pairs.unwrap_or(c.queue_pairs);
+        c.vectors = p.vectors.unwrap_or(c.vectors);
+        c.ring_size = p.ring_size.unwrap_or(c.ring_size);
+        Ok(Arc::new(I40e::attach(name, &c)?))
+    }),
+    (PortClass::Atl1c, |name, p, wire, speed| {
+        let mut c = Atl1cConfig { wire, speed_mbps: speed, ..Atl1cConfig::default() };
+        c.ring_size = p.ring_size.unwrap_or(c.ring_size);
+        Ok(Arc::new(Atl1c::attach(name, &c)?))
+    }),
+];
 
 /// Wraps a port's driver before its ring engine takes it over: for tests
 /// that inject faults (`netadm_nic::testing::FaultyNic`). Gets the port's
@@ -200,6 +183,8 @@ pub struct Hardware {
     ports: Vec<Port>,
     others: Vec<Arc<dyn PhysPort>>,
     streams: Arc<StreamTable>,
+    /// What a new etherstub is made of.
+    etherstub: StubKind,
 }
 
 impl std::fmt::Debug for Hardware {
@@ -242,7 +227,7 @@ impl Hardware {
                 })?;
             }
         }
-        Ok(Self { ports, others: vec![], streams })
+        Ok(Self { ports, others: vec![], streams, etherstub: cfg.etherstub_default() })
     }
 
     /// The machine with its other ports (kernel ports) too, as the backend
@@ -250,6 +235,12 @@ impl Hardware {
     pub fn with(mut self, others: Vec<Arc<dyn PhysPort>>) -> Self {
         self.others = others;
         self
+    }
+
+    /// What a new etherstub is made of (a kernel bridge, or netadm's own
+    /// switch), as the hardware configuration says.
+    pub fn etherstub_kind(&self) -> StubKind {
+        self.etherstub
     }
 
     /// The traffic streams every port's classifier feeds.

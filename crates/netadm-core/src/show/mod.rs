@@ -32,6 +32,7 @@ fn link_info(
     link: &Link,
     vnic: Option<&VnicConf>,
     over_mtu: &mut dyn FnMut(&LinkName) -> Option<u32>,
+    m: &Machine,
 ) -> LinkRow {
     // A VNIC's entry, looked up once (or given by a caller walking them).
     let vnic = match (link, vnic) {
@@ -68,7 +69,13 @@ fn link_info(
             l => l.class().to_string(),
         },
         mtu,
-        state: "up".into(),
+        // A kernel link whose device is not as configured (its port's is
+        // missing, another of its name is of another kind) is down.
+        state: match m.kernel.as_ref().and_then(|k| k.trouble(v, link)) {
+            Some(_) => "down",
+            None => "up",
+        }
+        .into(),
         over,
         member_of,
         persistent,
@@ -96,7 +103,7 @@ impl Reads<'_> {
     /// their ports counted. Ports and aggregations only: VNICs have no
     /// counters of their own here, and listing them would make this cost
     /// every VNIC.
-    pub(crate) fn stats(&self) -> Vec<crate::StatsRow> {
+    pub(crate) fn show_stats(&self) -> Vec<crate::StatsRow> {
         let v = self.view_of(&self.running);
         let ports = v.hw.phys().map(|p| (v.phys_name(p.device()), Link::Phys(p.device().clone())));
         ports
@@ -139,7 +146,7 @@ impl Reads<'_> {
                     .into(),
                     speed: s.speed,
                     duplex: s.duplex.into(),
-                    device: p.device().to_string(),
+                    device: p.interface(),
                     driver: p.caps().driver.clone(),
                     rings: p.caps().rings.into(),
                     rings_started: s.rings_started,
@@ -171,13 +178,11 @@ impl Reads<'_> {
         let aggrs = st.aggr.keys().map(|n| (n.clone(), Link::Aggr(n.clone())));
         let mut out: Vec<LinkRow> = ports
             .chain(aggrs)
-            .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu))
+            .map(|(name, link)| link_info(&v, &pv, &name, &link, None, &mut over_mtu, self.m))
             .collect();
-        out.extend(
-            st.vnic.iter().map(|(n, c)| {
-                link_info(&v, &pv, n, &Link::Vnic(n.clone()), Some(c), &mut over_mtu)
-            }),
-        );
+        out.extend(st.vnic.iter().map(|(n, c)| {
+            link_info(&v, &pv, n, &Link::Vnic(n.clone()), Some(c), &mut over_mtu, self.m)
+        }));
         out
     }
 
@@ -192,7 +197,7 @@ impl Reads<'_> {
             .iter()
             .filter_map(|n| {
                 let link = v.resolve(n)?;
-                Some(link_info(&v, &pv, &n.parse().ok()?, &link, None, &mut |_| None))
+                Some(link_info(&v, &pv, &n.parse().ok()?, &link, None, &mut |_| None, self.m))
             })
             .collect()
     }
@@ -432,7 +437,7 @@ impl Reads<'_> {
             | PropName::TxRingsEffective
             | PropName::RxRingsAvailable
             | PropName::TxRingsAvailable => {
-                caps.is_none_or(|c| c.ring_groups) && l.class() != LinkClass::Aggr
+                caps.is_none_or(|c| c.channels) && l.class() != LinkClass::Aggr
             }
             _ => true,
         }

@@ -4,22 +4,18 @@
 
 use std::collections::BTreeMap;
 
-use netadm_config::{AddrConf, AddrType, IfConf};
+use netadm_config::{AddrConf, AddrType, IfConf, LinkState};
 use netadm_model::{AddrObj, LinkName};
 
-use super::name;
+use super::{addr_obj, name, to_reset, to_set};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
 use crate::view::{Link, View};
 
 /// `create-if`.
-pub(crate) fn create_if(
-    cx: &mut Cx<'_>,
-    ifname: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
+pub(crate) fn create_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreError> {
     let n = name(ifname)?;
-    let res = cx.change(temporary, ifname, |v| {
+    cx.edit(|v, st| {
         if let Link::Etherstub(_) = v.require(ifname)? {
             return Err(CoreError::invalid_argument(format!(
                 "{ifname} is an etherstub; IP interfaces go on the VNICs over it"
@@ -33,28 +29,20 @@ pub(crate) fn create_if(
         if v.st.interface.contains_key(&n) {
             return Err(CoreError::exists(format!("IP interface {ifname} already exists")));
         }
-        let mut st = v.st.clone();
         st.interface.insert(n.clone(), IfConf::default());
-        Ok(st)
-    })?;
-    Ok(res)
+        Ok(())
+    })
 }
 
 /// `delete-if`: the interface and its addresses.
-pub(crate) fn delete_if(
-    cx: &mut Cx<'_>,
-    ifname: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
+pub(crate) fn delete_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreError> {
     let n = name(ifname)?;
-    cx.change(temporary, ifname, |v| {
+    cx.edit(|v, st| {
         if !v.st.interface.contains_key(&n) {
             return Err(CoreError::not_found(format!("IP interface {ifname} does not exist")));
         }
-        let mut st = v.st.clone();
-        st.interface.remove(&n);
-        st.address.retain(|a, _| a.interface() != &n);
-        Ok(st)
+        remove_if(st, &n);
+        Ok(())
     })
 }
 
@@ -64,15 +52,12 @@ pub(crate) fn create_addr(
     addrobj: &str,
     kind: &str,
     addr: &str,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    let obj: AddrObj = addrobj
-        .parse()
-        .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
+    let obj = addr_obj(addrobj)?;
     let kind: AddrType = kind.parse().map_err(CoreError::invalid_argument)?;
     let conf = AddrConf { kind, ..AddrConf::fixed(addr) };
     let fixed = conf.check().map_err(|e| CoreError::invalid_argument(e.to_string()))?;
-    cx.change(temporary, addrobj, |v| {
+    cx.edit(|v, st| {
         if !v.st.interface.contains_key(obj.interface()) {
             return Err(CoreError::not_found(format!(
                 "IP interface {} does not exist; create-if {} first",
@@ -104,28 +89,16 @@ pub(crate) fn create_addr(
                 kind.as_str()
             )));
         }
-        let mut st = v.st.clone();
         st.address.insert(obj.clone(), conf.clone());
-        Ok(st)
+        Ok(())
     })
 }
 
 /// `delete-addr`.
-pub(crate) fn delete_addr(
-    cx: &mut Cx<'_>,
-    addrobj: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
-    let obj: AddrObj = addrobj
-        .parse()
-        .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
-    cx.change(temporary, addrobj, |v| {
-        if !v.st.address.contains_key(&obj) {
-            return Err(CoreError::not_found(format!("address object {obj} does not exist")));
-        }
-        let mut st = v.st.clone();
-        st.address.remove(&obj);
-        Ok(st)
+pub(crate) fn delete_addr(cx: &mut Cx<'_>, addrobj: &str) -> Result<Change, CoreError> {
+    addr_prop(cx, addrobj, |st, obj| {
+        st.address.remove(obj);
+        Ok(())
     })
 }
 
@@ -135,22 +108,22 @@ pub(crate) fn set_if_prop(
     ifname: &str,
     proto: &str,
     props: &BTreeMap<String, String>,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let n = name(ifname)?;
-    if props.is_empty() {
-        return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
-    }
-    let defs: Vec<(&crate::mirror::ifprop::Def, &String)> = props
+    let defs: Vec<(&crate::mirror::ifprop::Def, &String)> = to_set(props)?
         .iter()
         .map(|(k, val)| Ok((crate::mirror::ifprop::Def::find(proto, k)?, val)))
         .collect::<Result<_, CoreError>>()?;
-    cx.change(temporary, ifname, |v| {
+    cx.edit(|v, st| {
         let link_mtu = if_link_mtu(v, &n, ifname)?;
         not_in_zone(v, &n, "set-ifprop")?;
-        let mut st = v.st.clone();
         let conf = st.interface.get_mut(&n).expect("checked");
         for (d, val) in &defs {
+            if d.key() == "ipv4.mtu" && v.resolve(ifname).is_some_and(|l| v.on_kernel(&l)) {
+                return Err(CoreError::not_supported(format!(
+                    "ipv4 mtu on {ifname}: the interface is the link's own kernel device, whose MTU is the link's: set-linkprop -p mtu={val} {ifname}"
+                )));
+            }
             let val = d.check(val, link_mtu)?;
             conf.props.insert(d.key(), val);
         }
@@ -162,7 +135,7 @@ pub(crate) fn set_if_prop(
                 "ipv6 mtu {m} is above the interface's MTU {v4} (ipv4 mtu)"
             )));
         }
-        Ok(st)
+        Ok(())
     })
 }
 
@@ -172,22 +145,14 @@ pub(crate) fn reset_if_prop(
     ifname: &str,
     proto: &str,
     names: &[String],
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let n = name(ifname)?;
-    if names.is_empty() {
-        return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
-    }
-    let keys: Vec<String> = names
-        .iter()
-        .map(|k| crate::mirror::ifprop::Def::find(proto, k).map(|d| d.key()))
-        .collect::<Result<_, CoreError>>()?;
-    cx.change(temporary, ifname, |v| {
+    let keys = reset_keys(names, |k| crate::mirror::ifprop::Def::find(proto, k).map(|d| d.key()))?;
+    cx.edit(|v, st| {
         if_link_mtu(v, &n, ifname)?;
-        let mut st = v.st.clone();
         let conf = st.interface.get_mut(&n).expect("checked");
         conf.props.retain(|k, _| !keys.contains(k));
-        Ok(st)
+        Ok(())
     })
 }
 
@@ -197,24 +162,19 @@ pub(crate) fn set_prop(
     cx: &mut Cx<'_>,
     proto: &str,
     props: &BTreeMap<String, String>,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    if props.is_empty() {
-        return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
-    }
-    let set: Vec<(String, String)> = props
+    let set: Vec<(String, String)> = to_set(props)?
         .iter()
         .map(|(k, val)| {
             let d = crate::mirror::proto::Def::find(proto, k)?;
             Ok((d.key(), d.check(val)?))
         })
         .collect::<Result<_, CoreError>>()?;
-    cx.change(temporary, proto, |v| {
-        let mut st = v.st.clone();
+    cx.edit(|_, st| {
         for (k, val) in &set {
             st.proto.insert(k.clone(), val.clone());
         }
-        Ok(st)
+        Ok(())
     })
 }
 
@@ -223,20 +183,21 @@ pub(crate) fn reset_prop(
     cx: &mut Cx<'_>,
     proto: &str,
     names: &[String],
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    if names.is_empty() {
-        return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
-    }
-    let keys: Vec<String> = names
-        .iter()
-        .map(|k| crate::mirror::proto::Def::find(proto, k).map(|d| d.key()))
-        .collect::<Result<_, CoreError>>()?;
-    cx.change(temporary, proto, |v| {
-        let mut st = v.st.clone();
+    let keys = reset_keys(names, |k| crate::mirror::proto::Def::find(proto, k).map(|d| d.key()))?;
+    cx.edit(|_, st| {
         st.proto.retain(|k, _| !keys.contains(k));
-        Ok(st)
+        Ok(())
     })
+}
+
+/// The stored keys of the properties a reset verb names (at least one),
+/// each found by `key`.
+fn reset_keys(
+    names: &[String],
+    key: impl Fn(&str) -> Result<String, CoreError>,
+) -> Result<Vec<String>, CoreError> {
+    to_reset(names)?.iter().map(|k| key(k)).collect()
 }
 
 /// `set-addrprop -p PROP=VALUE,... IF/TAG` (prefixlen, deprecated).
@@ -244,13 +205,9 @@ pub(crate) fn set_addr_prop(
     cx: &mut Cx<'_>,
     addrobj: &str,
     props: &BTreeMap<String, String>,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    addr_prop(cx, addrobj, temporary, |a| {
-        if props.is_empty() {
-            return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
-        }
-        props.iter().try_for_each(|(k, val)| crate::mirror::addrprop::set(a, k, val))
+    addr_conf(cx, addrobj, |a| {
+        to_set(props)?.iter().try_for_each(|(k, val)| crate::mirror::addrprop::set(a, k, val))
     })
 }
 
@@ -259,34 +216,35 @@ pub(crate) fn reset_addr_prop(
     cx: &mut Cx<'_>,
     addrobj: &str,
     names: &[String],
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    addr_prop(cx, addrobj, temporary, |a| {
-        if names.is_empty() {
-            return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
-        }
-        names.iter().try_for_each(|k| crate::mirror::addrprop::reset(a, k))
+    addr_conf(cx, addrobj, |a| {
+        to_reset(names)?.iter().try_for_each(|k| crate::mirror::addrprop::reset(a, k))
     })
 }
 
 /// A change `f` to address object `addrobj`'s entry; a new prefix
 /// must not make its address clash with another's.
+fn addr_conf(
+    cx: &mut Cx<'_>,
+    addrobj: &str,
+    f: impl Fn(&mut AddrConf) -> Result<(), CoreError>,
+) -> Result<Change, CoreError> {
+    addr_prop(cx, addrobj, |st, obj| f(st.address.get_mut(obj).expect("looked up")))
+}
+
+/// A change `f` to a configuration where address object `addrobj`
+/// exists.
 fn addr_prop(
     cx: &mut Cx<'_>,
     addrobj: &str,
-    temporary: bool,
-    f: impl Fn(&mut AddrConf) -> Result<(), CoreError>,
+    f: impl Fn(&mut LinkState, &AddrObj) -> Result<(), CoreError>,
 ) -> Result<Change, CoreError> {
-    let obj: AddrObj = addrobj
-        .parse()
-        .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
-    cx.change(temporary, addrobj, |v| {
-        let mut st = v.st.clone();
-        let Some(a) = st.address.get_mut(&obj) else {
+    let obj = addr_obj(addrobj)?;
+    cx.edit(|v, st| {
+        if !v.st.address.contains_key(&obj) {
             return Err(CoreError::not_found(format!("address object {obj} does not exist")));
-        };
-        f(a)?;
-        Ok(st)
+        }
+        f(st, &obj)
     })
 }
 
@@ -300,7 +258,7 @@ pub(crate) fn enable_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreErr
             "IP interface {ifname} has no persistent configuration to enable"
         )));
     };
-    cx.change(true, ifname, |v| {
+    cx.edit(|v, st| {
         if v.st.interface.contains_key(&n) {
             return Err(CoreError::exists(format!("IP interface {ifname} is already enabled")));
         }
@@ -310,7 +268,6 @@ pub(crate) fn enable_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreErr
                 "{ifname} is a port of {a}; it cannot carry an IP interface"
             )));
         }
-        let mut st = v.st.clone();
         st.interface.insert(n.clone(), conf.clone());
         for (o, a) in cx.persisted.address.iter().filter(|(o, _)| o.interface() == &n) {
             if let Some(ip) = a.fixed_addr()
@@ -327,7 +284,7 @@ pub(crate) fn enable_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreErr
         if !conf.props.is_empty() {
             not_in_zone(v, &n, "enable-if with interface properties")?;
         }
-        Ok(st)
+        Ok(())
     })
 }
 
@@ -345,15 +302,19 @@ pub(crate) fn disable_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreEr
              (delete-if -t removes it)"
         )));
     }
-    cx.change(true, ifname, |v| {
+    cx.edit(|v, st| {
         if !v.st.interface.contains_key(&n) {
             return Err(CoreError::not_found(format!("IP interface {ifname} is not enabled")));
         }
-        let mut st = v.st.clone();
-        st.interface.remove(&n);
-        st.address.retain(|a, _| a.interface() != &n);
-        Ok(st)
+        remove_if(st, &n);
+        Ok(())
     })
+}
+
+/// Removes interface `n` and its addresses from `st`.
+fn remove_if(st: &mut LinkState, n: &LinkName) {
+    st.interface.remove(n);
+    st.address.retain(|a, _| a.interface() != n);
 }
 
 /// The MTU of the link under IP interface `n`, which must exist.
@@ -379,27 +340,16 @@ fn not_in_zone(v: &View<'_>, ifname: &LinkName, what: &str) -> Result<(), CoreEr
 /// `up-addr` (`up` true) / `down-addr`: a static address marked up (in
 /// the kernel) or down (kept in the configuration, removed from the
 /// kernel).
-pub(crate) fn set_addr_up(
-    cx: &mut Cx<'_>,
-    addrobj: &str,
-    up: bool,
-    temporary: bool,
-) -> Result<Change, CoreError> {
-    let obj: AddrObj = addrobj
-        .parse()
-        .map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))?;
-    cx.change(temporary, addrobj, |v| {
-        let Some(a) = v.st.address.get(&obj) else {
-            return Err(CoreError::not_found(format!("address object {obj} does not exist")));
-        };
+pub(crate) fn set_addr_up(cx: &mut Cx<'_>, addrobj: &str, up: bool) -> Result<Change, CoreError> {
+    addr_prop(cx, addrobj, |st, obj| {
+        let a = st.address.get_mut(obj).expect("looked up");
         if a.kind != AddrType::Static {
             return Err(CoreError::invalid_argument(format!(
                 "address object {obj} is {}: only static addresses are marked up or down",
                 a.kind.as_str()
             )));
         }
-        let mut st = v.st.clone();
-        st.address.get_mut(&obj).expect("looked up").down = !up;
-        Ok(st)
+        a.down = !up;
+        Ok(())
     })
 }

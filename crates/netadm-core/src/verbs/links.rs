@@ -1,14 +1,15 @@
 //! The verbs of links and aggregations: create-aggr, modify-aggr,
 //! add-aggr, remove-aggr, delete-aggr, rename-link.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use netadm_config::AggrConf;
 use netadm_model::{AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr};
 
-use super::{arg, driver_of, name, no_dependents, port_free, require_aggr, unicast};
+use super::{arg, name, no_dependents, no_interface, not_taken, port_free, require_aggr, unicast};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
+use crate::view::check::check_members;
 use crate::view::{Link, View};
 
 /// `create-aggr`.
@@ -21,54 +22,29 @@ pub(crate) fn create_aggr(
     lacp_mode: &str,
     lacp_timer: &str,
     mac: &str,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let n = name(aggr)?;
-    if ports.is_empty() {
-        return Err(CoreError::invalid_argument(
-            "an aggregation needs at least one port (-l PORT)",
-        ));
-    }
-    let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
+    let ports = port_names(ports, "an aggregation needs at least one port (-l PORT)")?;
     if let Some(d) = ports.iter().enumerate().find(|(i, p)| ports[..*i].contains(p)) {
         return Err(CoreError::invalid_argument(format!("port {} given twice", d.1)));
     }
-    let policy =
-        if policy.is_empty() { AggrPolicy::default() } else { arg("policy (-P)", policy)? };
-    let lacp_mode =
-        if lacp_mode.is_empty() { LacpMode::default() } else { arg("LACP mode (-L)", lacp_mode)? };
-    let lacp_timer = if lacp_timer.is_empty() {
-        LacpTimer::default()
-    } else {
-        arg("LACP timer (-T)", lacp_timer)?
-    };
-    let mac = if mac.is_empty() { None } else { Some(unicast(arg("MAC address (-u)", mac)?)?) };
-    cx.change(temporary, aggr, |v| {
-        if v.taken(aggr) {
-            return Err(CoreError::exists(format!("link {aggr} already exists")));
-        }
-        let mut classes = BTreeSet::new();
+    let s = Settings::parse(policy, lacp_mode, lacp_timer, mac)?;
+    cx.edit(|v, st| {
+        not_taken(v, aggr)?;
         for p in &ports {
-            let d = port_free(v, p)?;
-            classes.insert(driver_of(v, &d).to_string());
+            port_free(v, p)?;
         }
-        if classes.len() > 1 {
-            return Err(CoreError::invalid_argument(format!(
-                "ports of one aggregation must be of one class; got {}",
-                classes.into_iter().collect::<Vec<_>>().join(" and ")
-            )));
-        }
-        let mut st = v.st.clone();
+        check_members(v, aggr, &ports)?;
         let conf = AggrConf {
             ports: ports.clone(),
-            policy,
-            lacp_mode,
-            lacp_timer,
-            mac,
+            policy: s.policy.unwrap_or_default(),
+            lacp_mode: s.mode.unwrap_or_default(),
+            lacp_timer: s.timer.unwrap_or_default(),
+            mac: s.mac,
             props: BTreeMap::new(),
         };
         st.aggr.insert(n.clone(), conf);
-        Ok(st)
+        Ok(())
     })
 }
 
@@ -80,68 +56,84 @@ pub(crate) fn modify_aggr(
     lacp_mode: &str,
     lacp_timer: &str,
     mac: &str,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let n = name(aggr)?;
-    let policy: Option<AggrPolicy> =
-        (!policy.is_empty()).then(|| arg("policy (-P)", policy)).transpose()?;
-    let mode: Option<LacpMode> =
-        (!lacp_mode.is_empty()).then(|| arg("LACP mode (-L)", lacp_mode)).transpose()?;
-    let timer: Option<LacpTimer> =
-        (!lacp_timer.is_empty()).then(|| arg("LACP timer (-T)", lacp_timer)).transpose()?;
-    let mac: Option<MacAddr> =
-        (!mac.is_empty()).then(|| arg("MAC address (-u)", mac).and_then(unicast)).transpose()?;
-    if policy.is_none() && mode.is_none() && timer.is_none() && mac.is_none() {
+    let s = Settings::parse(policy, lacp_mode, lacp_timer, mac)?;
+    if s == Settings::default() {
         return Err(CoreError::invalid_argument("nothing to modify: give -P, -L, -T or -u"));
     }
-    cx.change(temporary, aggr, |v| {
+    cx.edit(|v, st| {
         require_aggr(v, aggr)?;
-        let mut st = v.st.clone();
         let a = st.aggr.get_mut(&n).expect("checked");
-        if let Some(p) = policy {
-            a.policy = p;
-        }
-        if let Some(m) = mode {
-            a.lacp_mode = m;
-        }
-        if let Some(x) = timer {
-            a.lacp_timer = x;
-        }
-        if let Some(m) = mac {
-            a.mac = Some(m);
-        }
-        Ok(st)
+        a.policy = s.policy.unwrap_or(a.policy);
+        a.lacp_mode = s.mode.unwrap_or(a.lacp_mode);
+        a.lacp_timer = s.timer.unwrap_or(a.lacp_timer);
+        a.mac = s.mac.or(a.mac);
+        Ok(())
     })
 }
 
-/// `add-aggr`.
-pub(crate) fn add_aggr(
-    cx: &mut Cx<'_>,
-    aggr: &str,
-    ports: &[String],
-    temporary: bool,
-) -> Result<Change, CoreError> {
-    let n = name(aggr)?;
+/// An aggregation's settings as given (`-P`, `-L`, `-T`, `-u`; each
+/// `None` when not).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Settings {
+    policy: Option<AggrPolicy>,
+    mode: Option<LacpMode>,
+    timer: Option<LacpTimer>,
+    mac: Option<MacAddr>,
+}
+
+impl Settings {
+    /// Parses each setting that is not empty.
+    fn parse(policy: &str, mode: &str, timer: &str, mac: &str) -> Result<Self, CoreError> {
+        fn given<T>(
+            s: &str,
+            parse: impl FnOnce(&str) -> Result<T, CoreError>,
+        ) -> Result<Option<T>, CoreError> {
+            (!s.is_empty()).then(|| parse(s)).transpose()
+        }
+        Ok(Self {
+            policy: given(policy, |s| arg("policy (-P)", s))?,
+            mode: given(mode, |s| arg("LACP mode (-L)", s))?,
+            timer: given(timer, |s| arg("LACP timer (-T)", s))?,
+            mac: given(mac, |s| arg("MAC address (-u)", s).and_then(unicast))?,
+        })
+    }
+}
+
+/// Parses the port names of `-l`: at least one (`none` says so).
+fn port_names(ports: &[String], none: &'static str) -> Result<Vec<LinkName>, CoreError> {
     let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
     if ports.is_empty() {
-        return Err(CoreError::invalid_argument("no port to add (-l PORT)"));
+        return Err(CoreError::invalid_argument(none));
     }
-    cx.change(temporary, aggr, |v| {
+    Ok(ports)
+}
+
+/// `add-aggr`.
+pub(crate) fn add_aggr(cx: &mut Cx<'_>, aggr: &str, ports: &[String]) -> Result<Change, CoreError> {
+    let n = name(aggr)?;
+    let ports = port_names(ports, "no port to add (-l PORT)")?;
+    cx.edit(|v, st| {
         require_aggr(v, aggr)?;
-        let mut st = v.st.clone();
         let existing = st.aggr[&n].ports.clone();
-        let class = existing.first().and_then(|p| v.device_of(p)).map(|d| driver_of(v, &d));
         for p in &ports {
-            let d = port_free(v, p)?;
-            if class.as_ref().is_some_and(|c| *c != driver_of(v, &d)) {
-                return Err(CoreError::invalid_argument(format!(
-                    "{p} is not of the same class as {aggr}'s ports"
-                )));
-            }
+            port_free(v, p)?;
         }
+        let mut all = existing.clone();
+        all.extend(ports.iter().cloned());
+        check_members(v, aggr, &all).map_err(|e| match existing.first() {
+            // A class of its own: said as before.
+            Some(_) if e.message.starts_with("ports of one aggregation") => {
+                CoreError::invalid_argument(format!(
+                    "{} is not of the same class as {aggr}'s ports",
+                    ports.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                ))
+            }
+            _ => e,
+        })?;
         st.aggr.get_mut(&n).expect("checked").ports.extend(ports.iter().cloned());
-        crate::ports::vlan::check_room(&View { hw: v.hw, st: &st })?;
-        Ok(st)
+        crate::ports::vlan::check_room(&View { hw: v.hw, st })
     })
 }
 
@@ -150,16 +142,11 @@ pub(crate) fn remove_aggr(
     cx: &mut Cx<'_>,
     aggr: &str,
     ports: &[String],
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let n = name(aggr)?;
-    let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
-    if ports.is_empty() {
-        return Err(CoreError::invalid_argument("no port to remove (-l PORT)"));
-    }
-    cx.change(temporary, aggr, |v| {
+    let ports = port_names(ports, "no port to remove (-l PORT)")?;
+    cx.edit(|v, st| {
         require_aggr(v, aggr)?;
-        let mut st = v.st.clone();
         let a = st.aggr.get_mut(&n).expect("checked");
         for p in &ports {
             if !a.ports.contains(p) {
@@ -172,45 +159,28 @@ pub(crate) fn remove_aggr(
                 "{aggr} would have no ports left; delete-aggr {aggr} instead"
             )));
         }
-        Ok(st)
+        Ok(())
     })
 }
 
 /// `delete-aggr`.
-pub(crate) fn delete_aggr(
-    cx: &mut Cx<'_>,
-    aggr: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
+pub(crate) fn delete_aggr(cx: &mut Cx<'_>, aggr: &str) -> Result<Change, CoreError> {
     let n = name(aggr)?;
-    cx.change(temporary, aggr, |v| {
+    cx.edit(|v, st| {
         require_aggr(v, aggr)?;
         no_dependents(v, &n)?;
-        let mut st = v.st.clone();
         st.aggr.remove(&n);
-        Ok(st)
+        Ok(())
     })
 }
 
 /// `rename-link`.
-pub(crate) fn rename_link(
-    cx: &mut Cx<'_>,
-    old: &str,
-    new: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
+pub(crate) fn rename_link(cx: &mut Cx<'_>, old: &str, new: &str) -> Result<Change, CoreError> {
     let (o, n) = (name(old)?, name(new)?);
-    cx.change(temporary, old, |v| {
+    cx.edit(|v, st| {
         let link = v.require(old)?;
-        if v.taken(new) {
-            return Err(CoreError::exists(format!("link {new} already exists")));
-        }
-        if v.st.interface.contains_key(&o) {
-            return Err(CoreError::busy(format!(
-                "{old} has an IP interface; delete-if {old} first"
-            )));
-        }
-        let mut st = v.st.clone();
+        not_taken(v, new)?;
+        no_interface(v, &o)?;
         match &link {
             Link::Phys(d) => {
                 let e = st.phys.get_or_default(d.clone());
@@ -246,6 +216,6 @@ pub(crate) fn rename_link(
         for k in over {
             st.vnic.get_mut(&k).expect("listed").over = n.clone();
         }
-        Ok(st)
+        Ok(())
     })
 }

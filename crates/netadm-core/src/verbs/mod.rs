@@ -10,13 +10,20 @@ pub(crate) mod links;
 pub(crate) mod props;
 pub(crate) mod vnics;
 
-use netadm_model::{LinkName, MacAddr};
+use std::collections::BTreeMap;
+
+use netadm_model::{AddrObj, LinkClass, LinkName, MacAddr};
 
 use crate::CoreError;
 use crate::view::{Link, View};
 
 fn name(s: &str) -> Result<LinkName, CoreError> {
     Ok(s.parse::<LinkName>()?)
+}
+
+/// Parses address object name `s` (`IF/TAG`).
+fn addr_obj(s: &str) -> Result<AddrObj, CoreError> {
+    s.parse().map_err(|e: netadm_model::AddrObjError| CoreError::invalid_name(e.to_string()))
 }
 
 fn arg<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, CoreError>
@@ -42,9 +49,7 @@ fn port_free(v: &View<'_>, port: &LinkName) -> Result<LinkName, CoreError> {
         let names: Vec<&str> = vnics.iter().map(|n| n.as_str()).collect();
         return Err(CoreError::busy(format!("{port} has VNICs over it: {}", names.join(", "))));
     }
-    if v.st.interface.contains_key(port) {
-        return Err(CoreError::busy(format!("{port} has an IP interface; delete-if {port} first")));
-    }
+    no_interface(v, port)?;
     Ok(device)
 }
 
@@ -57,14 +62,26 @@ fn unicast(m: MacAddr) -> Result<MacAddr, CoreError> {
     Ok(m)
 }
 
-fn require_aggr(v: &View<'_>, aggr: &str) -> Result<(), CoreError> {
-    match v.require(aggr)? {
-        Link::Aggr(_) => Ok(()),
-        l => Err(CoreError::invalid_argument(format!(
-            "{aggr} is a link of class {}, not an aggregation",
+/// Resolves `link`, which must be of class `class` (`what` names one: "an
+/// aggregation").
+fn require_class(
+    v: &View<'_>,
+    link: &str,
+    class: LinkClass,
+    what: &str,
+) -> Result<Link, CoreError> {
+    let l = v.require(link)?;
+    if l.class() != class {
+        return Err(CoreError::invalid_argument(format!(
+            "{link} is a link of class {}, not {what}",
             l.class()
-        ))),
+        )));
     }
+    Ok(l)
+}
+
+fn require_aggr(v: &View<'_>, aggr: &str) -> Result<(), CoreError> {
+    require_class(v, aggr, LinkClass::Aggr, "an aggregation").map(drop)
 }
 
 fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
@@ -79,13 +96,37 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
             )));
         }
     }
+    no_interface(v, link)
+}
+
+/// Refuses while link `link` carries an IP interface.
+fn no_interface(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
     if v.st.interface.contains_key(link) {
         return Err(CoreError::busy(format!("{link} has an IP interface; delete-if {link} first")));
     }
     Ok(())
 }
 
-/// The driver of port `device` (ports of one aggregation share one).
-pub(crate) fn driver_of(v: &View<'_>, device: &LinkName) -> String {
-    v.hw.find(device.as_str()).map(|p| p.caps().driver.clone()).unwrap_or_default()
+/// Refuses name `link` for a new link when a link has it already.
+fn not_taken(v: &View<'_>, link: &str) -> Result<(), CoreError> {
+    if v.taken(link) {
+        return Err(CoreError::exists(format!("link {link} already exists")));
+    }
+    Ok(())
+}
+
+/// A set verb's property assignments (`-p prop=value`): at least one.
+fn to_set(props: &BTreeMap<String, String>) -> Result<&BTreeMap<String, String>, CoreError> {
+    if props.is_empty() {
+        return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
+    }
+    Ok(props)
+}
+
+/// A reset verb's property names (`-p prop`): at least one.
+fn to_reset(names: &[String]) -> Result<&[String], CoreError> {
+    if names.is_empty() {
+        return Err(CoreError::invalid_argument("no property to reset (-p prop)"));
+    }
+    Ok(names)
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use netadm_config::{LinkProps, LinkState};
 use netadm_model::{PropName, PropValue};
 
-use super::name;
+use super::{name, to_set};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
 use crate::view::{Link, View};
@@ -17,25 +17,24 @@ pub(crate) fn set_link_prop(
     cx: &mut Cx<'_>,
     link: &str,
     props: &BTreeMap<String, String>,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
-    if props.is_empty() {
-        return Err(CoreError::invalid_argument("no property to set (-p prop=value)"));
-    }
-    let props: Vec<(PropName, String)> = props
-        .iter()
-        .map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone())))
-        .collect::<Result<_, CoreError>>()?;
-    cx.change(temporary, link, |v| {
+    let props = prop_names(to_set(props)?)?;
+    cx.edit(|v, st| {
         let l = v.require(link)?;
-        let mut st = v.st.clone();
         for (p, val) in &props {
-            let view = View { hw: v.hw, st: &st };
+            let view = View { hw: v.hw, st };
             let parsed = check_prop(&view, link, &l, *p, val)?;
-            props_mut(&mut st, &l).insert(*p, parsed);
+            props_mut(st, &l).insert(*p, parsed);
         }
-        Ok(st)
+        Ok(())
     })
+}
+
+/// The property names of assignments `props`, parsed.
+pub(crate) fn prop_names(
+    props: &BTreeMap<String, String>,
+) -> Result<Vec<(PropName, String)>, CoreError> {
+    props.iter().map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone()))).collect()
 }
 
 /// `reset-linkprop`: every settable property when `names` is empty.
@@ -43,11 +42,10 @@ pub(crate) fn reset_link_prop(
     cx: &mut Cx<'_>,
     link: &str,
     names: &[String],
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let names: Vec<PropName> =
         names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
-    cx.change(temporary, link, |v| {
+    cx.change(|v| {
         let l = v.require(link)?;
         for p in &names {
             p.spec().check_class(l.class())?;
@@ -142,14 +140,26 @@ pub(crate) fn check_value(
     match prop {
         PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
         PropName::RxImt | PropName::TxImt | PropName::Itr => knob()?,
-        // Over netadm's own switch the TAP reader enforces them; a kernel
-        // bridge's VNICs are veth pairs netadm sends nothing through.
         PropName::Maxbw | PropName::Priority => {
+            // Over netadm's own etherstub both act on what the VNIC sends
+            // through its switch (the TAP reader enforces them); over a
+            // kernel etherstub maxbw is the VNIC's own shaper.
             if let Some(Link::Etherstub(e)) = v.switch_of(link)
-                && v.st.etherstub.get(&e).is_some_and(|c| c.kind == netadm_config::StubKind::Kernel)
+                && v.on_kernel(link)
+                && prop == PropName::Priority
             {
                 return Err(CoreError::not_supported(format!(
-                    "{prop} on {link_name}: etherstub {e} is a kernel bridge, whose traffic netadm does not carry"
+                    "priority on {link_name}: over kernel etherstub {e} each VNIC has a bridge port of its own, with no line shared to rank them on; maxbw applies"
+                )));
+            }
+            // Over kernel ports, frames are told apart by source MAC; an
+            // 802.1Q device sends with its port's.
+            if let Link::Vnic(n) = link
+                && v.on_kernel(link)
+                && v.st.vnic.get(n).is_some_and(|c| c.vlan)
+            {
+                return Err(CoreError::not_supported(format!(
+                    "{prop} on {link_name}: a VLAN over kernel ports sends with its port's MAC, so the kernel cannot shape it apart; set it on a VNIC over the VLAN"
                 )));
             }
         }
@@ -169,7 +179,7 @@ pub(crate) fn check_value(
             }
         }
         PropName::RxRings | PropName::TxRings => {
-            if let Some(c) = caps.filter(|c| !c.ring_groups) {
+            if let Some(c) = caps.filter(|c| !c.channels) {
                 return Err(CoreError::not_supported(format!(
                     "{link_name} has no ring groups ({}-class)",
                     c.driver

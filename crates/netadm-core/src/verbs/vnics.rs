@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 
 use netadm_config::{EtherstubConf, VnicConf};
-use netadm_model::{MacAddr, PropName, VlanId};
+use netadm_model::{LinkClass, LinkName, MacAddr, VlanId};
 
-use super::props::check_prop;
-use super::{arg, name, no_dependents, unicast};
+use super::props::{check_prop, prop_names};
+use super::{arg, name, no_dependents, no_interface, not_taken, require_class, unicast};
 use crate::CoreError;
 use crate::pipeline::{Change, Cx};
 use crate::view::{Link, View};
@@ -22,7 +22,6 @@ pub(crate) fn create_vnic(
     mac: &str,
     vid: u16,
     props: &BTreeMap<String, String>,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let v = cx.v;
     let n = name(vnic)?;
@@ -35,10 +34,7 @@ pub(crate) fn create_vnic(
         "factory" => ("factory", None),
         m => ("fixed", Some(unicast(arg("MAC address (-m)", m)?)?)),
     };
-    let props: Vec<(PropName, String)> = props
-        .iter()
-        .map(|(k, val)| Ok((k.parse::<PropName>()?, val.clone())))
-        .collect::<Result<_, CoreError>>()?;
+    let props = prop_names(props)?;
     let address = match (mode, fixed) {
         (_, Some(m)) => m,
         ("factory", _) => {
@@ -47,7 +43,13 @@ pub(crate) fn create_vnic(
                     "{over} has no factory MAC addresses (not a physical link)"
                 )));
             };
-            let base = v.hw.find(d.as_str()).expect("resolved").mac().0;
+            let port = v.hw.find(d.as_str()).expect("resolved");
+            if !port.caps().factory_macs {
+                return Err(CoreError::not_supported(format!(
+                    "{over} has no factory MAC addresses to give a VNIC: a VNIC over it is a macvlan of its device; use -m auto, random or an address"
+                )));
+            }
+            let base = port.mac().0;
             let nth = |i: u8| {
                 MacAddr([
                     base[0],
@@ -68,17 +70,8 @@ pub(crate) fn create_vnic(
         _ => random_mac(vnic),
     };
     let macs_index = cx.macs;
-    cx.change(temporary, vnic, |v| {
-        if v.taken(vnic) {
-            return Err(CoreError::exists(format!("link {vnic} already exists")));
-        }
-        let link = v.require(over)?;
-        check_over(v, over, &link, false)?;
-        if let Some(a) = v.aggr_of(&over_n) {
-            return Err(CoreError::busy(format!(
-                "{over} is a port of {a}; create the VNIC over {a}"
-            )));
-        }
+    cx.edit(|v, st| {
+        let link = new_over(v, vnic, over, &over_n, false)?;
         // The VNICs with this MAC, by index, not by walking them all.
         let holders = macs_index
             .lock()
@@ -95,19 +88,9 @@ pub(crate) fn create_vnic(
                 "MAC address {address} is already used by VNIC {other}"
             )));
         }
-        let mut st = v.st.clone();
-        st.vnic.insert(
-            n.clone(),
-            VnicConf {
-                over: over_n.clone(),
-                mac: address,
-                mac_mode: mode.to_owned(),
-                vid,
-                vlan: false,
-                props: BTreeMap::new(),
-            },
-        );
-        let view = View { hw: v.hw, st: &st };
+        let conf = VnicConf::new(over_n.clone(), address, mode, vid, false);
+        st.vnic.insert(n.clone(), conf);
+        let view = View { hw: v.hw, st };
         let vl = Link::Vnic(n.clone());
         let mut checked = BTreeMap::new();
         for (p, val) in &props {
@@ -117,42 +100,13 @@ pub(crate) fn create_vnic(
             }
         }
         st.vnic.get_mut(&n).expect("inserted").props = checked;
-        crate::ports::vlan::check_room(&View { hw: v.hw, st: &st })?;
-        Ok(st)
+        crate::ports::vlan::check_room(&View { hw: v.hw, st })
     })
 }
 
 /// `delete-vnic`.
-pub(crate) fn delete_vnic(
-    cx: &mut Cx<'_>,
-    vnic: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
-    let n = name(vnic)?;
-    cx.change(temporary, vnic, |v| {
-        match v.require(vnic)? {
-            Link::Vnic(_) if v.st.vnic[&n].vlan => {
-                return Err(CoreError::invalid_argument(format!(
-                    "{vnic} is a VLAN, not a VNIC; use delete-vlan"
-                )));
-            }
-            Link::Vnic(_) => {}
-            l => {
-                return Err(CoreError::invalid_argument(format!(
-                    "{vnic} is a link of class {}, not a VNIC",
-                    l.class()
-                )));
-            }
-        }
-        if v.st.interface.contains_key(&n) {
-            return Err(CoreError::busy(format!(
-                "{vnic} has an IP interface; delete-if {vnic} first"
-            )));
-        }
-        let mut st = v.st.clone();
-        st.vnic.remove(&n);
-        Ok(st)
-    })
+pub(crate) fn delete_vnic(cx: &mut Cx<'_>, vnic: &str) -> Result<Change, CoreError> {
+    delete_vnic_link(cx, vnic, false)
 }
 
 /// `create-vlan`: VLAN `vid` (1-4094) over physical link or aggregation
@@ -163,18 +117,13 @@ pub(crate) fn create_vlan(
     vlan: &str,
     over: &str,
     vid: u16,
-    temporary: bool,
 ) -> Result<Change, CoreError> {
     let n = name(vlan)?;
     let over_n = name(over)?;
     let vid = VlanId::try_from(vid)
         .map_err(|e| CoreError::invalid_argument(format!("VLAN id (-v): {e}")))?;
-    cx.change(temporary, vlan, |v| {
-        if v.taken(vlan) {
-            return Err(CoreError::exists(format!("link {vlan} already exists")));
-        }
-        let link = v.require(over)?;
-        check_over(v, over, &link, true)?;
+    cx.edit(|v, st| {
+        let link = new_over(v, vlan, over, &over_n, true)?;
         let mac = match &link {
             Link::Etherstub(_) | Link::Vnic(_) => unreachable!("refused by check_over"),
             Link::Aggr(a) => v.st.aggr[a].mac.map_or_else(
@@ -187,11 +136,6 @@ pub(crate) fn create_vlan(
             Link::Phys(d) => v.hw.find(d.as_str()).map(|p| p.mac()),
         };
         let mac = mac.ok_or_else(|| CoreError::internal(format!("{over}: no MAC")))?;
-        if let Some(a) = v.aggr_of(&over_n) {
-            return Err(CoreError::busy(format!(
-                "{over} is a port of {a}; create the VLAN over {a}"
-            )));
-        }
         if let Some((other, _)) =
             v.st.vnic.iter().find(|(_, c)| c.vlan && c.over == over_n && c.vid == Some(vid))
         {
@@ -199,95 +143,77 @@ pub(crate) fn create_vlan(
                 "VLAN {vid} over {over} already exists: {other}"
             )));
         }
-        let mut st = v.st.clone();
-        st.vnic.insert(
-            n.clone(),
-            VnicConf {
-                over: over_n.clone(),
-                mac,
-                mac_mode: "fixed".to_owned(),
-                vid: Some(vid),
-                vlan: true,
-                props: BTreeMap::new(),
-            },
-        );
-        crate::ports::vlan::check_room(&View { hw: v.hw, st: &st })?;
-        Ok(st)
+        st.vnic.insert(n.clone(), VnicConf::new(over_n.clone(), mac, "fixed", Some(vid), true));
+        crate::ports::vlan::check_room(&View { hw: v.hw, st })
     })
 }
 
 /// `delete-vlan`.
-pub(crate) fn delete_vlan(
-    cx: &mut Cx<'_>,
-    vlan: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
-    let n = name(vlan)?;
-    cx.change(temporary, vlan, |v| {
-        match v.require(vlan)? {
-            Link::Vnic(_) if v.st.vnic[&n].vlan => {}
-            Link::Vnic(_) => {
-                return Err(CoreError::invalid_argument(format!(
-                    "{vlan} is a VNIC, not a VLAN; use delete-vnic"
-                )));
-            }
-            l => {
-                return Err(CoreError::invalid_argument(format!(
-                    "{vlan} is a link of class {}, not a VLAN",
-                    l.class()
-                )));
-            }
-        }
-        if v.st.interface.contains_key(&n) {
-            return Err(CoreError::busy(format!(
-                "{vlan} has an IP interface; delete-if {vlan} first"
+pub(crate) fn delete_vlan(cx: &mut Cx<'_>, vlan: &str) -> Result<Change, CoreError> {
+    delete_vnic_link(cx, vlan, true)
+}
+
+/// Checks new link `link` (a VNIC, `vlan` false, or a VLAN) and what it
+/// goes over, `over`: no other link has its name, and [`check_over`];
+/// not a port of an aggregation (it goes over the aggregation).
+fn new_over(
+    v: &View<'_>,
+    link: &str,
+    over: &str,
+    over_n: &LinkName,
+    vlan: bool,
+) -> Result<Link, CoreError> {
+    not_taken(v, link)?;
+    let l = v.require(over)?;
+    check_over(v, over, &l, vlan)?;
+    if let Some(a) = v.aggr_of(over_n) {
+        let what = if vlan { "VLAN" } else { "VNIC" };
+        return Err(CoreError::busy(format!(
+            "{over} is a port of {a}; create the {what} over {a}"
+        )));
+    }
+    Ok(l)
+}
+
+/// Deletes VNIC (`vlan` false) or VLAN `link`; the other kind is refused
+/// with the verb that deletes it.
+fn delete_vnic_link(cx: &mut Cx<'_>, link: &str, vlan: bool) -> Result<Change, CoreError> {
+    let n = name(link)?;
+    let (what, other, verb) =
+        if vlan { ("VLAN", "VNIC", "delete-vnic") } else { ("VNIC", "VLAN", "delete-vlan") };
+    cx.edit(|v, st| {
+        require_class(v, link, LinkClass::Vnic, &format!("a {what}"))?;
+        if v.st.vnic[&n].vlan != vlan {
+            return Err(CoreError::invalid_argument(format!(
+                "{link} is a {other}, not a {what}; use {verb}"
             )));
         }
-        let mut st = v.st.clone();
+        no_interface(v, &n)?;
         st.vnic.remove(&n);
-        Ok(st)
+        Ok(())
     })
 }
 
 /// `create-etherstub`: a virtual switch with no port; the VNICs
 /// created over it reach only each other.
-pub(crate) fn create_etherstub(
-    cx: &mut Cx<'_>,
-    stub: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
+pub(crate) fn create_etherstub(cx: &mut Cx<'_>, stub: &str) -> Result<Change, CoreError> {
     let n = name(stub)?;
-    cx.change(temporary, stub, |v| {
-        if v.taken(stub) {
-            return Err(CoreError::exists(format!("link {stub} already exists")));
-        }
-        let mut st = v.st.clone();
-        st.etherstub.insert(n.clone(), EtherstubConf::default());
-        Ok(st)
+    cx.edit(|v, st| {
+        not_taken(v, stub)?;
+        let conf = EtherstubConf { kind: v.hw.etherstub_kind(), ..EtherstubConf::default() };
+        st.etherstub.insert(n.clone(), conf);
+        Ok(())
     })
 }
 
 /// `delete-etherstub`: refused while VNICs are over it.
-pub(crate) fn delete_etherstub(
-    cx: &mut Cx<'_>,
-    stub: &str,
-    temporary: bool,
-) -> Result<Change, CoreError> {
+pub(crate) fn delete_etherstub(cx: &mut Cx<'_>, stub: &str) -> Result<Change, CoreError> {
     let n = name(stub)?;
-    cx.change(temporary, stub, |v| {
-        match v.require(stub)? {
-            Link::Etherstub(_) => {}
-            l => {
-                return Err(CoreError::invalid_argument(format!(
-                    "{stub} is a link of class {}, not an etherstub",
-                    l.class()
-                )));
-            }
-        }
+    cx.edit(|v, st| {
+        require_class(v, stub, LinkClass::Etherstub, "an etherstub")?;
         no_dependents(v, &n)?;
-        let mut st = v.st.clone();
         st.etherstub.remove(&n);
-        Ok(st)
+        Ok(())
     })
 }
 

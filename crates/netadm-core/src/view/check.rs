@@ -56,6 +56,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
         if conf.ports.is_empty() {
             return Err(CoreError::invalid_argument(format!("aggregation {a} has no ports")));
         }
+        check_members(v, a.as_str(), &conf.ports)?;
         for p in &conf.ports {
             if !matches!(v.resolve(p.as_str()), Some(Link::Phys(_))) {
                 return Err(CoreError::not_found(format!(
@@ -240,6 +241,7 @@ fn check_aggr(
     if ports.is_empty() {
         return Err(CoreError::invalid_argument(format!("aggregation {a} has no ports")));
     }
+    check_members(vt, a.as_str(), ports)?;
     for p in ports {
         if !matches!(vt.resolve(p.as_str()), Some(Link::Phys(_))) {
             return Err(CoreError::not_found(format!(
@@ -291,6 +293,36 @@ fn check_interface(vt: &View<'_>, i: &LinkName) -> Result<(), CoreError> {
     }
     Ok(())
 }
+/// Whether `ports` (links) can be the ports of aggregation `a`: driven
+/// by one backend (all kernel ports, or all netadm's own), and, where
+/// netadm drives them, of one class.
+pub(crate) fn check_members(v: &View<'_>, a: &str, ports: &[LinkName]) -> Result<(), CoreError> {
+    let caps: Vec<(&LinkName, std::sync::Arc<crate::ports::PortCaps>)> = ports
+        .iter()
+        .filter_map(|p| Some((p, v.hw.find(v.device_of(p)?.as_str())?.caps())))
+        .collect();
+    let kind = |c: &crate::ports::PortCaps| {
+        if c.backend == "kernel" { "a kernel port" } else { "one of netadm's own ports" }
+    };
+    if let Some(((p, c), (q, d))) =
+        caps.iter().zip(caps.iter().skip(1)).find(|((_, c), (_, d))| c.backend != d.backend)
+    {
+        return Err(CoreError::invalid_argument(format!(
+            "aggregation {a}: {p} is {} and {q} is {}; an aggregation's ports are all kernel ports or all netadm's own",
+            kind(c),
+            kind(d)
+        )));
+    }
+    let classes: BTreeSet<&str> = caps.iter().map(|(_, c)| c.aggregates_with.as_str()).collect();
+    if classes.len() > 1 {
+        return Err(CoreError::invalid_argument(format!(
+            "ports of one aggregation must be of one class; got {}",
+            classes.into_iter().collect::<Vec<_>>().join(" and ")
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,26 +376,29 @@ mod tests {
         base.address.insert("vnic1/v4".parse().unwrap(), AddrConf::fixed("192.0.2.1/24"));
         let full = |st: &LinkState| check_state(&View { hw: &hw, st });
         full(&base).unwrap();
+        let check = |what: &str, edit: &dyn Fn(&mut LinkState)| {
+            let mut next = base.clone();
+            edit(&mut next);
+            let whole = full(&next).map_err(|e| e.kind);
+            let (vf, vt) = (View { hw: &hw, st: &base }, View { hw: &hw, st: &next });
+            let change = check_change(&vf, &vt).map_err(|e| e.kind);
+            assert_eq!(change, whole, "{what}");
+        };
+        // A VNIC added: (what, its name, what it is over).
+        for (what, name, over) in [
+            ("a VNIC over an aggregation (valid)", "vnic2", "aggr0"),
+            ("a VNIC over nothing", "vnic2", "nosuch0"),
+            ("a VNIC over a VNIC", "vnic2", "vnic0"),
+            ("a VNIC named as a port", "atl1c1", "atl1c0"),
+            ("a VNIC named as an aggregation", "aggr0", "atl1c0"),
+            ("a VNIC over an aggregation's port", "vnic2", "i40e0"),
+        ] {
+            check(what, &|s| {
+                s.vnic.insert(n(name), vnic(over, 2));
+            });
+        }
         type Edit = fn(&mut LinkState);
         let cases: &[(&str, Edit)] = &[
-            ("a VNIC over an aggregation (valid)", |s| {
-                s.vnic.insert(n("vnic2"), vnic("aggr0", 2));
-            }),
-            ("a VNIC over nothing", |s| {
-                s.vnic.insert(n("vnic2"), vnic("nosuch0", 2));
-            }),
-            ("a VNIC over a VNIC", |s| {
-                s.vnic.insert(n("vnic2"), vnic("vnic0", 2));
-            }),
-            ("a VNIC named as a port", |s| {
-                s.vnic.insert(n("atl1c1"), vnic("atl1c0", 2));
-            }),
-            ("a VNIC named as an aggregation", |s| {
-                s.vnic.insert(n("aggr0"), vnic("atl1c0", 2));
-            }),
-            ("a VNIC over an aggregation's port", |s| {
-                s.vnic.insert(n("vnic2"), vnic("i40e0", 2));
-            }),
             ("an aggregation removed under a VNIC", |s| {
                 s.aggr.remove("aggr0");
             }),
@@ -427,12 +462,7 @@ mod tests {
             }),
         ];
         for (what, edit) in cases {
-            let mut next = base.clone();
-            edit(&mut next);
-            let whole = full(&next).map_err(|e| e.kind);
-            let (vf, vt) = (View { hw: &hw, st: &base }, View { hw: &hw, st: &next });
-            let change = check_change(&vf, &vt).map_err(|e| e.kind);
-            assert_eq!(change, whole, "{what}");
+            check(what, edit);
         }
     }
 }

@@ -203,6 +203,27 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Whether link `l` is made of kernel devices: over kernel ports, or
+    /// a kernel etherstub, or a VNIC over either.
+    pub fn on_kernel(&self, l: &Link) -> bool {
+        let stub = |e: &LinkName| {
+            self.st.etherstub.get(e).is_some_and(|c| c.kind == netadm_config::StubKind::Kernel)
+        };
+        match l {
+            Link::Etherstub(e) => stub(e),
+            l => match self.switch_of(l) {
+                Some(Link::Etherstub(e)) => stub(&e),
+                _ => {
+                    let under = self.ports_under(l);
+                    !under.is_empty()
+                        && under.iter().all(|d| {
+                            self.hw.find(d.as_str()).is_some_and(|p| p.caps().backend == "kernel")
+                        })
+                }
+            },
+        }
+    }
+
     /// Every port device something uses (see [`View::port_in_use`]), in
     /// one pass: each distinct link VNICs sit over is resolved once, not
     /// once per VNIC.
