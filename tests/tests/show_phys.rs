@@ -9,21 +9,7 @@
 //! test's own (root): autonegotiation as ethtool says, and no bus address
 //! (a veth has none).
 
-use std::process::Command;
-
 use netadm_testkit::*;
-
-/// `dladm ARGS` against `bus` (the netadm binary under that name, in
-/// `links`); its stdout, which must come with success.
-fn dladm(links: &std::path::Path, bus: &Bus, args: &[&str]) -> String {
-    let out = Command::new(links.join("dladm"))
-        .env("NETADM_BUS", bus.address())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "dladm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn mac_slots_locations_and_ethernet_settings_of_emulated_ports() {
@@ -104,13 +90,14 @@ fn mac_slots_locations_and_ethernet_settings_of_emulated_ports() {
 
     // dladm: the same verbs under illumos's names and long options.
     let dir = tempfile::tempdir().unwrap();
-    let links = illumos_links(dir.path());
+    let dladm = Cli::with(illumos_links(dir.path()).join("dladm"), bus.address());
+    let dladm = |args: &[&str]| dladm.run(args).unwrap();
     assert_eq!(
-        dladm(&links, &bus, &["show-ether", "--extended", "--parsable", "--output=ptype", "i40e0"]),
+        dladm(&["show-ether", "--extended", "--parsable", "--output=ptype", "i40e0"]),
         "current\ncapable\nadv\npeeradv\n"
     );
     assert_eq!(
-        dladm(&links, &bus, &["show-phys", "--mac", "-p", "-o", "slot,client", "i40e1"]),
+        dladm(&["show-phys", "--mac", "-p", "-o", "slot,client", "i40e1"]),
         "primary:i40e1\n"
     );
 }
