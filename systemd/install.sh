@@ -16,6 +16,9 @@ install -Dm644 systemd/netadmd.service "$D/usr/lib/systemd/system/netadmd.servic
 install -Dm644 systemd/org.netadm.Netadm1.conf "$D/usr/share/dbus-1/system.d/org.netadm.Netadm1.conf"
 install -Dm644 systemd/org.netadm.Netadm1.service "$D/usr/share/dbus-1/system-services/org.netadm.Netadm1.service"
 install -Dm644 config/netadm.toml "$D/usr/share/netadm/netadm.toml"
+# The hardware configuration the unit names: the default, unless one is
+# there already (yours).
+[ -e "$D/etc/netadm/netadm.toml" ] || install -Dm644 config/netadm.toml "$D/etc/netadm/netadm.toml"
 install -Dm644 README.md "$D/usr/share/doc/netadm/README.md"
 if [ -z "$D" ]; then
   getent group netadm >/dev/null || groupadd --system netadm

@@ -35,6 +35,7 @@ pub enum Personality {
 /// dladm verbs netadm has, under the same names.
 const DLADM: &[&str] = &[
     "show-phys",
+    "show-ether",
     "show-link",
     "rename-link",
     "create-aggr",
@@ -58,9 +59,8 @@ const DLADM: &[&str] = &[
 ];
 
 /// dladm verbs netadm does not have yet.
-const DLADM_NOT_YET: &[&str] = &[
+pub(crate) const DLADM_NOT_YET: &[&str] = &[
     "up-vlan",
-    "show-ether",
     "up-aggr",
     "up-vnic",
     "delete-phys",
@@ -102,7 +102,7 @@ const DLADM_NOT_YET: &[&str] = &[
 ];
 
 /// ipadm verbs netadm has: (illumos name, netadm verb).
-const IPADM: &[(&str, &str)] = &[
+pub(crate) const IPADM: &[(&str, &str)] = &[
     ("create-ip", "create-if"),
     ("create-if", "create-if"),
     ("delete-ip", "delete-if"),
@@ -129,7 +129,7 @@ const IPADM: &[(&str, &str)] = &[
 ];
 
 /// ipadm verbs netadm does not have yet.
-const IPADM_NOT_YET: &[&str] = &[
+pub(crate) const IPADM_NOT_YET: &[&str] = &[
     "enable-addr",
     "disable-addr",
     "refresh-addr",
@@ -143,7 +143,7 @@ const IPADM_NOT_YET: &[&str] = &[
 
 /// illumos long options and the short ones netadm spells them with.
 /// `--parsable` is `-c` for `show-linkprop` (see [`long_option`]).
-const LONG: &[(&str, &str)] = &[
+pub(crate) const LONG: &[(&str, &str)] = &[
     ("temporary", "-t"),
     ("link", "-l"),
     ("mac-address", "-m"),
@@ -158,6 +158,9 @@ const LONG: &[(&str, &str)] = &[
     ("statistics", "-s"),
     ("lacp", "-L"),
     ("extended", "-x"),
+    // show-phys -m and -L.
+    ("mac", "-m"),
+    ("loc", "-L"),
     ("type", "-T"),
     ("address", "-a"),
     ("down", "-d"),

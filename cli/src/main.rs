@@ -7,9 +7,12 @@
 //! usage errors exit 2.
 
 mod apply;
+mod complete;
 mod demo;
 mod dispatch;
 mod error;
+#[cfg(feature = "gen")]
+mod generate;
 mod illumos;
 mod opresult;
 mod progress;
@@ -31,7 +34,13 @@ use crate::show::Rows;
 
 /// netadm: administer datalinks and IP interfaces through netadmd.
 #[derive(Debug, Parser)]
-#[command(name = "netadm", version, about)]
+// The crate's description is the Debian package's summary; this is the
+// command's.
+#[command(
+    name = "netadm",
+    version,
+    about = "netadm's command line: dladm/ipadm-style verbs over D-Bus to netadmd"
+)]
 struct Cli {
     /// Bus to reach netadmd on: `system`, `session` or a D-Bus address
     /// [default: $NETADM_BUS, else system].
@@ -143,7 +152,27 @@ struct IpadmIf {
     ifname: String,
 }
 
-/// The arguments of `show-phys` and `show-link`.
+/// The arguments of `show-phys`: its modes, as dladm's.
+#[derive(Debug, Args)]
+struct PhysShow {
+    /// Show traffic counters.
+    #[arg(short = 's', group = "mode")]
+    stats: bool,
+    /// Show factory MAC address slots: LINK SLOT ADDRESS INUSE CLIENT.
+    #[arg(short = 'm', group = "mode")]
+    mac: bool,
+    /// Show where each device is: LINK DEVICE LOCATION (a kernel port's
+    /// bus address; `--` for emulated ports, which have none).
+    #[arg(short = 'L', group = "mode")]
+    location: bool,
+    #[command(flatten)]
+    show: ShowOpts,
+    /// Show only this link.
+    #[arg(id = "name", value_name = "LINK")]
+    link: Option<String>,
+}
+
+/// The arguments of `show-link`.
 #[derive(Debug, Args)]
 struct LinkShow {
     /// Show traffic counters.
@@ -163,7 +192,20 @@ struct LinkShow {
 #[derive(Debug, Subcommand)]
 enum Verb {
     /// Show physical links.
-    ShowPhys(LinkShow),
+    ShowPhys(PhysShow),
+    /// Show physical links' Ethernet settings: LINK PTYPE STATE AUTO
+    /// SPEED-DUPLEX PAUSE.
+    ShowEther {
+        /// Extended: also what each can run at (`capable`), advertises
+        /// (`adv`) and its peer advertises (`peeradv`).
+        #[arg(short = 'x')]
+        extended: bool,
+        #[command(flatten)]
+        show: ShowOpts,
+        /// Show only this link.
+        #[arg(value_name = "LINK")]
+        link: Option<String>,
+    },
     /// Show datalinks.
     ShowLink(LinkShow),
     /// Rename a datalink.
@@ -586,6 +628,25 @@ enum Verb {
     /// Start a private dbus-daemon and netadmd and run the seed's sequence
     /// under each ring lifecycle strategy, side by side.
     Demo(demo::DemoArgs),
+    /// The names netadmd has of a kind, one a line, for the shell
+    /// completions (quietly nothing when it cannot be asked).
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        /// links, phys, aggrs, vnics, vlans, etherstubs, ifs, addrobjs,
+        /// protos or props.
+        kind: String,
+    },
+    /// Writes the man pages and shell completions into DIR (the package
+    /// build's; built with feature `gen` only).
+    #[cfg(feature = "gen")]
+    #[command(name = "__generate", hide = true)]
+    Generate {
+        /// The pages' date, YYYY-MM-DD.
+        #[arg(long)]
+        date: String,
+        /// Where: DIR/man, DIR/completions/{bash,zsh,fish}.
+        dir: std::path::PathBuf,
+    },
 }
 
 /// A connection to netadmd and how to print.
@@ -601,23 +662,30 @@ struct Ctx {
     verb: String,
 }
 
+/// A connection to the bus named `bus` (`system`, `session` or an
+/// address) and netadmd's proxy on it.
+async fn proxy(bus: &str) -> Result<(Connection, NetadmProxy<'static>), CliError> {
+    let builder = match bus {
+        "system" => zbus::connection::Builder::system(),
+        "session" => zbus::connection::Builder::session(),
+        addr => zbus::connection::Builder::address(addr),
+    }
+    .map_err(|e| CliError::new("Bus", format!("bus {bus}: {e}")))?;
+    let conn = builder
+        .build()
+        .await
+        .map_err(|e| CliError::new("Bus", format!("cannot connect to the {bus} bus: {e}")))?;
+    let proxy = NetadmProxy::builder(&conn)
+        .cache_properties(CacheProperties::No)
+        .build()
+        .await
+        .map_err(|e| CliError::from_call(e, bus))?;
+    Ok((conn, proxy))
+}
+
 impl Ctx {
     async fn connect(bus: String, json: bool, verb: String) -> Result<Self, CliError> {
-        let builder = match bus.as_str() {
-            "system" => zbus::connection::Builder::system(),
-            "session" => zbus::connection::Builder::session(),
-            addr => zbus::connection::Builder::address(addr),
-        }
-        .map_err(|e| CliError::new("Bus", format!("bus {bus}: {e}")))?;
-        let conn = builder
-            .build()
-            .await
-            .map_err(|e| CliError::new("Bus", format!("cannot connect to the {bus} bus: {e}")))?;
-        let proxy = NetadmProxy::builder(&conn)
-            .cache_properties(CacheProperties::No)
-            .build()
-            .await
-            .map_err(|e| CliError::from_call(e, &bus))?;
+        let (conn, proxy) = proxy(&bus).await?;
         let progress = !json && std::io::stderr().is_terminal();
         Ok(Self { conn, proxy, bus, json, progress, verb })
     }
@@ -756,10 +824,20 @@ async fn run(
     let p = &ctx.proxy;
     let err = |e| ctx.err(e);
     match verb {
-        Verb::ShowPhys(LinkShow { stats: true, show, link })
+        Verb::ShowPhys(PhysShow { stats: true, show, link, .. })
         | Verb::ShowLink(LinkShow { stats: true, show, link }) => {
             let rows =
                 async { show::pick_rows(p.show_stats().await.map_err(err)?, link.as_deref()) };
+            ctx.show(show.format(json), rows).await
+        }
+        Verb::ShowPhys(PhysShow { mac: true, show, link, .. }) => {
+            let rows =
+                async { show::pick_rows(p.show_phys_mac().await.map_err(err)?, link.as_deref()) };
+            ctx.show(show.format(json), rows).await
+        }
+        Verb::ShowPhys(PhysShow { location: true, show, link, .. }) => {
+            let rows =
+                async { show::pick_rows(p.show_phys_loc().await.map_err(err)?, link.as_deref()) };
             ctx.show(show.format(json), rows).await
         }
         // One link or VNIC: asked for by name, not picked out of every one.
@@ -827,7 +905,9 @@ async fn run(
                 apply::summary(&r)
             })
         }
-        Verb::Demo(_) => unreachable!("demo runs without a daemon connection"),
+        Verb::Demo(_) | Verb::Complete { .. } => unreachable!("run without a daemon connection"),
+        #[cfg(feature = "gen")]
+        Verb::Generate { .. } => unreachable!("run without a daemon connection"),
         _ => {
             let (name, m) = matches.subcommand().expect("a verb was parsed");
             let cmd = command.find_subcommand(name).expect("the verb parsed is defined");
@@ -882,11 +962,21 @@ fn main() -> ExitCode {
         .map_err(|e| CliError::new("Internal", format!("cannot start the runtime: {e}")))
         .and_then(|rt| {
             rt.block_on(async {
-                if let Verb::Demo(args) = &cli.verb {
-                    return demo::run(args, json)
-                        .await
-                        .map(|()| String::new())
-                        .map_err(|e| CliError::new("Demo", e));
+                match &cli.verb {
+                    Verb::Demo(args) => {
+                        return demo::run(args, json)
+                            .await
+                            .map(|()| String::new())
+                            .map_err(|e| CliError::new("Demo", e));
+                    }
+                    Verb::Complete { kind } => return Ok(complete::names(&bus, kind).await),
+                    #[cfg(feature = "gen")]
+                    Verb::Generate { dir, date } => {
+                        return generate::generate(dir, date)
+                            .map(|()| String::new())
+                            .map_err(|e| CliError::new("Internal", e));
+                    }
+                    _ => {}
                 }
                 let prints = who.prints(&verb, json);
                 let ctx = Ctx::connect(bus, json, verb).await?;

@@ -5,9 +5,9 @@
 //! the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherstubInfo, HistoryEntry, IfInfo,
-    IfPropInfo, LinkInfo, LinkStats, PhysInfo, PropInfo, ProtoPropInfo, TrafficInfo, VlanInfo,
-    VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherInfo, EtherstubInfo, HistoryEntry, IfInfo,
+    IfPropInfo, LinkInfo, LinkStats, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, ProtoPropInfo,
+    TrafficInfo, VlanInfo, VnicInfo,
 };
 
 use crate::error::CliError;
@@ -63,17 +63,18 @@ pub fn pick_rows<T: Rows>(items: Vec<T>, name: Option<&str>) -> Result<Vec<T>, C
 /// ```
 ///
 /// `x` is the row's item in the cells (`Cell`s) and extras (JSON values);
-/// the column's name is its header.
+/// the column's name is its header (a string where it is no identifier:
+/// `"SPEED-DUPLEX"`).
 macro_rules! rows {
     ($(
         $(#[$m:meta])*
         $t:ty as $x:ident $(, $what:literal $key:ident)? {
-            $($col:ident: $cell:expr),+ $(,)?
+            $($col:tt: $cell:expr),+ $(,)?
         } $(extra { $($k:ident: $v:expr),+ $(,)? })?;
     )*) => {$(
         $(#[$m])*
         impl Rows for $t {
-            const COLUMNS: &'static [&'static str] = &[$(stringify!($col)),+];
+            const COLUMNS: &'static [&'static str] = &[$(column!($col)),+];
             $(
                 const WHAT: &'static str = $what;
                 fn name(&self) -> &str {
@@ -82,10 +83,20 @@ macro_rules! rows {
             )?
             fn row(&self) -> Row {
                 let $x = self;
-                Row::new()$(.cell(stringify!($col), $cell))+$($(.extra(stringify!($k), $v))+)?
+                Row::new()$(.cell(column!($col), $cell))+$($(.extra(stringify!($k), $v))+)?
             }
         }
     )*};
+}
+
+/// A column's name in [`rows!`]: an identifier's spelling, or the string.
+macro_rules! column {
+    ($c:ident) => {
+        stringify!($c)
+    };
+    ($c:literal) => {
+        $c
+    };
 }
 
 rows! {
@@ -96,6 +107,29 @@ rows! {
     } extra {
         driver: p.driver.as_str(), rings: p.rings, rings_started: p.rings_started,
         dma_bytes: p.dma_bytes,
+    };
+
+    /// `show-phys -m`.
+    PhysMacInfo as p, "physical link" link {
+        LINK: Cell::text(&p.link), SLOT: Cell::text(&p.slot), ADDRESS: Cell::text(&p.address),
+        INUSE: Cell::text(if p.inuse { "yes" } else { "no" }).json_as(p.inuse),
+        CLIENT: Cell::text_or_dash(&p.client),
+    };
+
+    /// `show-phys -L`.
+    PhysLocInfo as p, "physical link" link {
+        LINK: Cell::text(&p.link), DEVICE: Cell::text(&p.device),
+        LOCATION: Cell::text_or_dash(&p.location),
+    };
+
+    /// `show-ether` (`-x`: the lines after a link's `current` one show
+    /// LINK as `--` in the table, as dladm's do; parsable output and JSON
+    /// name the link).
+    EtherInfo as e, "physical link" link {
+        LINK: if e.ptype == "current" { Cell::text(&e.link) } else { Cell::text(&e.link).table_as("--") },
+        PTYPE: Cell::text(&e.ptype), STATE: Cell::text_or_dash(&e.state),
+        AUTO: Cell::text_or_dash(&e.auto), "SPEED-DUPLEX": Cell::text_or_dash(&e.speed_duplex),
+        PAUSE: Cell::text_or_dash(&e.pause),
     };
 
     /// `show-link` (no bridges in netadm: BRIDGE is `--`).

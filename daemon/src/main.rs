@@ -6,6 +6,8 @@
 //! them); reads answer from a snapshot and never wait behind them.
 
 mod auth;
+#[cfg(feature = "gen")]
+mod man;
 mod metrics;
 mod notify;
 mod service;
@@ -21,6 +23,13 @@ use netadm_core::Core;
 use netadm_rings::Strategy;
 
 /// netadm's daemon.
+///
+/// netadmd owns the machine's ports (emulated NICs it drives itself, and
+/// kernel ports the kernel's drivers drive), their aggregations, VNICs,
+/// VLANs and etherstubs, and the IP interfaces over them, which it mirrors
+/// into the kernel as devices. It replays the persistent configuration at
+/// start, then serves org.netadm.Netadm1 on D-Bus, where netadm(8),
+/// dladm(8) and ipadm(8) ask it for every change and every show.
 #[derive(Debug, Parser)]
 #[command(name = "netadmd", version, about)]
 struct Args {
@@ -47,10 +56,29 @@ struct Args {
     /// 127.0.0.1:9464; port 0 picks one and logs it). Off by default.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Writes netadmd.8 into DIR and exits (the package build's).
+    #[cfg(feature = "gen")]
+    #[arg(long, hide = true, value_name = "DIR", requires = "man_date")]
+    generate_man: Option<PathBuf>,
+    /// The page's date, YYYY-MM-DD.
+    #[cfg(feature = "gen")]
+    #[arg(long, hide = true, value_name = "DATE")]
+    man_date: Option<String>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    #[cfg(feature = "gen")]
+    if let Some(dir) = &args.generate_man {
+        let date = args.man_date.as_deref().unwrap_or_default();
+        return match man::write(dir, date) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netadmd: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // Tests only: failpoints named in the FAILPOINTS variable.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();

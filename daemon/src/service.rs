@@ -9,9 +9,10 @@ use netadm_core::{Core, CoreError};
 use crate::auth::Authorizer;
 use crate::wire::{Answer, Lend, ToWire};
 use netadm_dbus::{
-    AddrInfo, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherstubInfo, HistoryEntry,
-    IfInfo, IfPropInfo, LinkInfo, LinkStats, Links, OpResult, PhysInfo, PropInfo, PropNames, Props,
-    ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    AddrInfo, AddrInfoV1, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherInfo,
+    EtherstubInfo, HistoryEntry, IfInfo, IfInfoV1, IfPropInfo, LinkInfo, LinkStats, Links,
+    OpResult, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, PropNames, Props, ProtoPropInfo,
+    ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -171,6 +172,20 @@ macro_rules! call {
     };
     ($s:tt, $h:ident, $e:ident, read show_vnic_named($n:ident) $v:literal) => {
         $s.named($n, "VNIC", |c, n| c.show_vnics_named(n), |l| &l.link).await
+    };
+    // The first published shapes: the rows of their `Ex` methods without
+    // the fields added since.
+    ($s:tt, $h:ident, $e:ident, read show_if() $v:literal) => {
+        $s.read(|c| c.show_if()).await.map(|v| v.into_iter().map(IfInfo::v1).collect())
+    };
+    ($s:tt, $h:ident, $e:ident, read show_if_ex() $v:literal) => {
+        $s.read(|c| c.show_if()).await
+    };
+    ($s:tt, $h:ident, $e:ident, read show_addr() $v:literal) => {
+        $s.read(|c| c.show_addr()).await.map(|v| v.into_iter().map(AddrInfo::v1).collect())
+    };
+    ($s:tt, $h:ident, $e:ident, read show_addr_ex() $v:literal) => {
+        $s.read(|c| c.show_addr()).await
     };
     ($s:tt, $h:ident, $e:ident, read show_history() $v:literal) => {
         $s.read(|c| c.history()).await

@@ -163,6 +163,9 @@ fields! {
     PhysRow => PhysInfo {
         link, media, state, speed, duplex, device, driver, rings, rings_started, dma_bytes
     }
+    PhysMacRow => PhysMacInfo { link, slot, address, inuse, client }
+    PhysLocRow => PhysLocInfo { link, device, location }
+    EtherRow => EtherInfo { link, ptype, state, auto, speed_duplex, pause }
     LinkRow => LinkInfo { link, class, mtu, state, over, member_of, persistent }
     AggrPortRow => AggrPortInfo { port, state, speed, lacp }
     AggrRow => AggrInfo { link, policy, addr_policy, mac, lacp_mode, lacp_timer, ports }

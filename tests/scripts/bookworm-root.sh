@@ -1,18 +1,23 @@
 #!/bin/sh
 # Prints the path of a minimal Debian bookworm root with systemd and D-Bus,
-# for the test that boots netadmd under a real systemd (tests/tests/systemd.rs).
+# for the tests that boot netadm under a real systemd (tests/tests/systemd.rs,
+# tests/tests/package.rs).
 # Built once with debootstrap (about 3 minutes here) from the Debian mirror
 # apt already uses, and kept in NETADM_TEST_CACHE (default
 # /var/cache/netadm-test); later runs only print the path. The root is never
 # written to: the test boots an overlay of it.
 set -eu
 cache=${NETADM_TEST_CACHE:-/var/cache/netadm-test}
-root=$cache/bookworm
-include=systemd,systemd-sysv,dbus,procps
+# man-db and bash-completion: the package test reads man dladm and
+# completes in bash there.
+include=systemd,systemd-sysv,dbus,procps,man-db,bash-completion
 stamp="debootstrap --variant=minbase --include=$include bookworm"
+# A root per recipe, so that trees with different recipes (branches) share
+# the cache without rebuilding each other's root.
+root=$cache/bookworm-$(printf %s "$stamp" | cksum | cut -d' ' -f1)
 mkdir -p "$cache"
 # One builder at a time; the others wait for it and reuse its root.
-exec 9>"$cache/bookworm.lock"
+exec 9>"$root.lock"
 flock 9
 if [ "$(cat "$root/.netadm-test-root" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "$root" "$root.tmp"

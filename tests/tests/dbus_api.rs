@@ -210,3 +210,91 @@ fn the_documented_dbus_api_is_the_one_served() {
     }
     assert_eq!(json(&bus, &["show-link"]), before, "a refused call changed the links");
 }
+
+/// The released XML files (`docs/dbus/releases/org.netadm.Netadm1-VERSION.xml`),
+/// by version.
+fn releases() -> BTreeMap<String, String> {
+    let dir = repo_root().join("docs/dbus/releases");
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).expect("docs/dbus/releases") {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let Some(version) =
+            name.strip_prefix("org.netadm.Netadm1-").and_then(|n| n.strip_suffix(".xml"))
+        else {
+            continue;
+        };
+        out.insert(version.to_owned(), std::fs::read_to_string(&path).unwrap());
+    }
+    out
+}
+
+/// What `served` broke of release `release`'s members of `iface`: a
+/// member that is no longer served, or served with other arguments,
+/// types, directions or access. Members the release did not have are
+/// additions, which are allowed.
+fn broken(release: &str, iface: &str, released: &Members, served: &Members) -> Vec<String> {
+    released
+        .iter()
+        .filter_map(|(k, v)| match served.get(k) {
+            None => Some(format!("{release}: {iface} {} {} is no longer served", k.0, k.1)),
+            Some(s) if s != v => Some(format!(
+                "{release}: {iface} {} {} was released as {v:?}, is served as {s:?}",
+                k.0, k.1
+            )),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn no_released_member_changed_or_disappeared() {
+    if !prerequisites(None, &[("busctl", "systemd")]) {
+        return;
+    }
+    let releases = releases();
+    assert!(releases.contains_key("0.1.0"), "the first published XML (0.1.0) is kept");
+    // Every version is kept: this one's XML is there, and is what it serves.
+    let version = env!("CARGO_PKG_VERSION");
+    let this = releases.get(version).unwrap_or_else(|| {
+        panic!(
+            "no docs/dbus/releases/org.netadm.Netadm1-{version}.xml: a release keeps its XML \
+             (copy docs/dbus/org.netadm.Netadm1.xml there)"
+        )
+    });
+
+    let bus = Bus::start();
+    let state = bus.subdir("state");
+    let _d = Daemon::start(&bus, &state, &[]);
+    let served = [
+        ("org.netadm.Netadm1", introspect(&bus, "/org/netadm/Netadm1")),
+        ("org.netadm.Netadm1.Link", introspect(&bus, "/org/netadm/Netadm1/links/i40e0")),
+    ];
+    let mut wrong = vec![];
+    for (release, xml) in &releases {
+        for (iface, live) in &served {
+            wrong.extend(broken(release, iface, &members(xml, iface), &members(live, iface)));
+        }
+    }
+    for (iface, live) in &served {
+        let (doc, live) = (members(this, iface), members(live, iface));
+        wrong.extend(diff(&format!("{version} (this version)"), &doc, &live));
+    }
+    assert!(wrong.is_empty(), "the D-Bus contract is broken:\n{}", wrong.join("\n"));
+
+    // The check itself: it sees a member changed in place and one gone,
+    // and lets an addition through.
+    let first = members(&releases["0.1.0"], "org.netadm.Netadm1");
+    let key = ("method".to_owned(), "ShowIf".to_owned());
+    let mut changed = first.clone();
+    changed.get_mut(&key).unwrap()[0].1 = "a(sssssss)".into();
+    let seen = broken("0.1.0", "org.netadm.Netadm1", &first, &changed);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].contains("ShowIf was released as"), "{seen:?}");
+    let mut gone = first.clone();
+    gone.remove(&key);
+    assert_eq!(broken("0.1.0", "i", &first, &gone).len(), 1);
+    let mut added = first.clone();
+    added.insert(("method".into(), "ShowNew".into()), vec![]);
+    assert!(broken("0.1.0", "i", &first, &added).is_empty());
+}

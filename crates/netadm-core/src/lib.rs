@@ -53,7 +53,9 @@ pub use error::{CoreError, ErrorKind};
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub use fail;
-pub use ports::{Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus};
+pub use ports::{
+    EtherModes, Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus, SpeedDuplex,
+};
 pub use report::{ApplyReport, HistoryEntry, PlanStep, Report};
 pub use show::rows::*;
 pub use timing::Progress;
@@ -423,6 +425,14 @@ impl Core {
         fn show_stats() -> Vec<StatsRow>;
         /// `show-phys`.
         fn show_phys() -> Vec<PhysRow>;
+        /// `show-phys -m`: factory MAC address slots and who uses them.
+        fn show_phys_mac() -> Vec<PhysMacRow>;
+        /// `show-phys -L`: where each physical link's device is.
+        fn show_phys_loc() -> Vec<PhysLocRow>;
+        /// `show-ether`: physical link `link`'s (every one's when empty)
+        /// Ethernet settings; with `extended`, also what it can run at and
+        /// advertises.
+        fn show_ether(link: &str, extended: bool) -> Result<Vec<EtherRow>, CoreError>;
         /// `show-link`.
         fn show_link() -> Vec<LinkRow>;
         /// `show-link` rows of the links among `names` that exist, each at

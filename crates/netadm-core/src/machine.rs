@@ -165,6 +165,10 @@ impl LinkTx for Machine {
     fn kernel_trouble(&self, v: &View<'_>, l: &Link) -> Option<String> {
         self.kernel.as_ref().and_then(|k| k.trouble(v, l))
     }
+
+    fn link_qos(&self, v: &View<'_>, l: &Link) -> Arc<netadm_datapath::qos::LinkQos> {
+        self.datapath.link_qos(v, l)
+    }
 }
 
 impl Backend for Machine {

@@ -44,6 +44,18 @@
 //!
 //! Properties are `name: Type;` and signals `name(arg: Type, ...);`, in
 //! Rust types (both sides borrow a signal's strings).
+//!
+//! # A released member never changes
+//!
+//! A method, property or signal once released keeps its name, its
+//! arguments and what it answers: clients built against it must keep
+//! working. New fields come through a new member beside it (`ShowIfEx`
+//! answers `ShowIf`'s rows with `drift`; `ShowIf` keeps its first shape,
+//! made from the new rows by `IfInfo::v1`); removing a member, or changing it in
+//! place, needs a new interface name (`Netadm2`). Every release's
+//! introspection XML is kept in `docs/dbus/releases/`, and
+//! `tests/tests/dbus_compat.rs` fails when a member of any of them is
+//! served differently or not at all.
 
 /// Hands the whole `org.netadm.Netadm1` interface, in the order it is
 /// served, to the macro `$then` (see the [module](mod@crate::interface)
@@ -58,6 +70,15 @@ macro_rules! interface {
         methods {
             /// Physical links.
             read show_phys() -> Vec<PhysInfo> = "show-phys";
+            /// The factory MAC address slots of physical links, and who
+            /// uses each.
+            read show_phys_mac() -> Vec<PhysMacInfo> = "show-phys -m";
+            /// Where physical links' devices are.
+            read show_phys_loc() -> Vec<PhysLocInfo> = "show-phys -L";
+            /// Ethernet settings of physical links (`link`: one, or every
+            /// one when empty): what each runs at, and with `extended` also
+            /// what it can run at, advertises and its peer advertises.
+            read show_ether(link: String, extended: bool) -> Vec<EtherInfo> = "show-ether";
             /// All datalinks.
             read show_link() -> Vec<LinkInfo> = "show-link";
             /// The datalinks named, each at the cost of its own lookup, not of
@@ -164,8 +185,10 @@ macro_rules! interface {
             /// Removes a persistent IP interface and its addresses from the
             /// running system, keeping its persistent configuration.
             mutate disable_if(name: String) -> OpResult = "disable-if";
-            /// IP interfaces.
-            read show_if() -> Vec<IfInfo> = "show-if";
+            /// IP interfaces, as first published (`a(ssssss)`: no drift).
+            read show_if() -> Vec<IfInfoV1> = "show-if (D-Bus API 1.0)";
+            /// IP interfaces, with how each kernel device drifted.
+            read show_if_ex() -> Vec<IfInfo> = "show-if";
             /// Creates an address object; `kind` is `static` (`addr` is
             /// `ADDRESS/PREFIX`), `dhcp` or `addrconf` (`addr` empty).
             mutate create_addr(addrobj: String, kind: String, addr: String, temporary: bool)
@@ -177,8 +200,10 @@ macro_rules! interface {
             /// Marks a static address down: kept in the configuration, removed
             /// from the kernel.
             mutate down_addr(addrobj: String, temporary: bool) -> OpResult = "down-addr";
-            /// Address objects.
-            read show_addr() -> Vec<AddrInfo> = "show-addr";
+            /// Address objects, as first published (`a(ssss)`: no flags).
+            read show_addr() -> Vec<AddrInfoV1> = "show-addr (D-Bus API 1.0)";
+            /// Address objects, with ipadm's CURRENT and PERSISTENT flags.
+            read show_addr_ex() -> Vec<AddrInfo> = "show-addr";
             /// Starts a traffic generator on `link`: `rate` frames per second (0:
             /// as fast as it takes them) of `size` bytes over `flows` flows.
             mutate start_traffic(link: String, rate: u64, size: u32, flows: u32) -> OpResult

@@ -172,6 +172,55 @@ pub struct PhysInfo {
     pub dma_bytes: u64,
 }
 
+/// A factory MAC address slot of a physical link (`show-phys -m`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PhysMacInfo {
+    /// Link name.
+    pub link: String,
+    /// `primary` (the port's own address), or the number of a factory
+    /// address a VNIC holds (`create-vnic -m factory`), from 1.
+    pub slot: String,
+    /// The MAC address.
+    pub address: String,
+    /// Whether a MAC client uses it.
+    pub inuse: bool,
+    /// The client using it (the link, its aggregation or a VNIC), empty
+    /// when none.
+    pub client: String,
+}
+
+/// Where a physical link's device is (`show-phys -L`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PhysLocInfo {
+    /// Link name.
+    pub link: String,
+    /// Device name.
+    pub device: String,
+    /// Its location: a kernel port's bus address (`0000:03:00.0`); empty
+    /// where none means anything (an emulated port, a virtual device).
+    pub location: String,
+}
+
+/// One line of `show-ether`: what a physical link runs at (`current`),
+/// can run at (`capable`), advertises (`adv`) and its peer advertises
+/// (`peeradv`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct EtherInfo {
+    /// Link name.
+    pub link: String,
+    /// `current`, `capable`, `adv` or `peeradv`.
+    pub ptype: String,
+    /// `up`, `down` or `unknown` (`current` only; empty otherwise).
+    pub state: String,
+    /// Autonegotiation: `yes`, `no`, or empty where unknown.
+    pub auto: String,
+    /// Speeds and duplexes, dladm's way: `40G-f`, `1G-fh,100M-fh`; empty
+    /// where unknown.
+    pub speed_duplex: String,
+    /// Flow control: `bi`, `tx`, `rx` or `none`; empty where unknown.
+    pub pause: String,
+}
+
 /// A datalink (`show-link`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct LinkInfo {
@@ -361,6 +410,18 @@ pub struct IfInfo {
     pub drift: String,
 }
 
+/// An IP interface as `ShowIf` first published it (`a(ssssss)`): ifname,
+/// class, state, current, persistent, kernel_device — an [`IfInfo`]
+/// without `drift`, which `ShowIfEx` adds.
+pub type IfInfoV1 = (String, String, String, String, String, String);
+
+impl IfInfo {
+    /// Its row as `ShowIf` first published it.
+    pub fn v1(self) -> IfInfoV1 {
+        (self.ifname, self.class, self.state, self.current, self.persistent, self.kernel_device)
+    }
+}
+
 /// An address object (`show-addr`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct AddrInfo {
@@ -378,6 +439,18 @@ pub struct AddrInfo {
     /// ipadm's PERSISTENT flags: `U` up, `p` private, `d` deprecated;
     /// empty when the object is not persistent.
     pub persistent: String,
+}
+
+/// An address object as `ShowAddr` first published it (`a(ssss)`):
+/// addrobj, type, state, addr — an [`AddrInfo`] without ipadm's `current`
+/// and `persistent` flags, which `ShowAddrEx` adds.
+pub type AddrInfoV1 = (String, String, String, String);
+
+impl AddrInfo {
+    /// Its row as `ShowAddr` first published it.
+    pub fn v1(self) -> AddrInfoV1 {
+        (self.addrobj, self.r#type, self.state, self.addr)
+    }
 }
 
 /// A traffic stream on a link (`show-traffic`).

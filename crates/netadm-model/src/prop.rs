@@ -523,7 +523,7 @@ static SPECS: [PropSpec; 20] = [
         default: None,
         perm: Perm::ReadWrite,
         classes: PHYS_AGGR_VNIC,
-        description: "the link's claim on its port when the port is saturated: a higher priority keeps its rate",
+        description: "the link's claim on its port when the port is saturated: a higher priority keeps its rate (over an etherstub: its datapath thread's share of the CPU)",
     },
     PropSpec {
         name: PropName::Zone,

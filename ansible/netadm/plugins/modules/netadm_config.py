@@ -10,42 +10,63 @@ DOCUMENTATION = r"""
 ---
 module: netadm_config
 short_description: Make a host's netadm configuration the one given
+version_added: "0.1.0"
+author: netadm developers
 description:
-  - Sends the desired configuration (the C(links.toml) schema of netadm:
-    C(phys), C(aggr), C(vnic), C(interface), C(address)) to netadmd as one
-    C(netadm apply), which validates it whole, plans it, runs it as one
-    operation, reads it back and puts everything back if any step fails.
-  - C(changed) comes from the plan: a configuration that is already the
+  - >-
+    Sends the desired configuration (the C(links.toml) schema of netadm,
+    with sections C(phys), C(aggr), C(vnic), C(interface) and C(address))
+    to netadmd as one C(netadm apply), which validates it whole, plans it,
+    runs it as one operation, reads it back and puts everything back if any
+    step fails.
+  - >-
+    C(changed) comes from the plan; a configuration that is already the
     host's changes nothing.
-  - Check mode runs C(netadm apply --dry-run); the plan (each step with its
+  - >-
+    Check mode runs C(netadm apply --dry-run); the plan (each step with its
     cost) is the diff.
-  - With I(confirm_timeout), netadmd rolls back by itself unless a later
+  - >-
+    With I(confirm_timeout), netadmd rolls back by itself unless a later
     task with I(state=confirmed) reaches the host in time.
+requirements:
+  - netadm (the netadm Debian package, or netadm on PATH) and a running netadmd
 options:
   config:
     description:
-      - The desired configuration, as netadm show-config prints it (as a
+      - >-
+        The desired configuration, as C(netadm show-config) prints it (as a
         mapping). C(version) defaults to 1. Property values may be given as
         numbers or booleans (C(true) is C(on)).
+      - Required with I(state=present).
     type: dict
   state:
     description:
-      - C(present) applies I(config); C(confirmed) keeps what an apply with
+      - >-
+        C(present) applies I(config); C(confirmed) keeps what an apply with
         I(confirm_timeout) made; C(rolled_back) puts back the checkpoint now.
     type: str
     choices: [present, confirmed, rolled_back]
     default: present
   confirm_timeout:
-    description: Seconds after which netadmd rolls back unless confirmed; 0 arms nothing.
+    description:
+      - Seconds after which netadmd rolls back unless confirmed; 0 arms nothing.
     type: int
     default: 0
   bus:
-    description: The D-Bus address netadmd serves on (default C($NETADM_BUS), else the system bus).
+    description:
+      - The D-Bus address netadmd serves on (default C($NETADM_BUS), else the system bus).
     type: str
   netadm:
-    description: The netadm command.
+    description:
+      - The netadm command.
     type: str
     default: netadm
+notes:
+  - Supports check mode (the plan, changing nothing) and diff mode (the plan as text).
+seealso:
+  - name: netadm(8)
+    description: The command this module runs (C(netadm apply), C(confirm), C(rollback)).
+    link: https://example.invalid/netadm
 """
 
 EXAMPLES = r"""
@@ -68,16 +89,41 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed:
-  description: Whether the configuration changed (in check mode, would change).
+  description: Whether the configuration changed (in check mode, whether it would change).
   type: bool
+  returned: always
+  sample: true
 plan:
-  description: The plan's steps in order, each with kind, object, action and cost.
+  description: >-
+    The plan's steps in the order the operation runs them, each with its
+    C(kind) (config, rings, kernel or persist), C(object), C(action) and
+    C(cost) (rings stopped, started and restarted, kernel changes).
   type: list
+  elements: dict
   returned: state=present
+  sample:
+    - kind: config
+      object: vnic web0
+      action: create over aggr0
+      cost: {rings_stopped: 0, rings_started: 0, rings_restarted: 0, kernel_changes: 0}
 confirm_deadline_ms:
-  description: When the armed checkpoint rolls back (ms since the Unix epoch).
+  description: When the armed checkpoint rolls back unless confirmed (ms since the Unix epoch).
   type: int
   returned: when a checkpoint was armed
+  sample: 1798675200000
+result:
+  description: >-
+    What C(netadm confirm) or C(netadm rollback) did, as its C(--json)
+    prints it (C(op), C(object), C(timing), C(counts), C(notes)).
+  type: dict
+  returned: state=confirmed or state=rolled_back, when there was a checkpoint
+error_kind:
+  description: >-
+    On failure, the kind of netadmd's error (C(NotFound), C(Busy),
+    C(InvalidValue), ...), beside C(msg), which names what was wrong.
+  type: str
+  returned: failure
+  sample: InvalidArgument
 """
 
 import json

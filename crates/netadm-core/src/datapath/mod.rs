@@ -185,6 +185,11 @@ impl Datapath {
         Some((self.qos.shaped(v, l, tx), mac))
     }
 
+    /// Link `l`'s `maxbw` and `priority` as the datapath enforces them.
+    pub(crate) fn link_qos(&self, v: &View<'_>, l: &Link) -> Arc<netadm_datapath::qos::LinkQos> {
+        self.qos.link(v, l)
+    }
+
     /// The aggregation's transmit path, created on first use.
     pub(crate) fn aggr_tx(&self, v: &View<'_>, aggr: &LinkName) -> Arc<AggrTx> {
         let mut m = self.aggr_tx.lock().unwrap();

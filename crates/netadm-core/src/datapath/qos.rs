@@ -32,15 +32,23 @@ pub(crate) fn settings(v: &View<'_>, l: &Link) -> (u64, usize) {
 }
 
 impl Qos {
-    /// `tx`, `l`'s transmit path, limited by its `maxbw` and given its
-    /// priority on the port or aggregation under it.
-    pub(crate) fn shaped(&self, v: &View<'_>, l: &Link, tx: Arc<dyn Tx>) -> Arc<dyn Tx> {
+    /// Link `l`'s limit and priority, kept in step with the running
+    /// configuration ([`Qos::sync`]): what a VNIC over an etherstub sends
+    /// through its virtual switch waits on it (`mirror::tap`).
+    pub(crate) fn link(&self, v: &View<'_>, l: &Link) -> Arc<LinkQos> {
         let link = {
             let mut m = self.links.lock().unwrap();
             m.entry(l.clone()).or_default().clone()
         };
         let (maxbw, prio) = settings(v, l);
         link.set(maxbw, prio);
+        link
+    }
+
+    /// `tx`, `l`'s transmit path, limited by its `maxbw` and given its
+    /// priority on the port or aggregation under it.
+    pub(crate) fn shaped(&self, v: &View<'_>, l: &Link, tx: Arc<dyn Tx>) -> Arc<dyn Tx> {
+        let link = self.link(v, l);
         let port = v.switch_of(l).map(|p| {
             let q = self.ports.lock().unwrap().entry(p.clone()).or_default().clone();
             q.set_line(line_rate(v, &p));

@@ -9,7 +9,7 @@ use netadm_kernel::{Ethtool, KernelError, Netlink, Offload};
 use netadm_model::{LinkName, MacAddr};
 use netadm_nic::Offloads;
 
-use crate::ports::{PhysPort, PortCaps, PortCounters, PortStatus};
+use crate::ports::{EtherModes, PhysPort, PortCaps, PortCounters, PortStatus};
 
 /// What the kernel said of the device when it was last read.
 #[derive(Debug, Clone)]
@@ -208,5 +208,20 @@ impl PhysPort for KernelPort {
             idrops: self.stat("rx_dropped"),
             odrops: self.stat("tx_dropped"),
         }
+    }
+
+    /// Autonegotiation as ethtool reads it; the modes it can run at,
+    /// advertises and hears, and flow control, are not read yet (unknown).
+    fn ether(&self) -> EtherModes {
+        let modes = self.index().and_then(|_| self.eth.link_modes(&self.interface).ok());
+        EtherModes { autoneg: modes.and_then(|m| m.autoneg), ..EtherModes::default() }
+    }
+
+    /// Its bus address as ethtool's driver info gives it (`0000:03:00.0`);
+    /// none for a virtual device (a veth has none) or a missing one.
+    fn location(&self) -> Option<String> {
+        self.index()?;
+        let bus = self.eth.driver_info(&self.interface).ok()?.bus;
+        Some(bus).filter(|b| !b.is_empty() && b != "N/A")
     }
 }

@@ -318,6 +318,10 @@ pub(crate) trait LinkTx {
     fn kernel_trouble(&self, _v: &View<'_>, _l: &crate::Link) -> Option<String> {
         None
     }
+
+    /// Link `l`'s `maxbw` and `priority` under `v`, for what it sends
+    /// through a virtual switch with no port (an etherstub's).
+    fn link_qos(&self, v: &View<'_>, l: &crate::Link) -> Arc<netadm_datapath::qos::LinkQos>;
 }
 
 impl Mirror {
@@ -514,14 +518,17 @@ impl Mirror {
             }
             let sw =
                 vt.switch_of(&l).ok_or_else(|| CoreError::internal(format!("{n}: no link")))?;
-            let (tx, mac) = match (&sw, &l) {
-                // Over an etherstub: the switch alone, no wire.
-                (crate::Link::Etherstub(_), crate::Link::Vnic(v)) => (None, vt.st.vnic[v].mac.0),
+            let (tx, local, mac) = match (&sw, &l) {
+                // Over an etherstub: the switch alone, no wire; its
+                // maxbw and priority act on what it sends through it.
+                (crate::Link::Etherstub(_), crate::Link::Vnic(v)) => {
+                    (None, Some(txs.link_qos(&vt, &l)), vt.st.vnic[v].mac.0)
+                }
                 _ => {
                     let (tx, mac) = txs.link_tx(&vt, &l).ok_or_else(|| {
                         CoreError::internal(format!("{n}: its link has no running rings"))
                     })?;
-                    (Some(tx), mac)
+                    (Some(tx), None, mac)
                 }
             };
             let switch = m.switch(sw);
@@ -566,7 +573,7 @@ impl Mirror {
                         let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
                         let r = {
                             let (tap, out) =
-                                (tap.clone(), Out { switch: switch.clone(), tx, mac, vid });
+                                (tap.clone(), Out { switch: switch.clone(), tx, local, mac, vid });
                             std::thread::Builder::new()
                                 .name(format!("tap-{n}"))
                                 .spawn(move || reader(tap, efd, out))

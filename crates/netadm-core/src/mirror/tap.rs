@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use netadm_datapath::qos::LinkQos;
 use netadm_datapath::{Forward, VSwitch};
 use netadm_kernel::Tap;
 
@@ -13,13 +14,54 @@ use netadm_kernel::Tap;
 pub(crate) struct Out {
     pub(crate) switch: Arc<VSwitch>,
     pub(crate) tx: Option<Arc<dyn netadm_datapath::Tx>>,
+    /// Over an etherstub: the link's `maxbw` and `priority`, which act on
+    /// what it sends through the switch (a shaped `tx` carries them
+    /// otherwise).
+    pub(crate) local: Option<Arc<LinkQos>>,
     pub(crate) mac: [u8; 6],
     pub(crate) vid: u16,
 }
 
+/// The nice value a reader thread runs at for each priority (low,
+/// medium, high): over an etherstub nothing else is shared but the CPU,
+/// so a priority is its datapath thread's share of it when the CPU is
+/// busy, as illumos gives a MAC client's threads its priority.
+const NICE: [i32; netadm_datapath::qos::PRIORITIES] = [10, 5, 0];
+
+/// Runs this thread at `q`'s priority's nice value once it differs from
+/// `applied` (the one it runs at). Going back up needs CAP_SYS_NICE or an
+/// RLIMIT_NICE that allows it (the unit's `LimitNICE=20`); refused, it
+/// says so once and stays where it is.
+fn follow_priority(q: &LinkQos, applied: &mut Option<usize>) {
+    let p = q.priority();
+    if *applied == Some(p) {
+        return;
+    }
+    *applied = Some(p);
+    // SAFETY: setpriority(2) of this thread (who 0 is the caller, per
+    // thread on Linux).
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE[p]) } != 0 {
+        let e = std::io::Error::last_os_error();
+        tracing::warn!("priority {p}: cannot set this reader's nice to {}: {e}", NICE[p]);
+    }
+}
+
+/// Waits until `q`'s `maxbw` lets `len` more bytes through, on the
+/// interface's stop descriptor; whether it was stopped meanwhile.
+fn admit(q: &LinkQos, len: usize, stop: std::os::fd::RawFd) -> bool {
+    while !q.bucket.take(len as u64) {
+        let d = q.bucket.wait().unwrap_or(std::time::Duration::from_micros(100));
+        if stopped_within(stop, d) {
+            return false;
+        }
+    }
+    true
+}
+
 pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
-    let Out { switch, tx, mac, vid } = out;
+    let Out { switch, tx, local, mac, vid } = out;
     netadm_nic::wake::short_slices();
+    let mut priority = None;
     // A virtio-net header and the largest superframe.
     let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
     // The frame with its 802.1Q tag, for an interface on a VLAN.
@@ -47,6 +89,12 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 Ok(None) => break,
                 Err(_) => return,
             };
+            if let Some(q) = &local {
+                follow_priority(q, &mut priority);
+                if !admit(q, frame.len(), stop) {
+                    return;
+                }
+            }
             if switch.forward(vid, mac, frame, off) == Forward::Delivered {
                 continue;
             }

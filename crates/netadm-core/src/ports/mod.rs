@@ -26,7 +26,7 @@ use crate::view::View;
 use crate::{CoreError, PlanStep};
 
 use groups::Groups;
-pub use phys::{PhysPort, PortCaps, PortCounters, PortStatus};
+pub use phys::{EtherModes, PhysPort, PortCaps, PortCounters, PortStatus, SpeedDuplex};
 use plan::PortPlan;
 pub use power::{Hardware, NicWrap, Port};
 

@@ -99,6 +99,33 @@ impl std::ops::AddAssign for PortCounters {
     }
 }
 
+/// One speed and duplex of a port (`show-ether`'s SPEED-DUPLEX).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeedDuplex {
+    /// Mb/s.
+    pub speed: u64,
+    /// `full`, `half` or `unknown`.
+    pub duplex: &'static str,
+}
+
+/// A port's Ethernet settings, as `show-ether` reports them; `None`
+/// wherever the port cannot say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtherModes {
+    /// Whether it autonegotiates now.
+    pub autoneg: Option<bool>,
+    /// Whether it can autonegotiate.
+    pub autoneg_capable: Option<bool>,
+    /// Flow control in effect: `bi`, `tx`, `rx` or `none`.
+    pub pause: Option<&'static str>,
+    /// The speeds and duplexes it can run at.
+    pub capable: Option<Vec<SpeedDuplex>>,
+    /// The ones it advertises.
+    pub advertised: Option<Vec<SpeedDuplex>>,
+    /// The ones its link partner advertises.
+    pub peer: Option<Vec<SpeedDuplex>>,
+}
+
 /// A physical port of the machine, as everything above the backends sees
 /// it.
 pub trait PhysPort: Send + Sync {
@@ -119,4 +146,13 @@ pub trait PhysPort: Send + Sync {
     fn status(&self) -> PortStatus;
     /// What it counted.
     fn counters(&self) -> PortCounters;
+    /// Its Ethernet settings beyond [`PortStatus`] (autonegotiation, flow
+    /// control, the modes it can run at); unknown unless the port says.
+    fn ether(&self) -> EtherModes {
+        EtherModes::default()
+    }
+    /// Where its device is (a bus address), where that means anything.
+    fn location(&self) -> Option<String> {
+        None
+    }
 }

@@ -13,7 +13,7 @@ use netadm_nic::emu::{Device, WireMode};
 use netadm_nic::{Caps, Nic};
 use netadm_rings::{RingEngine, Strategy};
 
-use super::phys::{PhysPort, PortCaps, PortCounters, PortStatus};
+use super::phys::{EtherModes, PhysPort, PortCaps, PortCounters, PortStatus, SpeedDuplex};
 use crate::CoreError;
 
 /// One physical port.
@@ -127,6 +127,20 @@ impl PhysPort for Port {
         s.idrops = hw.rx_dropped + self.classifier.vlan_dropped();
         s.odrops = hw.wire_dropped;
         s
+    }
+
+    /// An emulated port runs at the one speed its configuration gives,
+    /// full duplex, without autonegotiation or PAUSE frames (its wire
+    /// serialises at that speed and never pushes back with them).
+    fn ether(&self) -> EtherModes {
+        EtherModes {
+            autoneg: Some(false),
+            autoneg_capable: Some(false),
+            pause: Some("none"),
+            capable: Some(vec![SpeedDuplex { speed: self.speed, duplex: "full" }]),
+            advertised: None,
+            peer: None,
+        }
     }
 }
 

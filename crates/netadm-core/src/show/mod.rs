@@ -1,6 +1,7 @@
 //! The read-only verbs (`show-*`). Each works on a snapshot of the running
 //! configuration and never waits for a mutation.
 
+mod phys;
 pub(crate) mod rows;
 
 use crate::{
@@ -430,12 +431,6 @@ impl Reads<'_> {
                 caps.is_some_and(|c| c.has_knob(p.as_str()))
             }
             PropName::Tso => caps.is_some_and(|c| c.offloads.tso) || l.class() == LinkClass::Aggr,
-            // They act on what a link sends through a port.
-            PropName::Maxbw | PropName::Priority => {
-                let st = self.running.clone();
-                let v = self.view_of(&st);
-                !matches!(v.switch_of(l), Some(Link::Etherstub(_)))
-            }
             PropName::RxRings
             | PropName::TxRings
             | PropName::RxRingsEffective

@@ -25,6 +25,49 @@ pub struct PhysRow {
     pub dma_bytes: u64,
 }
 
+/// A factory MAC address slot of a physical link (`show-phys -m`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhysMacRow {
+    /// Link name.
+    pub link: String,
+    /// `primary`, or the number of a factory address a VNIC holds.
+    pub slot: String,
+    /// The address.
+    pub address: String,
+    /// Whether a MAC client uses it.
+    pub inuse: bool,
+    /// Who uses it (the link, its aggregation or a VNIC); empty if none.
+    pub client: String,
+}
+
+/// Where a physical link's device is (`show-phys -L`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhysLocRow {
+    /// Link name.
+    pub link: String,
+    /// Device name.
+    pub device: String,
+    /// A bus address; empty where none means anything.
+    pub location: String,
+}
+
+/// One line of `show-ether`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtherRow {
+    /// Link name.
+    pub link: String,
+    /// `current`, `capable`, `adv` or `peeradv`.
+    pub ptype: String,
+    /// `up`, `down`, `unknown` (`current`), else empty.
+    pub state: String,
+    /// `yes`, `no` or empty (unknown).
+    pub auto: String,
+    /// dladm's speeds and duplexes (`40G-f`, `1G-fh,100M-fh`), or empty.
+    pub speed_duplex: String,
+    /// `bi`, `tx`, `rx`, `none` or empty (unknown).
+    pub pause: String,
+}
+
 /// A datalink (`show-link`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkRow {

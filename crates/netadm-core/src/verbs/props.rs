@@ -141,17 +141,16 @@ pub(crate) fn check_value(
         PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
         PropName::RxImt | PropName::TxImt | PropName::Itr => knob()?,
         PropName::Maxbw | PropName::Priority => {
-            if let Some(Link::Etherstub(e)) = v.switch_of(link) {
-                if !v.on_kernel(link) {
-                    return Err(CoreError::not_supported(format!(
-                        "{prop} acts on what a link sends through a port; {link_name} is over etherstub {e}, which has none"
-                    )));
-                }
-                if prop == PropName::Priority {
-                    return Err(CoreError::not_supported(format!(
-                        "priority on {link_name}: over kernel etherstub {e} each VNIC has a bridge port of its own, with no line shared to rank them on; maxbw applies"
-                    )));
-                }
+            // Over netadm's own etherstub both act on what the VNIC sends
+            // through its switch (the TAP reader enforces them); over a
+            // kernel etherstub maxbw is the VNIC's own shaper.
+            if let Some(Link::Etherstub(e)) = v.switch_of(link)
+                && v.on_kernel(link)
+                && prop == PropName::Priority
+            {
+                return Err(CoreError::not_supported(format!(
+                    "priority on {link_name}: over kernel etherstub {e} each VNIC has a bridge port of its own, with no line shared to rank them on; maxbw applies"
+                )));
             }
             // Over kernel ports, frames are told apart by source MAC; an
             // 802.1Q device sends with its port's.
