@@ -50,13 +50,13 @@ async fn list(p: &NetadmProxy<'_>, kind: &str) -> zbus::Result<BTreeSet<String>>
         // has them): they are links too.
         "links" => {
             let links = p.show_link().await?.into_iter().map(|l| l.link);
-            links.chain(p.show_etherstub().await?.into_iter().map(|e| e.link)).collect()
+            links.chain(p.show_etherstub_ex().await?.into_iter().map(|e| e.link)).collect()
         }
         "phys" => p.show_phys().await?.into_iter().map(|l| l.link).collect(),
         "aggrs" => p.show_aggr().await?.into_iter().map(|l| l.link).collect(),
         "vnics" => p.show_vnic().await?.into_iter().map(|l| l.link).collect(),
         "vlans" => p.show_vlan().await?.into_iter().map(|l| l.link).collect(),
-        "etherstubs" => p.show_etherstub().await?.into_iter().map(|l| l.link).collect(),
+        "etherstubs" => p.show_etherstub_ex().await?.into_iter().map(|l| l.link).collect(),
         "ifs" => p.show_if_ex().await?.into_iter().map(|i| i.ifname).collect(),
         // SLAAC addresses are listed as IF/?: no object to name.
         "addrobjs" => p

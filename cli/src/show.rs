@@ -161,8 +161,11 @@ rows! {
         FLAGS: Cell::text(&n.flags),
     };
 
-    /// `show-etherstub` (dladm's LINK).
-    EtherstubInfo as n, "etherstub" link { LINK: Cell::text(&n.link) };
+    /// `show-etherstub`: dladm's LINK, and the kind of switch it is
+    /// (`netadm`'s own or a `kernel` bridge; JSON adds the bridge device).
+    EtherstubInfo as n, "etherstub" link {
+        LINK: Cell::text(&n.link), KIND: Cell::text(&n.kind),
+    } extra { device: n.device.as_str() };
 
     /// `show-linkprop`. Values stay strings in JSON: properties are
     /// heterogeneous and `--` means "none".

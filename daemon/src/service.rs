@@ -10,9 +10,9 @@ use crate::auth::Authorizer;
 use crate::wire::{Answer, Lend, ToWire};
 use netadm_dbus::{
     AddrInfo, AddrInfoV1, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherInfo,
-    EtherstubInfo, HistoryEntry, IfInfo, IfInfoV1, IfPropInfo, LinkInfo, LinkStats, Links,
-    OpResult, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, PropNames, Props, ProtoPropInfo,
-    ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    EtherstubInfo, EtherstubInfoV1, HistoryEntry, IfInfo, IfInfoV1, IfPropInfo, LinkInfo,
+    LinkStats, Links, OpResult, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, PropNames, Props,
+    ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -186,6 +186,12 @@ macro_rules! call {
     };
     ($s:tt, $h:ident, $e:ident, read show_addr_ex() $v:literal) => {
         $s.read(|c| c.show_addr()).await
+    };
+    ($s:tt, $h:ident, $e:ident, read show_etherstub() $v:literal) => {
+        $s.read(|c| c.show_etherstub()).await.map(|v| v.into_iter().map(EtherstubInfo::v1).collect())
+    };
+    ($s:tt, $h:ident, $e:ident, read show_etherstub_ex() $v:literal) => {
+        $s.read(|c| c.show_etherstub()).await
     };
     ($s:tt, $h:ident, $e:ident, read show_history() $v:literal) => {
         $s.read(|c| c.history()).await

@@ -171,7 +171,7 @@ fields! {
     AggrRow => AggrInfo { link, policy, addr_policy, mac, lacp_mode, lacp_timer, ports }
     VnicRow => VnicInfo { link, over, speed, macaddress, macaddrtype, vid }
     VlanRow => VlanInfo { link, vid, over, flags }
-    EtherstubRow => EtherstubInfo { link }
+    EtherstubRow => EtherstubInfo { link, kind, device }
     PropRow => PropInfo { link, property, perm, value, default, possible }
     IfPropRow => IfPropInfo { ifname, property, proto, perm, current, persistent, default, possible }
     AddrPropRow => AddrPropInfo { addrobj, property, perm, current, persistent, default, possible }

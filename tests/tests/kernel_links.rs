@@ -646,8 +646,6 @@ fn vnics_over_a_kernel_etherstub_reach_each_other_and_nothing_else() {
         assert!(leaked.is_empty(), "{name} saw {} frames of stub0's VNICs", leaked.len());
     }
 
-    // FAILS until show-etherstub says an etherstub's kind (its row is only
-    // `{"link":"stub0"}` so far).
     // show-etherstub says which kind it is.
     let row = &r.ok(&["show-etherstub", "stub0"])[0];
     assert!(

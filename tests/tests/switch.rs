@@ -33,10 +33,13 @@ fn etherstub_verbs_show_refuse_bad_input_and_persist() {
     json(&bus, &["create-etherstub", "stub1"]);
     assert_eq!(
         json(&bus, &["show-etherstub"]),
-        serde_json::json!([{"link": "stub0"}, {"link": "stub1"}])
+        serde_json::json!([
+            {"link": "stub0", "kind": "netadm", "device": ""},
+            {"link": "stub1", "kind": "netadm", "device": ""}
+        ])
     );
     assert_eq!(text(&bus, &["show-etherstub", "-p", "-o", "link"]), "stub0\nstub1\n");
-    assert_eq!(text(&bus, &["show-etherstub", "stub1"]), "LINK\nstub1\n");
+    assert_eq!(text(&bus, &["show-etherstub", "stub1"]), "LINK  KIND\nstub1 netadm\n");
     let (k, _) = json_err(&bus, &["show-etherstub", "nosuch0"]);
     assert_eq!(k, "NotFound");
     // A link of class etherstub, over nothing, whose MTU its VNICs follow.

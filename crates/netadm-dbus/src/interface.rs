@@ -131,7 +131,9 @@ macro_rules! interface {
             /// Deletes an etherstub (refused while VNICs are over it).
             mutate delete_etherstub(name: String, temporary: bool) -> OpResult = "delete-etherstub";
             /// Etherstubs.
-            read show_etherstub() -> Vec<EtherstubInfo> = "show-etherstub";
+            read show_etherstub() -> Vec<EtherstubInfoV1> = "show-etherstub (D-Bus API 1.0)";
+            /// Etherstubs, with the kind of switch each is.
+            read show_etherstub_ex() -> Vec<EtherstubInfo> = "show-etherstub";
             /// Sets link properties.
             mutate set_link_prop(link: String, props: Props, temporary: bool) -> OpResult
                 = "set-linkprop";

@@ -309,6 +309,22 @@ pub struct VlanInfo {
 pub struct EtherstubInfo {
     /// Link name.
     pub link: String,
+    /// `netadm` (netadm's own virtual switch) or `kernel` (a Linux bridge).
+    pub kind: String,
+    /// The kernel bridge it is, or empty for netadm's own switch.
+    pub device: String,
+}
+
+/// An etherstub as `ShowEtherstub` first published it (`a(s)`): its link
+/// name — an [`EtherstubInfo`] without `kind` and `device`, which
+/// `ShowEtherstubEx` adds.
+pub type EtherstubInfoV1 = (String,);
+
+impl EtherstubInfo {
+    /// Its row as `ShowEtherstub` first published it.
+    pub fn v1(self) -> EtherstubInfoV1 {
+        (self.link,)
+    }
 }
 
 /// One link property (`show-linkprop`).

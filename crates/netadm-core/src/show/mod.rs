@@ -356,11 +356,17 @@ impl Reads<'_> {
 
     /// `show-etherstub`.
     pub(crate) fn show_etherstub(&self) -> Vec<EtherstubRow> {
-        self.running
-            .clone()
-            .etherstub
-            .keys()
-            .map(|n| EtherstubRow { link: n.to_string() })
+        let st = self.running.clone();
+        st.etherstub
+            .iter()
+            .map(|(n, c)| {
+                let kernel = c.kind == netadm_config::StubKind::Kernel;
+                EtherstubRow {
+                    link: n.to_string(),
+                    kind: if kernel { "kernel" } else { "netadm" }.to_owned(),
+                    device: if kernel { n.to_string() } else { String::new() },
+                }
+            })
             .collect()
     }
 

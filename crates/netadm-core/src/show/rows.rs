@@ -156,6 +156,10 @@ pub struct VlanRow {
 pub struct EtherstubRow {
     /// Link name.
     pub link: String,
+    /// `netadm` (netadm's own virtual switch) or `kernel` (a Linux bridge).
+    pub kind: String,
+    /// The kernel bridge it is, or empty for netadm's own switch.
+    pub device: String,
 }
 
 /// One link property (`show-linkprop`).
