@@ -772,8 +772,22 @@ async fn run(
     let p = &ctx.proxy;
     let err = |e| ctx.err(e);
     match verb {
-        Verb::ShowPhys(LinkShow { stats: true, show, link })
-        | Verb::ShowLink(LinkShow { stats: true, show, link }) => {
+        Verb::ShowLink(LinkShow { stats: true, show, link }) => {
+            let table = async {
+                let stats = p.show_stats().await.map_err(err)?;
+                let prot = p.show_protect_stats().await.map_err(err)?;
+                let t = show::link_stats(&stats, &prot);
+                match link.as_deref() {
+                    None => Ok(t),
+                    Some(l) => {
+                        let rows = show::pick(t.rows, Some(l), |r| r.text_of("LINK").unwrap_or(""), "link")?;
+                        Ok(render::Table { rows, ..t })
+                    }
+                }
+            };
+            ctx.table(show.format(json), show::LINK_STATS_COLUMNS, table).await
+        }
+        Verb::ShowPhys(LinkShow { stats: true, show, link }) => {
             let rows =
                 async { show::pick_rows(p.show_stats().await.map_err(err)?, link.as_deref()) };
             ctx.show(show.format(json), rows).await

@@ -11,7 +11,7 @@ use crate::wire::{Answer, Lend, ToWire};
 use netadm_dbus::{
     AddrInfo, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherstubInfo, HistoryEntry,
     IfInfo, IfPropInfo, LinkInfo, LinkStats, Links, OpResult, PhysInfo, PropInfo, PropNames, Props,
-    ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    ProtectStats, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;

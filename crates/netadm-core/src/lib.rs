@@ -28,6 +28,7 @@ mod machine;
 mod mirror;
 mod pipeline;
 mod ports;
+mod protect;
 mod report;
 mod show;
 mod timing;
@@ -386,6 +387,12 @@ impl Core {
     /// Traffic counters of every physical link and aggregation.
     pub fn show_stats(&self) -> Vec<StatsRow> {
         self.reads().stats()
+    }
+
+    /// What link protection dropped and let through on each protected
+    /// VNIC (and each that was protected since netadmd started).
+    pub fn show_protect_stats(&self) -> Vec<ProtectRow> {
+        self.reads().protect_stats()
     }
 
     /// What reads see now.

@@ -19,6 +19,7 @@
 //! the daemon.
 
 pub(crate) mod devices;
+pub(crate) mod guard;
 pub(crate) mod port;
 pub(crate) mod shaper;
 

@@ -15,10 +15,12 @@ pub(crate) struct Out {
     pub(crate) tx: Option<Arc<dyn netadm_datapath::Tx>>,
     pub(crate) mac: [u8; 6],
     pub(crate) vid: u16,
+    /// The link's protection: what it lets through goes on.
+    pub(crate) guard: Arc<netadm_datapath::protect::Guard>,
 }
 
 pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
-    let Out { switch, tx, mac, vid } = out;
+    let Out { switch, tx, mac, vid, guard } = out;
     netadm_nic::wake::short_slices();
     // A virtio-net header and the largest superframe.
     let mut buf = vec![0u8; netadm_nic::offload::VNET_HDR_LEN + 65536 + 1024];
@@ -38,8 +40,11 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
         if fds[0].revents & libc::POLLIN == 0 {
             continue;
         }
-        // Everything queued, one poll per burst.
+        // Everything queued, one poll per burst; the link's protection
+        // as it stands at the burst's start.
         let mut sent = false;
+        let policy = guard.current();
+        let mut passed = (0u64, 0u64);
         loop {
             let (off, frame) = match tap.read_frame(&mut buf) {
                 Ok(Some((off, f))) if !f.is_empty() => (off, f),
@@ -47,6 +52,13 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 Ok(None) => break,
                 Err(_) => return,
             };
+            if let Some(p) = &policy {
+                if let Err(why) = p.check(frame) {
+                    guard.dropped(why);
+                    continue;
+                }
+                passed = (passed.0 + 1, passed.1 + frame.len() as u64);
+            }
             if switch.forward(vid, mac, frame, off) == Forward::Delivered {
                 continue;
             }
@@ -83,6 +95,9 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 }
             }
             sent = true;
+        }
+        if passed.0 > 0 {
+            guard.passed(passed.0, passed.1);
         }
         if sent && let Some(tx) = &tx {
             busy.wait_for_answer(&tap, &**tx);

@@ -125,6 +125,50 @@ impl Reads<'_> {
             .collect()
     }
 
+    /// What link protection counted on each VNIC it guards or guarded:
+    /// the datapath's guards for emulated VNICs, the kernel's counters
+    /// for kernel ones.
+    pub(crate) fn protect_stats(&self) -> Vec<crate::ProtectRow> {
+        let v = self.view_of(&self.running);
+        let words = |n: &LinkName| match v.prop(&Link::Vnic(n.clone()), PropName::Protection) {
+            Some(p) => p.to_string(),
+            None => String::new(),
+        };
+        let mut out = vec![];
+        if let Some(m) = &self.m.mirror {
+            for (n, _, c) in m.guard_counts() {
+                out.push(crate::ProtectRow {
+                    link: n.to_string(),
+                    protection: words(&n),
+                    enforced: "datapath".into(),
+                    mac_nospoof: c.drops[0],
+                    ip_nospoof: c.drops[1],
+                    dhcp_nospoof: c.drops[2],
+                    restricted: c.drops[3],
+                    opackets: c.passed,
+                    obytes: c.passed_bytes,
+                });
+            }
+        }
+        if let Some(k) = &self.m.kernel {
+            for (n, c) in k.guard_counts(&v) {
+                out.push(crate::ProtectRow {
+                    protection: words(&n),
+                    link: n.to_string(),
+                    enforced: "kernel".into(),
+                    mac_nospoof: c.drops[0],
+                    ip_nospoof: c.drops[1],
+                    dhcp_nospoof: c.drops[2],
+                    restricted: c.drops[3],
+                    opackets: c.passed,
+                    obytes: c.passed_bytes,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.link.cmp(&b.link));
+        out
+    }
+
     /// `show-phys`.
     pub(crate) fn show_phys(&self) -> Vec<PhysRow> {
         let st = self.running.clone();
