@@ -780,7 +780,12 @@ async fn run(
                 match link.as_deref() {
                     None => Ok(t),
                     Some(l) => {
-                        let rows = show::pick(t.rows, Some(l), |r| r.text_of("LINK").unwrap_or(""), "link")?;
+                        let rows = show::pick(
+                            t.rows,
+                            Some(l),
+                            |r| r.text_of("LINK").unwrap_or(""),
+                            "link",
+                        )?;
                         Ok(render::Table { rows, ..t })
                     }
                 }

@@ -7,8 +7,7 @@
 use netadm_dbus::{
     AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherstubInfo, HistoryEntry, IfInfo,
     IfPropInfo, LinkInfo, LinkStats, PhysInfo, PropInfo, ProtectStats, ProtoPropInfo, TrafficInfo,
-    VlanInfo,
-    VnicInfo,
+    VlanInfo, VnicInfo,
 };
 
 use serde_json::Value;

@@ -208,10 +208,10 @@ fn parse_arp(p: &[u8]) -> Option<Arp> {
     Some(Arp { op: be16(p, 6)?, sha: mac(p, 8)?, spa: v4(p, 14)?, tpa: v4(p, 24)? })
 }
 
-#[cfg(test)]
-pub(crate) mod build {
-    //! Frames built for the tests (this module's and the protection
-    //! classifier's).
+pub mod build {
+    //! Frames built by hand, for tests and benchmarks that send what a
+    //! tenant could (the protection classifier's, the hostile-tenant
+    //! test's, `netadm-bench protection`'s). No checksums are filled in.
 
     use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -246,6 +246,16 @@ pub(crate) mod build {
     pub fn arp(op: u16, sha: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
         [&[0, 1, 8, 0, 6, 4][..], &op.to_be_bytes(), &sha, &spa.octets(), &[0; 6], &tpa.octets()]
             .concat()
+    }
+
+    /// A DHCPv4 (BOOTP) message: `op` (1 request, 2 reply), `chaddr`,
+    /// then `opts` after the magic cookie, and the end option.
+    pub fn bootp(op: u8, chaddr: [u8; 6], opts: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; 240];
+        (m[0], m[1], m[2]) = (op, 1, 6);
+        m[28..34].copy_from_slice(&chaddr);
+        m[236..240].copy_from_slice(&[99, 130, 83, 99]);
+        [&m[..], opts, &[255]].concat()
     }
 }
 

@@ -70,6 +70,8 @@ pub(crate) struct Kernel {
     /// go; woken by `stop`.
     events: Events,
     stop: OwnedFd,
+    /// The kernel VNICs' link protection rules.
+    rules: guard::Rules,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -119,6 +121,7 @@ impl Kernel {
             trouble: Mutex::default(),
             events: Events::open().map_err(kerr)?,
             stop: netadm_kernel::eventfd().map_err(kerr)?,
+            rules: guard::Rules::default(),
         }))
     }
 
@@ -173,6 +176,7 @@ impl Kernel {
         let res = self
             .apply(&a, &b)
             .and_then(|()| self.verify(&b))
+            .and_then(|()| self.protect(&vf, v))
             .and_then(|()| self.shape(v, &lowers))
             .and_then(|()| self.hook(&b));
         self.adopting.store(false, Ordering::SeqCst);
@@ -333,13 +337,15 @@ impl Kernel {
     ) -> Result<(), CoreError> {
         let (a, b) = self.touched(vf, vt);
         if a == b {
-            return Ok(());
+            // Addresses may still change what a protected VNIC may send.
+            return self.protect(vf, vt);
         }
         let lowers = shaper::touched(&a, &b);
         let res = self
             .unhook(&a, &b)
             .and_then(|()| self.apply(&a, &b))
             .and_then(|()| self.verify(&b))
+            .and_then(|()| self.protect(vf, vt))
             .and_then(|()| self.shape(vt, &lowers))
             .and_then(|()| self.hook(&b));
         t.phase("kernel-links");
@@ -350,6 +356,7 @@ impl Kernel {
             if let Err(u) = self
                 .unhook(&b, &a)
                 .and_then(|()| self.apply(&b, &a))
+                .and_then(|()| self.protect(vt, vf))
                 .and_then(|()| self.shape(vf, &lowers))
                 .and_then(|()| self.hook(&a))
             {
@@ -612,6 +619,8 @@ impl Kernel {
             What::Macvlan { lower: l } => {
                 self.nl.add_macvlan(&k.1, lower(l)?, &opts, zone.as_ref()).map_err(kerr)
             }
+            What::Guarded { peer } => guard::make_veth(&self.nl, k, peer, zone.as_ref(), &opts),
+            What::GuardMac { lower: l } => guard::make_stand_in(&self.nl, &k.1, lower(l)?, &opts),
             What::Veth { peer, bridge } => {
                 let b = lower(bridge)?;
                 // The bridge's end is made here; the VNIC's end where the
@@ -715,7 +724,8 @@ fn kind_matches(l: &LinkDetail, d: &Dev) -> bool {
         What::Bond(_) => l.kind == Some(LinkKind::Bond),
         What::Bridge => l.kind == Some(LinkKind::Bridge),
         What::Vlan { vid, .. } => l.kind == Some(LinkKind::Vlan) && l.vlan_id == Some(*vid),
-        What::Macvlan { .. } => l.kind == Some(LinkKind::MacVlan),
+        What::Macvlan { .. } | What::GuardMac { .. } => l.kind == Some(LinkKind::MacVlan),
+        What::Guarded { .. } => l.kind == Some(LinkKind::Veth),
         What::Veth { .. } => l.kind == Some(LinkKind::Veth),
         What::Ifb { .. } => l.kind == Some(LinkKind::Ifb),
     }
@@ -729,6 +739,10 @@ fn describe(d: &Dev) -> String {
         What::Bridge => "a bridge".into(),
         What::Vlan { lower, vid } => format!("VLAN {vid} over {lower}"),
         What::Macvlan { lower } => format!("a macvlan over {lower}"),
+        What::Guarded { peer } => format!("a veth guarded by netadm's rules on {peer}"),
+        What::GuardMac { lower } => {
+            format!("a macvlan over {lower} standing in for a guarded VNIC")
+        }
         What::Veth { bridge, .. } => format!("a veth into {bridge}"),
         What::Ifb { from } => format!("an ifb shaping what {from} receives"),
     }

@@ -40,15 +40,6 @@ fn all() -> Policy {
     }
 }
 
-/// A DHCPv4 message: op, chaddr, options (after the cookie).
-fn bootp(op: u8, chaddr: [u8; 6], opts: &[u8]) -> Vec<u8> {
-    let mut m = vec![0u8; 240];
-    (m[0], m[1], m[2]) = (op, 1, 6);
-    m[28..34].copy_from_slice(&chaddr);
-    m[236..240].copy_from_slice(&[99, 130, 83, 99]);
-    [&m[..], opts, &[255]].concat()
-}
-
 fn dhcp4(src_mac: [u8; 6], sport: u16, dport: u16, m: &[u8]) -> Vec<u8> {
     let ip = ipv4(Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST, IPPROTO_UDP, &udp(sport, dport, m));
     [eth(BCAST, src_mac, ETH_IPV4), ip].concat()
