@@ -189,7 +189,7 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
     let x = id(n);
     let w = &s.want;
     let (mac, mac_hex) = mac_text(w.mac);
-    let mut f = format!("add table {TABLE}\n");
+    let mut f = String::new();
     for c in ["mac", "ip", "dhcp", "restricted", "pass"] {
         f += &format!("add counter {TABLE} {x}_{c}\n");
     }
@@ -295,6 +295,12 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
     (f, shape)
 }
 
+/// What every file starts with: the table (made if missing), so that
+/// what follows may delete in it.
+fn head() -> String {
+    format!("add table {TABLE}\n")
+}
+
 /// Runs `nft` on `input` (a file on stdin, or `args` alone); its stdout.
 fn nft(args: &[&str], input: Option<&str>) -> Result<String, CoreError> {
     let mut c = Command::new("nft");
@@ -369,26 +375,22 @@ impl Kernel {
         for n in names {
             let (was, now) = (spec(self, vf, &n), spec(self, vt, &n));
             match now {
-                Some(s) if was.as_ref() != Some(&s) || !made.contains_key(&n) => {
+                Some(s) => {
                     let (file, shape) = render(&n, &s);
-                    // A base chain on another device (its build changed)
-                    // cannot be moved: it goes first, in the same file.
-                    let stale = match &was {
-                        Some(w) if w.host != s.host || w.fwd != s.fwd => {
-                            let objs = objs.get_or_insert(table()?);
-                            named(objs, "chain", &id(&n))
-                                .iter()
-                                .map(|c| format!("delete chain {TABLE} {c}\n"))
-                                .collect::<String>()
-                        }
-                        _ => String::new(),
-                    };
-                    nft(&["-f", "-"], Some(&format!("{stale}{file}")))?;
-                    objs = None;
-                    verify(&shape)?;
+                    // Its chains are made anew, in the same transaction:
+                    // a base chain's device may have been made again (a
+                    // zone moved, the build changed), and a base chain
+                    // cannot move. Sets and counters stay.
+                    let objs = objs.get_or_insert(table()?);
+                    let old: String = named(objs, "chain", &id(&n))
+                        .iter()
+                        .map(|c| format!("delete chain {TABLE} {c}\n"))
+                        .collect();
+                    nft(&["-f", "-"], Some(&format!("{}{old}{}", head(), file)))?;
+                    *objs = table()?;
+                    verify(objs, &shape)?;
                     made.insert(n.clone(), id(&n));
                 }
-                Some(_) => {}
                 None => {
                     if was.is_none() && !made.contains_key(&n) {
                         continue;
@@ -445,8 +447,7 @@ impl Kernel {
 
 /// Reads back each chain of `shape` (name, device, rules): there, hooked
 /// on ingress of that device, with that many rules.
-fn verify(shape: &[(String, String, usize)]) -> Result<(), CoreError> {
-    let objs = table()?;
+fn verify(objs: &[serde_json::Value], shape: &[(String, String, usize)]) -> Result<(), CoreError> {
     for (chain, dev, rules) in shape {
         let c = objs.iter().find(|o| o["chain"]["name"].as_str() == Some(chain));
         // nft's JSON names a netdev chain's device in later versions
