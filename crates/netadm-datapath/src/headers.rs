@@ -223,14 +223,14 @@ pub mod build {
     /// An IPv4 packet of `proto` carrying `l4`.
     pub fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Vec<u8> {
         let total = (20 + l4.len()) as u16;
-        let mut h = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0];
+        let mut h = [0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0];
         h[2..4].copy_from_slice(&total.to_be_bytes());
         [&h[..], &src.octets(), &dst.octets(), l4].concat()
     }
 
     /// An IPv6 packet whose first header after the fixed one is `next`.
     pub fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, body: &[u8]) -> Vec<u8> {
-        let mut h = vec![0x60, 0, 0, 0, 0, 0, next, 64];
+        let mut h = [0x60, 0, 0, 0, 0, 0, next, 64];
         h[4..6].copy_from_slice(&(body.len() as u16).to_be_bytes());
         [&h[..], &src.octets(), &dst.octets(), body].concat()
     }

@@ -134,36 +134,25 @@ impl Reads<'_> {
             Some(p) => p.to_string(),
             None => String::new(),
         };
+        let row = |n: &LinkName, enforced: &str, c: netadm_datapath::protect::GuardCounts| {
+            crate::ProtectRow {
+                link: n.to_string(),
+                protection: words(n),
+                enforced: enforced.into(),
+                mac_nospoof: c.drops[0],
+                ip_nospoof: c.drops[1],
+                dhcp_nospoof: c.drops[2],
+                restricted: c.drops[3],
+                opackets: c.passed,
+                obytes: c.passed_bytes,
+            }
+        };
         let mut out = vec![];
         if let Some(m) = &self.m.mirror {
-            for (n, _, c) in m.guard_counts() {
-                out.push(crate::ProtectRow {
-                    link: n.to_string(),
-                    protection: words(&n),
-                    enforced: "datapath".into(),
-                    mac_nospoof: c.drops[0],
-                    ip_nospoof: c.drops[1],
-                    dhcp_nospoof: c.drops[2],
-                    restricted: c.drops[3],
-                    opackets: c.passed,
-                    obytes: c.passed_bytes,
-                });
-            }
+            out.extend(m.guard_counts().into_iter().map(|(n, _, c)| row(&n, "datapath", c)));
         }
         if let Some(k) = &self.m.kernel {
-            for (n, c) in k.guard_counts(&v) {
-                out.push(crate::ProtectRow {
-                    protection: words(&n),
-                    link: n.to_string(),
-                    enforced: "kernel".into(),
-                    mac_nospoof: c.drops[0],
-                    ip_nospoof: c.drops[1],
-                    dhcp_nospoof: c.drops[2],
-                    restricted: c.drops[3],
-                    opackets: c.passed,
-                    obytes: c.passed_bytes,
-                });
-            }
+            out.extend(k.guard_counts(&v).into_iter().map(|(n, c)| row(&n, "kernel", c)));
         }
         out.sort_by(|a, b| a.link.cmp(&b.link));
         out
