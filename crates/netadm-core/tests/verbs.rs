@@ -452,5 +452,9 @@ fn protection_properties_are_typed_persisted_shown_and_refused_when_bad() {
         "mac-nospoof,ip-nospoof"
     );
     c.reset_link_prop("pv0", &s(&["protection"]), false, &none).unwrap();
-    assert_eq!(c.show_link_prop("pv0", &s(&["protection"])).unwrap()[0].value, "--", "unset, as dladm shows it");
+    assert_eq!(
+        c.show_link_prop("pv0", &s(&["protection"])).unwrap()[0].value,
+        "--",
+        "unset, as dladm shows it"
+    );
 }
