@@ -9,6 +9,7 @@
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
 //! netadm-bench qos [--json] [--speed MBPS] [--seconds N]
 //! netadm-bench apply [--json] [--rounds N] [--kernel]
+//! netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]
 //! ```
 
 /// Declares a benchmark's options, `Opts`: `json` (`--json`) and the
@@ -42,6 +43,7 @@ mod datapath;
 mod floor;
 mod kernel;
 mod mtu;
+mod protection;
 mod qos;
 mod rings;
 mod scale;
@@ -56,7 +58,8 @@ const USAGE: &str =
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
        netadm-bench qos [--json] [--speed MBPS] [--seconds N]
-       netadm-bench apply [--json] [--rounds N] [--kernel]";
+       netadm-bench apply [--json] [--rounds N] [--kernel]
+       netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
         Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
         Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
+        Some("protection") => protection::Opts::parse(&args[1..]).and_then(protection::run),
         // Not a benchmark: the `kernel` benchmark's floor, run by it.
         Some("floor-forwarder") => floor::forwarder(&args[1..]),
         Some("-h" | "--help") => {
