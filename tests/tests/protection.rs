@@ -21,7 +21,9 @@
 //! protection reset, the same frames reach the wire and the neighbour —
 //! the test fails without it. Kernel VNICs also keep their rules while
 //! netadmd is killed (frames sent then are dropped and counted when the
-//! next netadmd reads the books), and the next netadmd adopts them.
+//! next netadmd reads the books), and the next netadmd adopts them;
+//! taking protection off one over a port under an IP interface
+//! (`reset-linkprop`, `apply -f`) is `Busy` and changes nothing.
 //! Under `CI=true` missing prerequisites fail.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -439,9 +441,19 @@ fn hostile_tenant(tag: &str, kernel: bool) {
 
     if kernel {
         // Over a kernel port, protection off rebuilds the device: not
-        // under an IP interface.
+        // under an IP interface, by a verb or by apply -f.
         let (k, m) = json_err(&w.bus, &["reset-linkprop", "-p", "protection", "hv0"]);
         assert_eq!(k, "Busy", "{m}");
+        let mut doc: Value = serde_json::from_str(&text(&w.bus, &["--json", "show-config"]))
+            .expect("show-config --json is JSON");
+        let props = doc["vnic"]["hv0"]["props"].as_object_mut().expect("hv0's props");
+        assert!(props.remove("protection").is_some(), "no protection in show-config: {props:?}");
+        let f = w.bus.dir().join("unprotected.json");
+        std::fs::write(&f, doc.to_string()).unwrap();
+        let (k, m) = json_err(&w.bus, &["apply", "-f", f.to_str().unwrap()]);
+        assert_eq!(k, "Busy", "{m}");
+        let p = json(&w.bus, &["show-linkprop", "-p", "protection", "hv0"]);
+        assert_eq!(p[0]["value"], ALL, "a refused apply changed protection: {p}");
     }
     // Without protection the same frames get out: the test fails without it.
     json(&w.bus, &["delete-if", "hv0"]);
