@@ -469,6 +469,13 @@ mod tests {
     fn dladm_spellings() {
         use Personality::Dladm;
         assert_eq!(t(Dladm, &[]).unwrap(), ["dladm", "show-link"]);
+        // A property's list of values rides in one -p list (split by
+        // `assignments`, as dladm splits it).
+        assert_eq!(
+            t(Dladm, &["set-linkprop", "--prop=protection=mac-nospoof,ip-nospoof", "vnic0"])
+                .unwrap(),
+            ["dladm", "set-linkprop", "-p", "protection=mac-nospoof,ip-nospoof", "vnic0"]
+        );
         assert_eq!(
             t(Dladm, &["show-linkprop", "--parsable", "--output=value", "--prop", "mtu", "net0"])
                 .unwrap(),

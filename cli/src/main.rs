@@ -770,19 +770,35 @@ impl Ctx {
 /// to judge, so their errors keep the daemon's kinds.
 fn assignments(lists: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     let mut out = BTreeMap::new();
-    for item in lists.iter().flat_map(|l| l.split(',')) {
-        let (name, value) = item.split_once('=').ok_or_else(|| {
-            CliError::invalid_argument(format!("property assignment {item:?}: expected NAME=VALUE"))
-        })?;
-        if name.is_empty() {
-            return Err(CliError::invalid_argument(format!(
-                "property assignment {item:?}: empty property name"
-            )));
+    for list in lists {
+        // As dladm reads `-p`: an item without `=` is one more value of
+        // the property before it (`protection=mac-nospoof,ip-nospoof`).
+        let mut items: Vec<(&str, String)> = Vec::new();
+        for item in list.split(',') {
+            match (item.split_once('='), items.last_mut()) {
+                (Some((name, value)), _) => items.push((name, value.to_owned())),
+                (None, Some((_, value))) if !item.is_empty() => {
+                    value.push(',');
+                    value.push_str(item);
+                }
+                (None, _) => {
+                    return Err(CliError::invalid_argument(format!(
+                        "property assignment {item:?}: expected NAME=VALUE"
+                    )));
+                }
+            }
         }
-        if out.insert(name.to_owned(), value.to_owned()).is_some() {
-            return Err(CliError::invalid_argument(format!(
-                "link property {name:?} given more than once"
-            )));
+        for (name, value) in items {
+            if name.is_empty() {
+                return Err(CliError::invalid_argument(format!(
+                    "property assignment \"={value}\": empty property name"
+                )));
+            }
+            if out.insert(name.to_owned(), value).is_some() {
+                return Err(CliError::invalid_argument(format!(
+                    "link property {name:?} given more than once"
+                )));
+            }
         }
     }
     Ok(out)
@@ -824,8 +840,27 @@ async fn run(
     let p = &ctx.proxy;
     let err = |e| ctx.err(e);
     match verb {
-        Verb::ShowPhys(PhysShow { stats: true, show, link, .. })
-        | Verb::ShowLink(LinkShow { stats: true, show, link }) => {
+        Verb::ShowLink(LinkShow { stats: true, show, link }) => {
+            let table = async {
+                let stats = p.show_stats().await.map_err(err)?;
+                let prot = p.show_protect_stats().await.map_err(err)?;
+                let t = show::link_stats(&stats, &prot);
+                match link.as_deref() {
+                    None => Ok(t),
+                    Some(l) => {
+                        let rows = show::pick(
+                            t.rows,
+                            Some(l),
+                            |r| r.text_of("LINK").unwrap_or(""),
+                            "link",
+                        )?;
+                        Ok(render::Table { rows, ..t })
+                    }
+                }
+            };
+            ctx.table(show.format(json), show::LINK_STATS_COLUMNS, table).await
+        }
+        Verb::ShowPhys(PhysShow { stats: true, show, link, .. }) => {
             let rows =
                 async { show::pick_rows(p.show_stats().await.map_err(err)?, link.as_deref()) };
             ctx.show(show.format(json), rows).await
@@ -1088,6 +1123,15 @@ mod tests {
         assert!(e.message.contains("\"mtu\""), "{}", e.message);
         assert_eq!(assignments(&["mtu=1,mtu=2".into()]).unwrap_err().kind, "InvalidArgument");
         assert_eq!(assignments(&["=1".into()]).unwrap_err().kind, "InvalidArgument");
+        // dladm's lists: values of one property go on after a comma.
+        let m =
+            assignments(
+                &["protection=mac-nospoof,ip-nospoof,allowed-ips=10.0.0.2,10.0.0.3".into()],
+            )
+            .unwrap();
+        assert_eq!(m["protection"], "mac-nospoof,ip-nospoof");
+        assert_eq!(m["allowed-ips"], "10.0.0.2,10.0.0.3");
+        assert_eq!(assignments(&["mtu=1,,2".into()]).unwrap_err().kind, "InvalidArgument");
         assert_eq!(prop_names(&["mtu,itr".into()]).unwrap(), ["mtu", "itr"]);
         assert_eq!(prop_names(&["mtu,".into()]).unwrap_err().kind, "InvalidArgument");
     }

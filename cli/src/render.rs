@@ -113,6 +113,11 @@ impl Row {
         self
     }
 
+    /// The text of the cell of `column`, if the row has one.
+    pub fn text_of(&self, column: &str) -> Option<&str> {
+        self.get(column).map(|c| c.text.as_str())
+    }
+
     fn get(&self, column: &str) -> Option<&Cell> {
         self.cells.iter().find(|(c, _)| *c == column).map(|(_, v)| v)
     }

@@ -6,9 +6,11 @@
 
 use netadm_dbus::{
     AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherInfo, EtherstubInfo, HistoryEntry, IfInfo,
-    IfPropInfo, LinkInfo, LinkStats, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, ProtoPropInfo,
-    TrafficInfo, VlanInfo, VnicInfo,
+    IfPropInfo, LinkInfo, LinkStats, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, ProtectStats,
+    ProtoPropInfo, TrafficInfo, VlanInfo, VnicInfo,
 };
+
+use serde_json::Value;
 
 use crate::error::CliError;
 use crate::render::{Cell, Row, Table};
@@ -227,6 +229,15 @@ rows! {
         OBYTES: Cell::num(s.obytes), ODROPS: Cell::num(s.odrops),
     };
 
+    /// What link protection counted on a VNIC (joined into `show-link -s`
+    /// by [`link_stats`]).
+    ProtectStats as p, "protected link" link {
+        LINK: Cell::text(&p.link), PROTECTION: Cell::text_or_dash(&p.protection),
+        MAC: Cell::num(p.mac_nospoof), IP: Cell::num(p.ip_nospoof), DHCP: Cell::num(p.dhcp_nospoof),
+        RESTRICTED: Cell::num(p.restricted), OPACKETS: Cell::num(p.opackets),
+        OBYTES: Cell::num(p.obytes),
+    } extra { enforced: p.enforced.as_str() };
+
     /// `show-traffic`.
     TrafficInfo as t, "traffic on link" link {
         LINK: Cell::text(&t.link), STATE: Cell::text(if t.running { "running" } else { "stopped" }),
@@ -350,6 +361,55 @@ pub fn aggr_extended(v: &[AggrInfo], links: &[LinkInfo], phys: &[PhysInfo]) -> T
             .cell("PORTSTATE", Cell::text(&p.state))
     };
     per_port(v, EXTENDED_COLUMNS, aggr, port)
+}
+
+/// The columns of `show-link -s`: [`LinkStats`]'s, and PDROPS, what link
+/// protection dropped.
+pub const LINK_STATS_COLUMNS: &[&str] =
+    &["LINK", "IPACKETS", "RBYTES", "IDROPS", "OPACKETS", "OBYTES", "ODROPS", "PDROPS"];
+
+/// `show-link -s`: the ports' and aggregations' counters, then a row per
+/// VNIC link protection guards: what it let through (OPACKETS, OBYTES),
+/// what it dropped (PDROPS; in JSON, `drops` by reason), and `--` for
+/// what is not counted per VNIC.
+pub fn link_stats(stats: &[LinkStats], prot: &[ProtectStats]) -> Table {
+    let none = || Cell::text("--").json_as(Value::Null);
+    let mut rows: Vec<Row> = stats
+        .iter()
+        .map(|s| {
+            Row::new()
+                .cell("LINK", Cell::text(&s.link))
+                .cell("IPACKETS", Cell::num(s.ipackets))
+                .cell("RBYTES", Cell::num(s.rbytes))
+                .cell("IDROPS", Cell::num(s.idrops))
+                .cell("OPACKETS", Cell::num(s.opackets))
+                .cell("OBYTES", Cell::num(s.obytes))
+                .cell("ODROPS", Cell::num(s.odrops))
+                .cell("PDROPS", none())
+        })
+        .collect();
+    rows.extend(prot.iter().map(|p| {
+        let drops = p.mac_nospoof + p.ip_nospoof + p.dhcp_nospoof + p.restricted;
+        let by_reason = serde_json::json!({
+            "mac-nospoof": p.mac_nospoof,
+            "ip-nospoof": p.ip_nospoof,
+            "dhcp-nospoof": p.dhcp_nospoof,
+            "restricted": p.restricted,
+        });
+        Row::new()
+            .cell("LINK", Cell::text(&p.link))
+            .cell("IPACKETS", none())
+            .cell("RBYTES", none())
+            .cell("IDROPS", none())
+            .cell("OPACKETS", Cell::num(p.opackets))
+            .cell("OBYTES", Cell::num(p.obytes))
+            .cell("ODROPS", none())
+            .cell("PDROPS", Cell::num(drops))
+            .extra("protection", p.protection.as_str())
+            .extra("enforced", p.enforced.as_str())
+            .extra("drops", by_reason)
+    }));
+    Table { columns: LINK_STATS_COLUMNS, rows }
 }
 
 /// `show-aggr -s`: traffic counters of the aggregation, then of each port.

@@ -178,6 +178,26 @@ pub fn render(core: &Core) -> String {
         o.each(&stats, &metric, "counter", help, |s| (vec![("link", &s.link)], get(s) as f64));
     }
 
+    let prot = core.show_protect_stats();
+    if !prot.is_empty() {
+        let name = "netadm_link_protection_drops_total";
+        o.family(name, "counter", "Frames link protection dropped on a VNIC, by reason.");
+        for p in &prot {
+            for (reason, n) in [
+                ("mac-nospoof", p.mac_nospoof),
+                ("ip-nospoof", p.ip_nospoof),
+                ("dhcp-nospoof", p.dhcp_nospoof),
+                ("restricted", p.restricted),
+            ] {
+                o.sample(name, &[("link", &p.link), ("reason", reason)], n);
+            }
+        }
+        let passed = "netadm_link_protection_passed_packets_total";
+        o.each(&prot, passed, "counter", "Frames link protection let through.", |p| {
+            (vec![("link", &p.link)], p.opackets as f64)
+        });
+    }
+
     let links = core.show_link();
     o.each(&links, "netadm_link_mtu_bytes", "gauge", "MTU of each datalink.", |l| {
         (vec![("link", &l.link), ("class", &l.class)], f64::from(l.mtu))

@@ -12,7 +12,7 @@ use netadm_dbus::{
     AddrInfo, AddrInfoV1, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherInfo,
     EtherstubInfo, EtherstubInfoV1, HistoryEntry, IfInfo, IfInfoV1, IfPropInfo, LinkInfo,
     LinkStats, Links, OpResult, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, PropNames, Props,
-    ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    ProtectStats, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;

@@ -183,4 +183,8 @@ fields! {
         latency_avg_us, latency_p99_us, latency_max_us, pause_max_us, paused_us
     }
     StatsRow => LinkStats { link, ipackets, rbytes, opackets, obytes, idrops, odrops }
+    ProtectRow => ProtectStats {
+        link, protection, enforced, mac_nospoof, ip_nospoof, dhcp_nospoof, restricted, opackets,
+        obytes
+    }
 }

@@ -39,13 +39,7 @@ fn a_scrape_parses_and_agrees_with_the_daemon() {
     }
     let bus = Bus::start();
     let d = Daemon::start(&bus, &bus.subdir("state"), &["--metrics-listen", "127.0.0.1:0"]);
-    let addr = d
-        .startup
-        .iter()
-        .find_map(|l| l.split("http://").nth(1))
-        .and_then(|a| a.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no metrics address logged: {:#?}", d.startup))
-        .to_owned();
+    let addr = d.metrics_address();
 
     // Work to count: a verb that succeeds, one that fails, traffic.
     json(&bus, &["create-aggr", "-l", "i40e0", "-l", "i40e1", "aggr0"]);

@@ -10,6 +10,7 @@
 //! netadm-bench qos [--json] [--speed MBPS] [--seconds N]
 //! netadm-bench apply [--json] [--rounds N] [--kernel]
 //! netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (root)
+//! netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]
 //! ```
 
 /// Declares a benchmark's options, `Opts`: `json` (`--json`) and the
@@ -44,6 +45,7 @@ mod floor;
 mod kernel;
 mod kernel_links;
 mod mtu;
+mod protection;
 mod qos;
 mod rings;
 mod scale;
@@ -59,7 +61,8 @@ const USAGE: &str =
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
        netadm-bench qos [--json] [--speed MBPS] [--seconds N]
        netadm-bench apply [--json] [--rounds N] [--kernel]
-       netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (as root)";
+       netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (as root)
+       netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
         Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
         Some("kernel-links") => kernel_links::Opts::parse(&args[1..]).and_then(kernel_links::run),
+        Some("protection") => protection::Opts::parse(&args[1..]).and_then(protection::run),
         // Not a benchmark: the `kernel` benchmark's floor, run by it.
         Some("floor-forwarder") => floor::forwarder(&args[1..]),
         Some("-h" | "--help") => {

@@ -106,7 +106,8 @@ impl From<netadm_model::PropError> for CoreError {
             | P::NotANumber { .. }
             | P::NotABandwidth { .. }
             | P::BadChoice { .. }
-            | P::WrongType { .. } => Self::invalid_value(e.to_string()),
+            | P::WrongType { .. }
+            | P::BadList { .. } => Self::invalid_value(e.to_string()),
             _ => Self::invalid_argument(e.to_string()),
         }
     }

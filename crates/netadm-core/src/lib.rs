@@ -28,6 +28,7 @@ mod machine;
 mod mirror;
 mod pipeline;
 mod ports;
+mod protect;
 mod report;
 mod show;
 mod timing;
@@ -423,6 +424,9 @@ impl Core {
     reads! {
         /// Traffic counters of every physical link and aggregation.
         fn show_stats() -> Vec<StatsRow>;
+        /// What link protection dropped and let through on each protected
+        /// VNIC (and each that was protected since netadmd started).
+        fn show_protect_stats() -> Vec<ProtectRow>;
         /// `show-phys`.
         fn show_phys() -> Vec<PhysRow>;
         /// `show-phys -m`: factory MAC address slots and who uses them.

@@ -388,3 +388,49 @@ fn a_mac_in_use_on_the_same_ports_is_refused_until_its_vnic_goes() {
     let macs: std::collections::BTreeSet<_> = ["f00", "f20", "f30"].map(mac_of).into();
     assert_eq!(macs.len(), 3, "factory addresses are distinct: {macs:?}");
 }
+
+#[test]
+fn protection_properties_are_typed_persisted_shown_and_refused_when_bad() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path());
+    let p = props(&[
+        ("protection", "ip-nospoof,mac-nospoof"),
+        ("allowed-ips", "192.0.2.0/24,2001:db8::1"),
+    ]);
+    c.create_vnic("pv0", "i40e0", "", 0, &p, false, &none).unwrap();
+    let shown =
+        c.show_link_prop("pv0", &s(&["protection", "allowed-ips", "allowed-dhcp-cids"])).unwrap();
+    let val = |p: &str| shown.iter().find(|x| x.property == p).unwrap().value.clone();
+    assert_eq!(val("protection"), "mac-nospoof,ip-nospoof", "shown in dladm's order");
+    assert_eq!(val("allowed-ips"), "192.0.2.0/24,2001:db8::1");
+    let toml = std::fs::read_to_string(d.path().join("links.toml")).unwrap();
+    assert!(toml.contains(r#"protection = "mac-nospoof,ip-nospoof""#), "{toml}");
+    for (prop, bad) in [
+        ("protection", "mac-nospoof,spoof"),
+        ("protection", "mac-nospoof,mac-nospoof"),
+        ("allowed-ips", "192.0.2.1/24"),
+        ("allowed-ips", "192.0.2.300"),
+        ("allowed-dhcp-cids", "0x123"),
+    ] {
+        let m = refused(&c, d.path(), ErrorKind::InvalidValue, |c| {
+            c.set_link_prop("pv0", &props(&[(prop, bad)]), false, &none)
+        });
+        assert!(m.contains(prop), "{prop}={bad}: {m}");
+    }
+    let m = refused(&c, d.path(), ErrorKind::NotSupported, |c| {
+        c.set_link_prop("i40e0", &props(&[("protection", "restricted")]), false, &none)
+    });
+    assert!(m.contains("does not apply to phys"), "{m}");
+    drop(c);
+    let c = core(d.path());
+    assert_eq!(
+        c.show_link_prop("pv0", &s(&["protection"])).unwrap()[0].value,
+        "mac-nospoof,ip-nospoof"
+    );
+    c.reset_link_prop("pv0", &s(&["protection"]), false, &none).unwrap();
+    assert_eq!(
+        c.show_link_prop("pv0", &s(&["protection"])).unwrap()[0].value,
+        "--",
+        "unset, as dladm shows it"
+    );
+}

@@ -8,6 +8,8 @@
 //!   sends over;
 //! - [`classify`]: the per-port receive classifier;
 //! - [`qos`]: bandwidth limits (`maxbw`) and priorities on the transmit path;
+//! - [`headers`]: a frame's Ethernet, IP and transport headers, read in place;
+//! - [`protect`]: link protection (`protection`): what a tenant may send;
 //! - [`switch`]: the virtual switch between the interfaces over a link;
 //! - [`tx`]: transmit paths over a port's rings.
 
@@ -15,7 +17,9 @@ pub mod classify;
 mod endpoint;
 pub mod frame;
 pub mod generator;
+pub mod headers;
 pub mod lacp;
+pub mod protect;
 pub mod qos;
 pub mod stream;
 pub mod switch;

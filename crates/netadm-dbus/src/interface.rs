@@ -219,6 +219,9 @@ macro_rules! interface {
             read show_traffic() -> Vec<TrafficInfo> = "show-traffic";
             /// Traffic counters of every physical link and aggregation.
             read show_stats() -> Vec<LinkStats> = "show-link -s, show-phys -s";
+            /// What link protection dropped (by reason) and let through on
+            /// each VNIC it guards.
+            read show_protect_stats() -> Vec<ProtectStats> = "show-link -s (protection)";
             /// The persistent configuration (the running one with `running`)
             /// as one document in the `links.toml` schema; `format` is `toml`
             /// (or empty) or `json`.

@@ -526,6 +526,31 @@ pub struct LinkStats {
     pub odrops: u64,
 }
 
+/// What link protection dropped on a VNIC, by reason, and what it let
+/// through (`show-link -s`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct ProtectStats {
+    /// The VNIC.
+    pub link: String,
+    /// Its protections now, comma-separated (empty: none any more).
+    pub protection: String,
+    /// Where they are enforced: `datapath` (an emulated VNIC) or
+    /// `kernel` (rules netadm owns in the kernel).
+    pub enforced: String,
+    /// Frames dropped by mac-nospoof.
+    pub mac_nospoof: u64,
+    /// Frames dropped by ip-nospoof.
+    pub ip_nospoof: u64,
+    /// Frames dropped by dhcp-nospoof.
+    pub dhcp_nospoof: u64,
+    /// Frames dropped by restricted.
+    pub restricted: u64,
+    /// Frames the protection let through.
+    pub opackets: u64,
+    /// Their bytes.
+    pub obytes: u64,
+}
+
 /// A recent mutating command and its timing (`show-history`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct HistoryEntry {

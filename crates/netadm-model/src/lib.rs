@@ -22,6 +22,7 @@ mod aggr;
 mod link;
 mod mac;
 mod prop;
+pub mod protect;
 #[cfg(feature = "serde")]
 mod serde_impls;
 mod vlan;
@@ -34,6 +35,7 @@ pub use link::{LinkClass, LinkName, LinkNameError};
 pub use mac::{MacAddr, MacAddrError};
 pub use prop::{
     DEFAULT_PRIORITY, PRIORITIES, Perm, PropError, PropName, PropSpec, PropType, PropValue,
-    parse_assignments, parse_bandwidth, parse_prop_names, spec,
+    parse_assignments, parse_bandwidth, parse_prop_names, spec, split_assignments,
 };
+pub use protect::{ClientId, IpPrefix, ProtectError, Protection};
 pub use vlan::{VlanId, VlanIdError};

@@ -11,6 +11,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::link::LinkClass;
+use crate::protect::{ClientId, IpPrefix, ProtectError, Protection, parse_list, show_list};
 
 keywords! {
     /// A link property name. The string forms are exactly dladm-style:
@@ -57,6 +58,14 @@ keywords! {
         Priority = "priority",
         /// `zone`: the network namespace a VNIC's IP interface lives in.
         Zone = "zone",
+        /// `protection`: what a VNIC's tenant may not forge (dladm's link
+        /// protection).
+        Protection = "protection",
+        /// `allowed-ips`: the IP senders `ip-nospoof` lets through.
+        AllowedIps = "allowed-ips",
+        /// `allowed-dhcp-cids`: the DHCP client identifiers `dhcp-nospoof`
+        /// lets through.
+        AllowedDhcpCids = "allowed-dhcp-cids",
     }
 }
 
@@ -121,6 +130,13 @@ pub enum PropType {
         /// Unit for display.
         unit: &'static str,
     },
+    /// A set of link protections (`mac-nospoof,ip-nospoof,...`), stored
+    /// as [`PropValue::Protection`].
+    Protection,
+    /// A list of IP addresses and prefixes, stored as [`PropValue::Ips`].
+    IpList,
+    /// A list of DHCP client identifiers, stored as [`PropValue::Cids`].
+    CidList,
 }
 
 /// The values of `priority`, lowest first.
@@ -142,6 +158,8 @@ impl PropType {
             PropType::Uint { min, max, .. } => format!("{min}-{max}"),
             PropType::Moderation { max, .. } => format!("{ADAPTIVE},0-{max}"),
             PropType::Bool => BOOL_CHOICES.join(","),
+            PropType::Protection => crate::protect::PROTECTIONS.join(","),
+            PropType::IpList | PropType::CidList => "--".to_owned(),
             PropType::Enum(choices) => choices.join(","),
             PropType::Text | PropType::Bandwidth { .. } => "--".to_owned(),
         }
@@ -154,6 +172,9 @@ impl PropType {
             PropType::Bool => "on/off",
             PropType::Enum(_) | PropType::Text => "text",
             PropType::Bandwidth { .. } => "a bandwidth",
+            PropType::Protection => "a list of protections",
+            PropType::IpList => "a list of IP addresses",
+            PropType::CidList => "a list of DHCP client identifiers",
         }
     }
 }
@@ -173,6 +194,15 @@ pub enum PropValue {
     /// A bandwidth in bits per second (for [`PropType::Bandwidth`]), shown
     /// in Mb/s as dladm shows `maxbw`: `100`, `1000`, `1.5`.
     Bandwidth(u64),
+    /// Link protections (for [`PropType::Protection`]), shown
+    /// comma-separated.
+    Protection(Protection),
+    /// IP addresses and prefixes (for [`PropType::IpList`]), shown
+    /// comma-separated.
+    Ips(Vec<IpPrefix>),
+    /// DHCP client identifiers (for [`PropType::CidList`]), shown
+    /// comma-separated as written.
+    Cids(Vec<ClientId>),
 }
 
 impl PropValue {
@@ -218,6 +248,9 @@ impl fmt::Display for PropValue {
                     f.pad(&format!("{m}.{}", frac.trim_end_matches('0')))
                 }
             }
+            PropValue::Protection(p) => fmt::Display::fmt(p, f),
+            PropValue::Ips(v) => f.pad(&show_list(v)),
+            PropValue::Cids(v) => f.pad(&show_list(v)),
         }
     }
 }
@@ -335,6 +368,14 @@ pub enum PropError {
     /// The `-p` list is empty.
     #[error("empty property list")]
     Empty,
+    /// A list property's value was refused.
+    #[error("link property \"{prop}\": {error}")]
+    BadList {
+        /// The property.
+        prop: PropName,
+        /// What was wrong with it.
+        error: ProtectError,
+    },
 }
 
 /// The static specification of one link property: one row of the table
@@ -366,7 +407,7 @@ const PHYS_AGGR_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr, LinkCla
 const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 
 /// The property table, indexed by `PropName as usize`.
-static SPECS: [PropSpec; 20] = [
+static SPECS: [PropSpec; 23] = [
     PropSpec {
         name: PropName::Mtu,
         // The widest any link takes (a kernel device's 65535); each
@@ -533,6 +574,30 @@ static SPECS: [PropSpec; 20] = [
         classes: VNIC,
         description: "the zone (network namespace: a name under /run/netns, or a path) its IP interface lives in; none: netadmd's own",
     },
+    PropSpec {
+        name: PropName::Protection,
+        ty: PropType::Protection,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: VNIC,
+        description: "what the VNIC may not forge: mac-nospoof (source MAC), ip-nospoof (IP/ARP senders), dhcp-nospoof (DHCP client ids, no DHCP server), restricted (only IPv4, IPv6, ARP)",
+    },
+    PropSpec {
+        name: PropName::AllowedIps,
+        ty: PropType::IpList,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: VNIC,
+        description: "the IP senders ip-nospoof lets through (addresses or prefixes); unset: the interface's addresses, DHCP leases and link-local address",
+    },
+    PropSpec {
+        name: PropName::AllowedDhcpCids,
+        ty: PropType::CidList,
+        default: None,
+        perm: Perm::ReadWrite,
+        classes: VNIC,
+        description: "the DHCP client ids dhcp-nospoof lets through (0xHEX, a DUID, or text); unset: the VNIC's MAC",
+    },
 ];
 
 impl PropSpec {
@@ -600,6 +665,16 @@ impl PropSpec {
                 Some(_) => Err(PropError::OutOfRange { prop, value: s.to_owned(), min, max }),
                 None => Err(PropError::NotABandwidth { prop, value: s.to_owned() }),
             },
+            PropType::Protection => s
+                .parse()
+                .map(PropValue::Protection)
+                .map_err(|error| PropError::BadList { prop, error }),
+            PropType::IpList => parse_list(s)
+                .map(PropValue::Ips)
+                .map_err(|error| PropError::BadList { prop, error }),
+            PropType::CidList => parse_list(s)
+                .map(PropValue::Cids)
+                .map_err(|error| PropError::BadList { prop, error }),
             PropType::Moderation { max, .. } => {
                 if s == ADAPTIVE {
                     return Ok(PropValue::Adaptive);
@@ -635,6 +710,7 @@ impl PropSpec {
                 }
             }
             (PropType::Bool, PropValue::Bool(_))
+            | (PropType::Protection, PropValue::Protection(_))
             | (PropType::Text, PropValue::Text(_))
             | (PropType::Moderation { .. }, PropValue::Adaptive) => Ok(()),
             (PropType::Moderation { max, .. }, PropValue::Uint(n)) => {
@@ -657,6 +733,15 @@ impl PropSpec {
                 } else {
                     Err(PropError::BadChoice { prop, value: s.clone(), choices })
                 }
+            }
+            (PropType::IpList, PropValue::Ips(l)) if l.len() > crate::protect::MAX_LIST => {
+                Err(PropError::BadList { prop, error: ProtectError::TooMany { count: l.len() } })
+            }
+            (PropType::CidList, PropValue::Cids(l)) if l.len() > crate::protect::MAX_LIST => {
+                Err(PropError::BadList { prop, error: ProtectError::TooMany { count: l.len() } })
+            }
+            (PropType::IpList, PropValue::Ips(_)) | (PropType::CidList, PropValue::Cids(_)) => {
+                Ok(())
             }
             (ty, _) => Err(PropError::WrongType { prop, value: v.clone(), expected: ty.kind() }),
         }
@@ -689,27 +774,44 @@ pub fn parse_bandwidth(s: &str) -> Option<u64> {
 
 /// Parses a `-p` assignment list such as `mtu=9000,xmit-batch=off`.
 ///
-/// Items are separated by `,` and split at the first `=`; no whitespace is
-/// trimmed. Rejects an empty list, items without `=`, unknown or repeated
-/// properties, read-only properties and invalid values. Does not check link
-/// class (see [`PropSpec::check_class`]). Order is preserved.
+/// Items are separated by `,` and split at the first `=`, as dladm reads
+/// them: an item without `=` is one more value of the property before it
+/// (`protection=mac-nospoof,ip-nospoof`). No whitespace is trimmed.
+/// Rejects an empty list, a first item without `=`, unknown or repeated
+/// properties, read-only properties and invalid values. Does not check
+/// link class (see [`PropSpec::check_class`]). Order is preserved.
 pub fn parse_assignments(s: &str) -> Result<Vec<(PropName, PropValue)>, PropError> {
     if s.is_empty() {
         return Err(PropError::Empty);
     }
     let mut seen = HashSet::new();
-    s.split(',')
-        .map(|item| {
-            let (name, value) = item
-                .split_once('=')
-                .ok_or_else(|| PropError::MissingEquals { item: item.to_owned() })?;
+    split_assignments(s)?
+        .into_iter()
+        .map(|(name, value)| {
             let prop: PropName = name.parse()?;
             if !seen.insert(prop) {
                 return Err(PropError::Duplicate { prop });
             }
-            Ok((prop, prop.spec().parse_value(value)?))
+            Ok((prop, prop.spec().parse_value(&value)?))
         })
         .collect()
+}
+
+/// Splits a `-p` list into (name, value) as dladm does: at each item with
+/// an `=`; an item without one continues the value before it.
+pub fn split_assignments(s: &str) -> Result<Vec<(&str, String)>, PropError> {
+    let mut out: Vec<(&str, String)> = Vec::new();
+    for item in s.split(',') {
+        match (item.split_once('='), out.last_mut()) {
+            (Some((name, value)), _) => out.push((name, value.to_owned())),
+            (None, Some((_, value))) if !item.is_empty() => {
+                value.push(',');
+                value.push_str(item);
+            }
+            (None, _) => return Err(PropError::MissingEquals { item: item.to_owned() }),
+        }
+    }
+    Ok(out)
 }
 
 /// Parses a `-p` name list such as `mtu,itr` (for `show-linkprop` and
@@ -771,7 +873,10 @@ mod tests {
                 "rx-csum",
                 "maxbw",
                 "priority",
-                "zone"
+                "zone",
+                "protection",
+                "allowed-ips",
+                "allowed-dhcp-cids"
             ]
         );
         for bad in ["", "MTU", "mtu ", "xmit_batch", "rings"] {
@@ -929,6 +1034,39 @@ mod tests {
     }
 
     #[test]
+    fn protection_values() {
+        let v = Protection.spec().parse_value_for(LinkClass::Vnic, "ip-nospoof,mac-nospoof");
+        assert_eq!(v.as_ref().map(ToString::to_string).as_deref(), Ok("mac-nospoof,ip-nospoof"));
+        assert!(matches!(
+            Protection.spec().parse_value("spoof"),
+            Err(PropError::BadList { prop: Protection, .. })
+        ));
+        assert_eq!(
+            Protection.spec().check_class(LinkClass::Phys),
+            Err(PropError::NotApplicable { prop: Protection, class: LinkClass::Phys })
+        );
+        let ips = AllowedIps.spec().parse_value("10.0.0.2,2001:db8::/64").unwrap();
+        assert_eq!(ips.to_string(), "10.0.0.2,2001:db8::/64");
+        assert_eq!(AllowedIps.spec().parse_value(&ips.to_string()), Ok(ips.clone()));
+        assert_eq!(AllowedIps.spec().check_value(&ips), Ok(()));
+        let cids = AllowedDhcpCids.spec().parse_value("0x0102,tenant").unwrap();
+        assert_eq!(cids.to_string(), "0x0102,tenant");
+        assert_eq!(t(Protection).possible(), "mac-nospoof,ip-nospoof,dhcp-nospoof,restricted");
+        assert_eq!(
+            m(AllowedIps.spec().parse_value("10.0.0.1/8").unwrap_err()),
+            r#"link property "allowed-ips": "10.0.0.1/8" has host bits set past /8; write 10.0.0.0/8"#
+        );
+    }
+
+    fn t(p: PropName) -> &'static PropSpec {
+        p.spec()
+    }
+
+    fn m(e: PropError) -> String {
+        e.to_string()
+    }
+
+    #[test]
     fn class_checks() {
         assert_eq!(
             Itr.spec().parse_value_for(LinkClass::Aggr, "50"),
@@ -986,10 +1124,14 @@ mod tests {
             Ok(vec![(Mtu, PropValue::Uint(9000)), (XmitBatch, PropValue::Bool(false))])
         );
         assert_eq!(parse_assignments("itr=0"), Ok(vec![(Itr, PropValue::Uint(0))]));
+        let both = parse_assignments("protection=mac-nospoof,ip-nospoof,mtu=1500").unwrap();
+        assert_eq!(both[0].1.to_string(), "mac-nospoof,ip-nospoof");
+        assert_eq!(both[1], (Mtu, PropValue::Uint(1500)));
         let cases = [
             ("", PropError::Empty),
             ("mtu", PropError::MissingEquals { item: s("mtu") }),
             ("mtu=9000,", PropError::MissingEquals { item: s("") }),
+            ("mtu=9000,1500", PropError::NotANumber { prop: Mtu, value: s("9000,1500") }),
             ("mtu=9000,mtu=1500", PropError::Duplicate { prop: Mtu }),
             ("speed=1000", PropError::ReadOnly { prop: Speed }),
             ("foo=1", PropError::UnknownProp { name: s("foo") }),

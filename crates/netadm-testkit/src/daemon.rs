@@ -180,6 +180,17 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// The address its metrics are served on (`--metrics-listen`), as it
+    /// logged it when it started; panics if it logged none.
+    pub fn metrics_address(&self) -> String {
+        self.startup
+            .iter()
+            .find_map(|l| l.split("http://").nth(1))
+            .and_then(|a| a.strip_suffix("/metrics"))
+            .unwrap_or_else(|| panic!("no metrics address logged: {:#?}", self.startup))
+            .to_owned()
+    }
+
     /// How to start netadmd on `bus` with its state in `state`.
     pub fn builder(bus: &Bus, state: impl Into<PathBuf>) -> DaemonBuilder {
         DaemonBuilder {

@@ -249,6 +249,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("sysctl", "procps"),
     ("dnsmasq", "dnsmasq-base"),
     ("ansible-playbook", "ansible"),
+    ("nft", "nftables"),
 ];
 
 /// [`prerequisites`] of a test that makes network namespaces: root, `ip`

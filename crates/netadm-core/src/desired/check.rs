@@ -43,9 +43,25 @@ pub(crate) fn document(doc: &Document, cur: &View<'_>, kernel: bool) -> Result<(
             let at = if *p == PropName::Zone { cur } else { &v };
             check_value(at, name, link, *p, val)
                 .map_err(|err| e(&[sec, key, "props", &pn], err))?;
+            // So does protection put on a kernel VNIC over a port.
+            if *p == PropName::Protection {
+                let was = was.is_some_and(|w| w.contains_key(p));
+                crate::protect::rebuild_free(cur, name, link, was, true)
+                    .map_err(|err| e(&[sec, key, "props", &pn], err))?;
+            }
         }
         Ok(())
     };
+    // Protection taken off a kernel VNIC over a port rebuilds it too.
+    for (n, a, b) in cur.st.vnic.diff(&d.vnic) {
+        if let (Some(a), Some(b)) = (a, b)
+            && a.props.contains_key(&PropName::Protection)
+            && !b.props.contains_key(&PropName::Protection)
+        {
+            crate::protect::rebuild_free(cur, n.as_str(), &Link::Vnic(n.clone()), true, false)
+                .map_err(|err| e(&["vnic", n.as_str(), "props"], err))?;
+        }
+    }
     // An IP interface that stays keeps its device, made for the MAC,
     // VLAN and link under it: those change only without one.
     for (n, a, b) in cur.st.vnic.diff(&d.vnic) {

@@ -51,6 +51,19 @@ pub(crate) enum What {
         /// The bridge it is enslaved to.
         bridge: String,
     },
+    /// A protected VNIC over a port: the zone's end of a veth pair whose
+    /// host end `peer` netadm's rules join to the VNIC's stand-in
+    /// (`kernel::guard`).
+    Guarded {
+        /// The host's end (in netadmd's namespace).
+        peer: String,
+    },
+    /// The macvlan in bridge mode over `lower` that stands in for a
+    /// protected VNIC among its siblings (`kernel::guard`).
+    GuardMac {
+        /// Its lower device (in netadmd's namespace).
+        lower: String,
+    },
     /// An ifb that what a VNIC over an etherstub sends is redirected
     /// through, from its bridge's end, to be shaped (its `maxbw`).
     Ifb {
@@ -88,9 +101,13 @@ impl Dev {
     /// a veth).
     pub(crate) fn lower(&self) -> Option<&str> {
         match &self.what {
-            What::Vlan { lower, .. } | What::Macvlan { lower } => Some(lower),
+            What::Vlan { lower, .. } | What::Macvlan { lower } | What::GuardMac { lower } => {
+                Some(lower)
+            }
             What::Veth { bridge, .. } => Some(bridge),
-            What::Port | What::Bond(_) | What::Bridge | What::Ifb { .. } => None,
+            What::Port | What::Bond(_) | What::Bridge | What::Ifb { .. } | What::Guarded { .. } => {
+                None
+            }
         }
     }
 
@@ -307,6 +324,8 @@ pub(crate) fn devices(
             },
         );
     }
+    // Protected VNICs over ports are built so that rules can guard them.
+    super::guard::guarded(v, &mut out);
     out
 }
 
@@ -375,6 +394,6 @@ pub(crate) fn shaper_end(vnic: &LinkName) -> String {
     format!("nsq{:08x}", fnv(vnic))
 }
 
-fn fnv(n: &LinkName) -> u32 {
+pub(crate) fn fnv(n: &LinkName) -> u32 {
     n.as_str().bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }

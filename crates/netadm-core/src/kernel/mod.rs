@@ -19,6 +19,7 @@
 //! the daemon.
 
 pub(crate) mod devices;
+pub(crate) mod guard;
 pub(crate) mod port;
 pub(crate) mod shaper;
 
@@ -73,6 +74,8 @@ pub(crate) struct Kernel {
     /// go; woken by `stop`.
     events: Events,
     stop: OwnedFd,
+    /// The kernel VNICs' link protection rules.
+    rules: guard::Rules,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -123,6 +126,7 @@ impl Kernel {
             made: Mutex::default(),
             events: Events::open().map_err(kerr)?,
             stop: netadm_kernel::eventfd().map_err(kerr)?,
+            rules: guard::Rules::default(),
         }))
     }
 
@@ -177,6 +181,7 @@ impl Kernel {
         let res = self
             .apply(&a, &b)
             .and_then(|()| self.verify(&b))
+            .and_then(|()| self.protect(&vf, v))
             .and_then(|()| self.shape(v, &lowers))
             .and_then(|()| self.hook(&b));
         self.adopting.store(false, Ordering::SeqCst);
@@ -350,7 +355,8 @@ impl Kernel {
     ) -> Result<(), CoreError> {
         let (a, b) = self.touched(vf, vt);
         if a == b {
-            return Ok(());
+            // Addresses may still change what a protected VNIC may send.
+            return self.protect(vf, vt);
         }
         let lowers = shaper::touched(&a, &b);
         *self.made.lock().unwrap_or_else(PoisonError::into_inner) = Some(BTreeSet::new());
@@ -358,6 +364,7 @@ impl Kernel {
             .unhook(&a, &b)
             .and_then(|()| self.apply(&a, &b))
             .and_then(|()| self.verify(&b))
+            .and_then(|()| self.protect(vf, vt))
             .and_then(|()| self.shape(vt, &lowers))
             .and_then(|()| self.hook(&b));
         let made = self.made.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -373,6 +380,7 @@ impl Kernel {
             if let Err(u) = self
                 .unhook(&b, &a)
                 .and_then(|()| self.apply(&b, &a))
+                .and_then(|()| self.protect(vt, vf))
                 .and_then(|()| self.shape(vf, &lowers))
                 .and_then(|()| self.hook(&a))
             {
@@ -662,6 +670,8 @@ impl Kernel {
             What::Macvlan { lower: l } => {
                 self.nl.add_macvlan(&k.1, lower(l)?, &opts, zone.as_ref()).map_err(kerr)
             }
+            What::Guarded { peer } => guard::make_veth(&self.nl, k, peer, zone.as_ref(), &opts),
+            What::GuardMac { lower: l } => guard::make_stand_in(&self.nl, &k.1, lower(l)?, &opts),
             What::Veth { peer, bridge } => {
                 let b = lower(bridge)?;
                 // The bridge's end is made here; the VNIC's end where the
@@ -770,7 +780,8 @@ fn kind_matches(l: &LinkDetail, d: &Dev) -> bool {
         What::Bond(_) => l.kind == Some(LinkKind::Bond),
         What::Bridge => l.kind == Some(LinkKind::Bridge),
         What::Vlan { vid, .. } => l.kind == Some(LinkKind::Vlan) && l.vlan_id == Some(*vid),
-        What::Macvlan { .. } => l.kind == Some(LinkKind::MacVlan),
+        What::Macvlan { .. } | What::GuardMac { .. } => l.kind == Some(LinkKind::MacVlan),
+        What::Guarded { .. } => l.kind == Some(LinkKind::Veth),
         What::Veth { .. } => l.kind == Some(LinkKind::Veth),
         What::Ifb { .. } => l.kind == Some(LinkKind::Ifb),
     }
@@ -784,6 +795,10 @@ fn describe(d: &Dev) -> String {
         What::Bridge => "a bridge".into(),
         What::Vlan { lower, vid } => format!("VLAN {vid} over {lower}"),
         What::Macvlan { lower } => format!("a macvlan over {lower}"),
+        What::Guarded { peer } => format!("a veth guarded by netadm's rules on {peer}"),
+        What::GuardMac { lower } => {
+            format!("a macvlan over {lower} standing in for a guarded VNIC")
+        }
         What::Veth { bridge, .. } => format!("a veth into {bridge}"),
         What::Ifb { from } => format!("an ifb shaping what {from} receives"),
     }

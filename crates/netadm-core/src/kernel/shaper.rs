@@ -76,7 +76,7 @@ fn lower_of<'a>(k: &'a Key, d: &'a Dev) -> Option<&'a str> {
         return None;
     }
     match &d.what {
-        What::Macvlan { lower } => Some(lower),
+        What::Macvlan { lower } | What::GuardMac { lower } => Some(lower),
         What::Port | What::Bond(_) if k.0.is_none() => Some(&k.1),
         _ => None,
     }

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use netadm_config::AddrType;
 use netadm_datapath::VSwitch;
+use netadm_datapath::protect::{Guard, GuardCounts};
 use netadm_kernel::{KernelError, Netlink, Netns, PacketSocket, Tap, sysctl};
 use netadm_model::{AddrObj, LinkName, PropName};
 
@@ -44,6 +45,9 @@ pub(crate) struct Mirror {
     switches: Mutex<HashMap<crate::Link, Arc<VSwitch>>>,
     /// The zones opened so far, by name as configured.
     zones: Mutex<BTreeMap<String, Arc<Zone>>>,
+    /// Each VNIC's link protection and its books, kept while the VNIC is
+    /// (across its interface's deletion and making anew).
+    guards: Mutex<BTreeMap<LinkName, Arc<Guard>>>,
 }
 
 /// The zone link `l`'s IP interface lives in: a VNIC's `zone` property.
@@ -98,7 +102,30 @@ impl Mirror {
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let watch = Watcher::start(events, ifs.clone())?;
-        Ok(Self { _watch: watch, nl, ifs, switches: Mutex::default(), zones: Mutex::default() })
+        Ok(Self {
+            _watch: watch,
+            nl,
+            ifs,
+            switches: Mutex::default(),
+            zones: Mutex::default(),
+            guards: Mutex::default(),
+        })
+    }
+
+    /// Link `n`'s guard, made on first use.
+    fn guard(&self, n: &LinkName) -> Arc<Guard> {
+        let mut g = self.guards.lock().unwrap_or_else(PoisonError::into_inner);
+        g.entry(n.clone()).or_default().clone()
+    }
+
+    /// The books of every guarded link's protection (links whose
+    /// interface had a policy once).
+    pub(crate) fn guard_counts(&self) -> Vec<(LinkName, bool, GuardCounts)> {
+        let g = self.guards.lock().unwrap_or_else(PoisonError::into_inner);
+        g.iter()
+            .map(|(n, g)| (n.clone(), g.current().is_some(), g.counts()))
+            .filter(|(_, on, c)| *on || c.passed > 0 || c.drops.iter().any(|d| *d > 0))
+            .collect()
     }
 
     /// Zone `z`, opened (again, if its name no longer names the namespace
@@ -476,6 +503,12 @@ impl Mirror {
                 }
             }
         }
+        // A VNIC that goes takes its protection's books with it.
+        for (n, _, b) in from.vnic.diff(&to.vnic) {
+            if b.is_none() {
+                m.guards.lock().unwrap_or_else(PoisonError::into_inner).remove(n);
+            }
+        }
         for (n, _, b) in from.interface.diff(&to.interface) {
             if b.is_none()
                 && let Some(i) = ifs.remove(n)
@@ -571,9 +604,12 @@ impl Mirror {
                         nl.set_mac(index, mac).map_err(kerr)?;
                         nl.set_link(index, Some(true), Some(ifmtu(&vt, n, &l))).map_err(kerr)?;
                         let efd = std::os::fd::AsRawFd::as_raw_fd(&stop);
+                        // Protected from its first frame on.
+                        let guard = m.guard(n);
+                        guard.set(crate::protect::want(&vt, &l).map(|w| w.policy(None)));
                         let r = {
-                            let (tap, out) =
-                                (tap.clone(), Out { switch: switch.clone(), tx, local, mac, vid });
+                            let out = Out { switch: switch.clone(), tx, local, mac, vid, guard };
+                            let tap = tap.clone();
                             std::thread::Builder::new()
                                 .name(format!("tap-{n}"))
                                 .spawn(move || reader(tap, efd, out))
@@ -615,6 +651,10 @@ impl Mirror {
                 continue;
             }
             if let Some(itap) = i.tap.clone() {
+                // Its protection, as the link's properties and addresses
+                // say now (before the addresses that come are added).
+                let want = crate::protect::want(&vt, &l);
+                m.guard(n).set(want.map(|w| w.policy(Some(i.leased.clone()))));
                 let offload = offloads(&vt, &l);
                 if offload != i.offload {
                     itap.set_offload(offload.0, offload.1).map_err(kerr)?;

@@ -20,6 +20,8 @@ pub(crate) struct Out {
     pub(crate) local: Option<Arc<LinkQos>>,
     pub(crate) mac: [u8; 6],
     pub(crate) vid: u16,
+    /// The link's protection: what it lets through goes on.
+    pub(crate) guard: Arc<netadm_datapath::protect::Guard>,
 }
 
 /// The nice value a reader thread runs at for each priority (low,
@@ -59,7 +61,7 @@ fn admit(q: &LinkQos, len: usize, stop: std::os::fd::RawFd) -> bool {
 }
 
 pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
-    let Out { switch, tx, local, mac, vid } = out;
+    let Out { switch, tx, local, mac, vid, guard } = out;
     netadm_nic::wake::short_slices();
     let mut priority = None;
     // A virtio-net header and the largest superframe.
@@ -80,8 +82,11 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
         if fds[0].revents & libc::POLLIN == 0 {
             continue;
         }
-        // Everything queued, one poll per burst.
+        // Everything queued, one poll per burst; the link's protection
+        // as it stands at the burst's start.
         let mut sent = false;
+        let policy = guard.current();
+        let mut passed = (0u64, 0u64);
         loop {
             let (off, frame) = match tap.read_frame(&mut buf) {
                 Ok(Some((off, f))) if !f.is_empty() => (off, f),
@@ -89,6 +94,15 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 Ok(None) => break,
                 Err(_) => return,
             };
+            if let Some(p) = &policy {
+                if let Err(why) = p.check(frame) {
+                    guard.dropped(why);
+                    continue;
+                }
+                passed = (passed.0 + 1, passed.1 + frame.len() as u64);
+            }
+            // After protection: a frame it drops spends none of the
+            // link's maxbw.
             if let Some(q) = &local {
                 follow_priority(q, &mut priority);
                 if !admit(q, frame.len(), stop) {
@@ -131,6 +145,9 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 }
             }
             sent = true;
+        }
+        if passed.0 > 0 {
+            guard.passed(passed.0, passed.1);
         }
         if sent && let Some(tx) = &tx {
             busy.wait_for_answer(&tap, &**tx);

@@ -126,6 +126,39 @@ impl Reads<'_> {
             .collect()
     }
 
+    /// What link protection counted on each VNIC it guards or guarded:
+    /// the datapath's guards for emulated VNICs, the kernel's counters
+    /// for kernel ones.
+    pub(crate) fn show_protect_stats(&self) -> Vec<crate::ProtectRow> {
+        let v = self.view_of(&self.running);
+        let words = |n: &LinkName| match v.prop(&Link::Vnic(n.clone()), PropName::Protection) {
+            Some(p) => p.to_string(),
+            None => String::new(),
+        };
+        let row = |n: &LinkName, enforced: &str, c: netadm_datapath::protect::GuardCounts| {
+            crate::ProtectRow {
+                link: n.to_string(),
+                protection: words(n),
+                enforced: enforced.into(),
+                mac_nospoof: c.drops[0],
+                ip_nospoof: c.drops[1],
+                dhcp_nospoof: c.drops[2],
+                restricted: c.drops[3],
+                opackets: c.passed,
+                obytes: c.passed_bytes,
+            }
+        };
+        let mut out = vec![];
+        if let Some(m) = &self.m.mirror {
+            out.extend(m.guard_counts().into_iter().map(|(n, _, c)| row(&n, "datapath", c)));
+        }
+        if let Some(k) = &self.m.kernel {
+            out.extend(k.guard_counts(&v).into_iter().map(|(n, c)| row(&n, "kernel", c)));
+        }
+        out.sort_by(|a, b| a.link.cmp(&b.link));
+        out
+    }
+
     /// `show-phys`.
     pub(crate) fn show_phys(&self) -> Vec<PhysRow> {
         let st = self.running.clone();

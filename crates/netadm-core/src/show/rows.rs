@@ -336,3 +336,28 @@ pub struct StatsRow {
     /// Frames the wire lost on send (no carrier, far end full).
     pub odrops: u64,
 }
+
+/// What link protection dropped on a VNIC, by reason, and what it let
+/// through (`show-link -s`): a row for every VNIC that has protection
+/// or had it since netadmd started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectRow {
+    /// Link name.
+    pub link: String,
+    /// Its protections now (`mac-nospoof,ip-nospoof`; empty: none).
+    pub protection: String,
+    /// Where they are enforced: `datapath` (an emulated VNIC) or `kernel`.
+    pub enforced: String,
+    /// Frames dropped by mac-nospoof.
+    pub mac_nospoof: u64,
+    /// Frames dropped by ip-nospoof.
+    pub ip_nospoof: u64,
+    /// Frames dropped by dhcp-nospoof.
+    pub dhcp_nospoof: u64,
+    /// Frames dropped by restricted.
+    pub restricted: u64,
+    /// Frames the protection let through.
+    pub opackets: u64,
+    /// Their bytes.
+    pub obytes: u64,
+}

@@ -58,6 +58,11 @@ pub(crate) fn reset_link_prop(
         {
             crate::mirror::zone_unused(v, link)?;
         }
+        if (names.is_empty() || names.contains(&PropName::Protection))
+            && v.prop(&l, PropName::Protection).is_some()
+        {
+            crate::protect::rebuild_free(v, link, &l, true, false)?;
+        }
         let mut st = v.st.clone();
         let mut next = st.clone();
         let props = props_mut(&mut next, &l);
@@ -139,6 +144,9 @@ pub(crate) fn check_value(
     };
     match prop {
         PropName::Zone => crate::mirror::check_zone(v, link_name, &val.to_string())?,
+        PropName::Protection | PropName::AllowedIps | PropName::AllowedDhcpCids => {
+            crate::protect::check(v, link_name, link, prop, val)?
+        }
         PropName::RxImt | PropName::TxImt | PropName::Itr => knob()?,
         PropName::Maxbw | PropName::Priority => {
             // Over netadm's own etherstub both act on what the VNIC sends
