@@ -833,11 +833,20 @@ impl RingEngine {
         Ok(())
     }
 
-    /// Opens a ring whose queues the device reports enabled.
+    /// Opens a ring whose queues the device reports enabled, and polls it
+    /// once (a software interrupt, as a driver schedules its NAPI after
+    /// enabling it): what the device placed in its RX ring between the
+    /// enable and the gate opening raised an interrupt its handler had
+    /// to skip, and a full RX ring raises no more, so without the poll
+    /// those frames — and whatever waits behind them in the receive
+    /// packet buffer, holding back the wire — would wait for ever.
     fn open(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
         r.set(RingState::Started)?;
         r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = true;
         r.gate.open();
+        if r.rxq.is_some() {
+            self.sh.nic.trigger_interrupt(r.vector);
+        }
         counts.rings_started += 1;
         Ok(())
     }
