@@ -192,6 +192,10 @@ struct Shared {
     nic: Arc<dyn Nic>,
     /// Adaptive interrupt moderation, per vector.
     adaptive: Vec<crate::moderation::Adaptive>,
+    /// Busy pollers holding each vector masked ([`PollHold`]).
+    holds: Vec<AtomicU32>,
+    /// The handler left a held vector's RX side to its poller.
+    deferred: Vec<std::sync::atomic::AtomicBool>,
 }
 
 /// Most RX frames one poll delivers before looking at the next ring.
@@ -251,8 +255,31 @@ impl Shared {
         }
         let rx = ring.rx.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(r) = rx.as_ref() else { return (false, done.into(), 0) };
+        if self.rx_held(ring) {
+            // A busy poller owns it: its frames are the poller's.
+            return (false, done.into(), 0);
+        }
         let (n, bytes) = self.reap_rx(ring, r, client);
         (r.completed() > 0, u64::from(done) + u64::from(n), bytes)
+    }
+
+    /// Whether a busy poller holds `ring`'s vector ([`PollHold`]), so that
+    /// the handler leaves its RX side to the poller. A handler that leaves
+    /// it says so first (`deferred`): the last hold to end then raises the
+    /// vector again, so nothing left behind waits for the next interrupt.
+    fn rx_held(&self, ring: &Ring) -> bool {
+        let v = ring.vector as usize;
+        let (Some(holds), Some(deferred)) = (self.holds.get(v), self.deferred.get(v)) else {
+            return false;
+        };
+        // SeqCst, against PollHold's drop: it ends the hold, then takes
+        // `deferred`; one of the two sees the other.
+        deferred.store(true, Ordering::SeqCst);
+        if holds.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        deferred.store(false, Ordering::SeqCst);
+        false
     }
 
     /// Delivers up to one budget of RX frames from `r`, `ring`'s RX ring,
@@ -294,6 +321,40 @@ impl Shared {
         match rx.as_ref().filter(|r| r.completed() > 0) {
             Some(r) => self.reap_rx(ring, r, client),
             None => (0, 0),
+        }
+    }
+}
+
+/// Vectors a busy poller holds masked ([`RingEngine::busy_poll_hold`]),
+/// their RX sides the poller's to deliver: the device raises nothing on
+/// them, and a handler that runs all the same (a software trigger, an
+/// interrupt raised before the hold) reclaims TX but leaves RX to the
+/// poller. Dropping it unmasks each vector no other hold keeps masked;
+/// the device raises what is pending, and a vector whose RX a handler
+/// left is raised again.
+pub struct PollHold {
+    sh: Arc<Shared>,
+    vectors: Vec<u16>,
+}
+
+impl fmt::Debug for PollHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollHold").field("vectors", &self.vectors).finish()
+    }
+}
+
+impl Drop for PollHold {
+    fn drop(&mut self) {
+        for &v in &self.vectors {
+            let i = v as usize;
+            if self.sh.holds[i].fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.sh.nic.mask_interrupt(v, false);
+                // A handler (a software-raised or already pending
+                // interrupt) left frames to this hold: poll again now.
+                if self.sh.deferred[i].swap(false, Ordering::SeqCst) {
+                    self.sh.nic.trigger_interrupt(v);
+                }
+            }
         }
     }
 }
@@ -368,6 +429,8 @@ impl RingEngine {
             gate_events: GateEvents::default(),
             nic: Arc::clone(&nic),
             adaptive: (0..caps.vectors).map(|_| Default::default()).collect(),
+            holds: (0..caps.vectors).map(|_| AtomicU32::new(0)).collect(),
+            deferred: (0..caps.vectors).map(|_| Default::default()).collect(),
         });
         let weak = Arc::downgrade(&sh);
         nic.set_interrupt_handler(Some(Arc::new(move |v| {
@@ -601,6 +664,40 @@ impl RingEngine {
             }
         }
         Some(total)
+    }
+
+    /// Busy-poll ownership of `rings`, as Linux's `SO_PREFER_BUSY_POLL`
+    /// gives a busy poller its NAPI: while the returned hold lives, the
+    /// rings' vectors are masked, so what arrives waits for the poller
+    /// ([`Self::busy_poll`]) instead of waking the interrupt thread, and
+    /// the device raises whatever is still pending when the last hold
+    /// on a vector ends. Taken only where [`Self::busy_poll`] would poll
+    /// (every ring's traffic light); None otherwise. A sender takes it
+    /// before it sends, so that the answer the device places while the
+    /// send is still in progress is the poller's too.
+    pub fn busy_poll_hold(&self, rings: &[u16]) -> Option<PollHold> {
+        use crate::moderation::Level;
+        let sh = &self.sh;
+        let mut vectors: Vec<u16> = Vec::with_capacity(rings.len());
+        for &id in rings {
+            let v = sh.rings.get(id as usize)?.vector;
+            let a = sh.adaptive.get(v as usize)?;
+            if !(a.is_on() && a.level() == Level::Latency) {
+                return None;
+            }
+            if !vectors.contains(&v) {
+                vectors.push(v);
+            }
+        }
+        if vectors.is_empty() {
+            return None;
+        }
+        for &v in &vectors {
+            if sh.holds[v as usize].fetch_add(1, Ordering::SeqCst) == 0 {
+                sh.nic.mask_interrupt(v, true);
+            }
+        }
+        Some(PollHold { sh: Arc::clone(sh), vectors })
     }
 
     /// Turns adaptive interrupt moderation on `vector` on (its throttle

@@ -102,18 +102,25 @@ fn frame(ring: u16, seq: u64) -> Vec<u8> {
     f
 }
 
-/// NAPI-style busy polling: light traffic is delivered on the polling
-/// thread as well as by interrupts, and, while rings stop and start under
-/// it, never to a ring that is stopping or stopped. With a fixed throttle
-/// (adaptive moderation off) there is nothing to busy-poll.
-#[test]
-fn busy_polling_delivers_light_traffic_and_never_to_a_stopping_ring() {
+/// A loopback port with adaptive moderation on every vector, its rings
+/// started under a checker.
+fn adaptive_loopback() -> (Arc<netadm_i40e::I40e>, Arc<Checker>, Arc<RingEngine>, Vec<u16>) {
     let nic = i40e_fast(RINGS, WireMode::Loopback);
     let (checker, engine, all) = checked(&nic, |e| {
         for v in 0..4 {
             e.set_adaptive(v, true);
         }
     });
+    (nic, checker, engine, all)
+}
+
+/// NAPI-style busy polling: light traffic is delivered on the polling
+/// thread as well as by interrupts, and, while rings stop and start under
+/// it, never to a ring that is stopping or stopped. With a fixed throttle
+/// (adaptive moderation off) there is nothing to busy-poll.
+#[test]
+fn busy_polling_delivers_light_traffic_and_never_to_a_stopping_ring() {
+    let (nic, checker, engine, all) = adaptive_loopback();
 
     let done = Arc::new(AtomicBool::new(false));
     // Light traffic: a frame every 200 us, which adaptive moderation
@@ -232,4 +239,64 @@ fn stops_racing_live_interrupts_never_deliver_to_a_stopping_or_stopped_ring() {
     assert_eq!(checker.corrupt.load(Ordering::Relaxed), 0, "a delivered frame was corrupt");
     assert_no_faults(&*nic);
     assert_eq!(engine.dma_bytes(), 0);
+}
+
+/// Busy-poll ownership: while a sender holds its rings' interrupts masked
+/// (`busy_poll_hold`), what the device places there is the poller's to
+/// deliver, none of it reaches the interrupt thread, and no interrupt is
+/// raised; when the hold ends the device raises what was held (the TX
+/// completion and the receipt), and a hold is not taken while traffic
+/// on the rings is not light.
+#[test]
+fn a_busy_poll_hold_keeps_the_interrupt_thread_off_the_answer_until_it_ends() {
+    let (nic, checker, engine, all) = adaptive_loopback();
+    let _ = checker.poller.set(thread::current().id());
+    // Let the interrupts the rings' start raised be handled first.
+    let irqs = || nic.hw_stats().interrupts;
+    let settled = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut before = irqs();
+    loop {
+        let polled = engine.busy_poll(&all);
+        assert!(polled.is_some(), "light traffic is busy-polled");
+        if irqs() == before && checker.delivered.load(Ordering::Relaxed) == 0 {
+            break;
+        }
+        before = irqs();
+        assert!(std::time::Instant::now() < settled, "the device never went quiet");
+    }
+    for seq in 1..=20u64 {
+        let irqs_before = irqs();
+        let delivered = checker.delivered.load(Ordering::Relaxed);
+        let hold = engine.busy_poll_hold(&all).expect("light traffic: the hold is taken");
+        let ring = (seq % u64::from(RINGS)) as u16;
+        assert_eq!(engine.transmit(ring, &[&frame(ring, seq)]).unwrap(), 1);
+        // The poller, and only the poller, delivers it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while checker.delivered.load(Ordering::Relaxed) == delivered {
+            engine.busy_poll(&all).expect("still light");
+            assert!(std::time::Instant::now() < deadline, "frame {seq} never arrived");
+            thread::yield_now();
+        }
+        assert_eq!(
+            checker.by_poller.load(Ordering::Relaxed),
+            checker.delivered.load(Ordering::Relaxed),
+            "a held frame reached the interrupt thread"
+        );
+        assert_eq!(irqs(), irqs_before, "an interrupt was raised while held");
+        drop(hold);
+        // What was held is raised now.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while irqs() == irqs_before {
+            assert!(std::time::Instant::now() < deadline, "the held interrupt was never raised");
+            thread::yield_now();
+        }
+    }
+    assert_eq!(checker.delivered.load(Ordering::Relaxed), 20);
+    // A fixed throttle (an operator's choice) is never held.
+    for v in 0..4 {
+        engine.set_adaptive(v, false);
+    }
+    assert!(engine.busy_poll_hold(&all).is_none(), "a fixed throttle is not held");
+    engine.stop(&all).unwrap();
+    assert_no_faults(&*nic);
 }
