@@ -98,7 +98,10 @@ impl Tx for PortTx {
     }
 
     fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
-        self.engine.busy_poll_hold(&self.map.rings()).into_iter().collect()
+        // Under the map's read lock: taking a hold delivers nothing, so
+        // nothing can send on this path meanwhile.
+        let st = self.map.state.read().unwrap();
+        self.engine.busy_poll_hold(&st.rings).into_iter().collect()
     }
 }
 
@@ -339,9 +342,8 @@ impl Tx for AggrTx {
     }
 
     fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
-        let members: Vec<Arc<dyn Tx>> =
-            self.state.read().unwrap().members.iter().map(|m| Arc::clone(&m.tx)).collect();
-        members.iter().flat_map(|m| m.busy_poll_hold()).collect()
+        // Under the state lock, unlike `busy_poll`: a hold delivers nothing.
+        self.state.read().unwrap().members.iter().flat_map(|m| m.tx.busy_poll_hold()).collect()
     }
 }
 

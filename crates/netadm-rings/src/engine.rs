@@ -334,18 +334,30 @@ impl Shared {
 /// left is raised again.
 pub struct PollHold {
     sh: Arc<Shared>,
-    vectors: Vec<u16>,
+    /// The vectors held, one bit each.
+    vectors: u64,
+}
+
+/// The set bits of `mask`, lowest first.
+fn bits(mut mask: u64) -> impl Iterator<Item = u16> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let b = mask.trailing_zeros() as u16;
+            mask &= mask - 1;
+            b
+        })
+    })
 }
 
 impl fmt::Debug for PollHold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PollHold").field("vectors", &self.vectors).finish()
+        f.debug_struct("PollHold").field("vectors", &format_args!("{:#x}", self.vectors)).finish()
     }
 }
 
 impl Drop for PollHold {
     fn drop(&mut self) {
-        for &v in &self.vectors {
+        for v in bits(self.vectors) {
             let i = v as usize;
             if self.sh.holds[i].fetch_sub(1, Ordering::SeqCst) == 1 {
                 self.sh.nic.mask_interrupt(v, false);
@@ -637,12 +649,10 @@ impl RingEngine {
     /// skipped. Returns the frames delivered, or None when `rings` may not
     /// be busy-polled now, so the caller stops waiting.
     pub fn busy_poll(&self, rings: &[u16]) -> Option<u32> {
-        use crate::moderation::Level;
         let sh = &self.sh;
         let light = |id: u16| {
             let v = sh.rings.get(id as usize).map(|r| r.vector as usize);
-            v.and_then(|v| sh.adaptive.get(v))
-                .is_some_and(|a| a.is_on() && a.level() == Level::Latency)
+            v.and_then(|v| sh.adaptive.get(v)).is_some_and(|a| a.is_light())
         };
         if rings.is_empty() || !rings.iter().all(|&id| light(id)) {
             return None;
@@ -676,23 +686,20 @@ impl RingEngine {
     /// before it sends, so that the answer the device places while the
     /// send is still in progress is the poller's too.
     pub fn busy_poll_hold(&self, rings: &[u16]) -> Option<PollHold> {
-        use crate::moderation::Level;
         let sh = &self.sh;
-        let mut vectors: Vec<u16> = Vec::with_capacity(rings.len());
+        // Vectors are fewer than 64 (the device's interrupt bitmaps).
+        let mut vectors = 0u64;
         for &id in rings {
             let v = sh.rings.get(id as usize)?.vector;
-            let a = sh.adaptive.get(v as usize)?;
-            if !(a.is_on() && a.level() == Level::Latency) {
+            if v >= 64 || !sh.adaptive.get(v as usize)?.is_light() {
                 return None;
             }
-            if !vectors.contains(&v) {
-                vectors.push(v);
-            }
+            vectors |= 1 << v;
         }
-        if vectors.is_empty() {
+        if vectors == 0 {
             return None;
         }
-        for &v in &vectors {
+        for v in bits(vectors) {
             if sh.holds[v as usize].fetch_add(1, Ordering::SeqCst) == 0 {
                 sh.nic.mask_interrupt(v, true);
             }

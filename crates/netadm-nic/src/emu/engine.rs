@@ -44,6 +44,10 @@ const PACE_QUANTUM: Duration = Duration::from_micros(20);
 /// burst above line rate ever exceeds this much wire time.
 const MAX_LAG: Duration = Duration::from_micros(100);
 
+/// How often the afpacket socket's drop count is read while it has no
+/// backlog.
+const STATS_EVERY: Duration = Duration::from_millis(100);
+
 /// Most frames the engine moves per queue before looking at other work.
 const ENGINE_BUDGET: u32 = 256;
 
@@ -207,6 +211,8 @@ pub(super) struct Engine {
     asleep_until: Option<Option<Instant>>,
     /// The engine thread's one-shot watch on the afpacket socket is armed.
     wire_armed: bool,
+    /// When the afpacket socket's drop count was last read.
+    packet_stats_at: Option<Instant>,
 }
 
 impl Engine {
@@ -240,6 +246,7 @@ impl Engine {
             order: Vec::new(),
             asleep_until: None,
             wire_armed: false,
+            packet_stats_at: None,
             sh,
         }
     }
@@ -897,6 +904,7 @@ impl Engine {
         let mut bufs = std::mem::take(&mut self.packet_buf);
         bufs.resize(PACKET_BATCH * PACKET_SLOT, 0);
         let mut n = 0;
+        let mut backlog = false;
         while n < ENGINE_BUDGET && inbox.device_owned() == 0 {
             match self.receive_direct(sock) {
                 Some(true) => {
@@ -941,12 +949,18 @@ impl Engine {
             if got < PACKET_BATCH {
                 break; // the socket is empty
             }
+            backlog = true;
         }
-        if n > 0 {
-            // Frames the socket dropped because it was full: lost on the
-            // way in, so counted. (Reading the statistics resets them.)
+        // Frames the socket dropped because it was full: lost on the way
+        // in, so counted (reading the statistics resets them). Only a
+        // socket with a backlog overflows, and a full batch says there is
+        // one; otherwise they are read every STATS_EVERY, not on every
+        // lone frame (a system call on a ping's path).
+        let due = self.packet_stats_at.is_none_or(|t| t.elapsed() >= STATS_EVERY);
+        if n > 0 && (backlog || due) {
             let lost = afpacket::packet_drops(sock);
             self.sh.counters.wire_dropped.fetch_add(lost, Ordering::Relaxed);
+            self.packet_stats_at = Some(Instant::now());
         }
         self.packet_buf = bufs;
         n > 0
