@@ -589,7 +589,7 @@ impl RingEngine {
             return Err(RingError::NotStarted { ring, state: r.state() });
         };
         let batch = self.xmit_batch.load(Ordering::Relaxed);
-        let (mut sent, mut bytes, mut unrung) = (0usize, 0u64, 0usize);
+        let (mut sent, mut bytes, mut unrung, mut cleaned) = (0usize, 0u64, 0usize, 0u32);
         for (f, off) in frames {
             if dma.free() < dma.slots_for(f.len()) {
                 if unrung > 0 {
@@ -603,6 +603,7 @@ impl RingEngine {
                 // SAFETY: the TX lock makes this the one driver-side user.
                 let n = unsafe { dma.driver_reclaim() };
                 r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
+                cleaned += n;
             }
             // SAFETY: as above.
             if !unsafe { dma.driver_push_frame(f, off) } {
@@ -628,6 +629,14 @@ impl RingEngine {
         r.counters.tx_frames.fetch_add(sent as u64, Ordering::Relaxed);
         r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         r.counters.tx_refused.fetch_add((count - sent) as u64, Ordering::Relaxed);
+        drop(tx);
+        // Completions cleaned here are the client's as much as those the
+        // handler reclaims; told after the lock, as the handler tells its.
+        if cleaned > 0
+            && let Some(c) = self.sh.client.read().unwrap().clone()
+        {
+            c.tx_done(ring, cleaned);
+        }
         Ok(sent)
     }
 
