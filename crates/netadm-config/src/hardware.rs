@@ -53,7 +53,9 @@ pub struct HardwareConfig {
 }
 
 /// What an etherstub is made of.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum StubKind {
     /// netadm's own virtual switch: its VNICs' frames cross netadm's
