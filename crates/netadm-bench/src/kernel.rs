@@ -270,6 +270,7 @@ pub fn run(o: Opts) -> Result<(), String> {
             ("setpriv", "util-linux"),
         ],
     )?;
+    let load_start = crate::datapath::load_avg();
     let (netadmd, cli) = binaries("kernel")?;
     remove_stale();
     let say = |m: &str| {
@@ -375,7 +376,7 @@ pub fn run(o: Opts) -> Result<(), String> {
         fwd: fwd[i],
         rev: rev[i],
     };
-    report(&o, &fig(0), &fig(1), &floor_rtt);
+    report(&o, &fig(0), &fig(1), &floor_rtt, [load_start, crate::datapath::load_avg()]);
     Ok(())
 }
 
@@ -383,11 +384,14 @@ const NOTES: [&str; 5] = [
     "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2); veth: vc0 (C) - vd0 (D); offloads as the kernel sets them on both",
     "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
     "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
-    "floor: the least a datapath through a TAP and an AF_PACKET socket can cost, on the same kind of topology (E: TAP tp0 203.0.113.1, one thread in E moving frames between it and a socket on veth ve0, whose peer is bridged in F, br0 203.0.113.2): it sleeps in poll(2) and is woken once per ping, as netadm's TAP reader is; netadm adds its device's thread (a doorbell wakes it) and its rings",
+    "floor: the least a datapath through a TAP and an AF_PACKET socket can cost, on the same kind of topology (E: TAP tp0 203.0.113.1, one thread in E moving frames between it and a socket on veth ve0, whose peer is bridged in F, br0 203.0.113.2): it sleeps in poll(2) and is woken once per ping, as netadm's TAP reader is; netadm adds its rings and its device's pass (which a doorbell runs on the TAP reader's thread while the device's thread sleeps)",
     "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed), measured from the first MTU change at 1 s (before it, TCP slow start); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
 ];
 
-fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt) {
+/// `load`: the 1-minute load average as the run started and as it
+/// ended, printed with the figures (a loaded machine moves them).
+fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt, load: [Option<f64>; 2]) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ratio = |a: f64, b: f64| if b > 0.0 { Some(a / b) } else { None };
     if o.json {
         let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "median": r.median_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": o.pings});
@@ -419,13 +423,18 @@ fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt) {
             "ping_netadmd_cpu_pct": n.ping_cpu_pct,
             "mtu_toggle": {"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)},
             "mtu_toggle_reverse": {"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)},
+            "load_avg": {"start": load[0], "end": load[1], "cpus": cpus},
             "notes": NOTES,
         });
         println!("{out}");
         return;
     }
+    let l = |l: Option<f64>| l.map_or("?".to_owned(), |l| format!("{l:.2}"));
     println!(
-        "Real kernel traffic: through netadm (A->B) beside a plain veth pair (C->D), one run\n"
+        "Real kernel traffic: through netadm (A->B) beside a plain veth pair (C->D), one run \
+         (load average {} at the start, {} at the end, {cpus} CPUs)\n",
+        l(load[0]),
+        l(load[1])
     );
     println!("{:<58} {:>10} {:>10} {:>12}", "MEASURE", "NETADM", "VETH", "NETADM/VETH");
     let row = |what: &str, a: f64, b: f64, prec: usize| {

@@ -45,6 +45,14 @@ pub trait Tx: Send + Sync {
     fn busy_poll(&self) -> Option<u32> {
         None
     }
+
+    /// Busy-poll ownership of the rings this path sends on
+    /// ([`netadm_rings::RingEngine::busy_poll_hold`]): their interrupts
+    /// held masked while the holds live. Empty when the path may not be
+    /// busy-polled now.
+    fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
+        Vec::new()
+    }
 }
 
 /// What to generate.

@@ -335,6 +335,10 @@ impl Tx for ShapedTx {
     fn busy_poll(&self) -> Option<u32> {
         self.inner.busy_poll()
     }
+
+    fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
+        self.inner.busy_poll_hold()
+    }
 }
 
 #[cfg(test)]

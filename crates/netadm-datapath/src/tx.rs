@@ -96,6 +96,13 @@ impl Tx for PortTx {
         let rings = self.map.rings();
         self.engine.busy_poll(&rings)
     }
+
+    fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
+        // Under the map's read lock: taking a hold delivers nothing, so
+        // nothing can send on this path meanwhile.
+        let st = self.map.state.read().unwrap();
+        self.engine.busy_poll_hold(&st.rings).into_iter().collect()
+    }
 }
 
 /// Sends over several ports (an aggregation's members): `pick` chooses
@@ -138,6 +145,10 @@ impl Tx for MultiTx {
 
     fn busy_poll(&self) -> Option<u32> {
         self.members.iter().map(Tx::busy_poll).sum()
+    }
+
+    fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
+        self.members.iter().flat_map(Tx::busy_poll_hold).collect()
     }
 }
 
@@ -328,6 +339,11 @@ impl Tx for AggrTx {
         let members: Vec<Arc<dyn Tx>> =
             self.state.read().unwrap().members.iter().map(|m| Arc::clone(&m.tx)).collect();
         members.iter().map(|m| m.busy_poll()).sum()
+    }
+
+    fn busy_poll_hold(&self) -> Vec<netadm_rings::PollHold> {
+        // Under the state lock, unlike `busy_poll`: a hold delivers nothing.
+        self.state.read().unwrap().members.iter().flat_map(|m| m.tx.busy_poll_hold()).collect()
     }
 }
 

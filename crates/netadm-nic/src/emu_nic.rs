@@ -143,6 +143,11 @@ impl Nic for EmuNic {
         self.hw.write_sw_interrupt(vector);
     }
 
+    #[inline]
+    fn mask_interrupt(&self, vector: u16, masked: bool) {
+        self.hw.write_interrupt_mask(vector, masked);
+    }
+
     fn set_interrupt_handler(&self, handler: Option<InterruptHandler>) {
         self.hw.set_interrupt_handler(handler);
     }

@@ -108,6 +108,15 @@ pub trait Nic: Send + Sync {
         lower(self).trigger_interrupt(vector);
     }
 
+    /// Masks or unmasks `vector` (i40e: PFINT_DYN_CTLN.INTENA; atl1c: the
+    /// interrupt mask register). A masked vector is not raised: its causes
+    /// stay pending, and unmasking raises it (after its throttle) if any
+    /// are. A busy poller masks the vectors of the rings it polls, as
+    /// Linux's busy-poll ownership of a NAPI keeps its interrupt masked.
+    fn mask_interrupt(&self, vector: u16, masked: bool) {
+        lower(self).mask_interrupt(vector, masked);
+    }
+
     /// Installs the interrupt handler (one per device; called per vector).
     fn set_interrupt_handler(&self, handler: Option<InterruptHandler>) {
         lower(self).set_interrupt_handler(handler);

@@ -46,12 +46,18 @@ impl Parker {
         }
     }
 
+    /// Whether a thread sleeps in [`Self::park`] now.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.state.load(Ordering::Acquire) == PARKED
+    }
+
     /// Consumes the token, or sleeps until it comes, `also` is readable,
     /// or `timeout` passes (None: no limit). May return spuriously.
-    pub(crate) fn park(&self, also: Option<RawFd>, timeout: Option<Duration>) {
+    /// Returns whether `also` was found readable.
+    pub(crate) fn park(&self, also: Option<RawFd>, timeout: Option<Duration>) -> bool {
         // NOTIFIED -> EMPTY: the token was there; EMPTY -> PARKED: sleep.
         if self.state.fetch_sub(1, Ordering::Acquire) == NOTIFIED {
-            return;
+            return false;
         }
         let mut fds = [
             libc::pollfd { fd: self.efd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -80,6 +86,7 @@ impl Parker {
         // read-modify-write orders the two and acquires what the unpark
         // published.
         self.state.swap(EMPTY, Ordering::AcqRel);
+        rc > 0 && fds[1].revents != 0
     }
 }
 

@@ -192,6 +192,10 @@ struct Shared {
     nic: Arc<dyn Nic>,
     /// Adaptive interrupt moderation, per vector.
     adaptive: Vec<crate::moderation::Adaptive>,
+    /// Busy pollers holding each vector masked ([`PollHold`]).
+    holds: Vec<AtomicU32>,
+    /// The handler left a held vector's RX side to its poller.
+    deferred: Vec<std::sync::atomic::AtomicBool>,
 }
 
 /// Most RX frames one poll delivers before looking at the next ring.
@@ -251,8 +255,31 @@ impl Shared {
         }
         let rx = ring.rx.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(r) = rx.as_ref() else { return (false, done.into(), 0) };
+        if self.rx_held(ring) {
+            // A busy poller owns it: its frames are the poller's.
+            return (false, done.into(), 0);
+        }
         let (n, bytes) = self.reap_rx(ring, r, client);
         (r.completed() > 0, u64::from(done) + u64::from(n), bytes)
+    }
+
+    /// Whether a busy poller holds `ring`'s vector ([`PollHold`]), so that
+    /// the handler leaves its RX side to the poller. A handler that leaves
+    /// it says so first (`deferred`): the last hold to end then raises the
+    /// vector again, so nothing left behind waits for the next interrupt.
+    fn rx_held(&self, ring: &Ring) -> bool {
+        let v = ring.vector as usize;
+        let (Some(holds), Some(deferred)) = (self.holds.get(v), self.deferred.get(v)) else {
+            return false;
+        };
+        // SeqCst, against PollHold's drop: it ends the hold, then takes
+        // `deferred`; one of the two sees the other.
+        deferred.store(true, Ordering::SeqCst);
+        if holds.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        deferred.store(false, Ordering::SeqCst);
+        false
     }
 
     /// Delivers up to one budget of RX frames from `r`, `ring`'s RX ring,
@@ -294,6 +321,52 @@ impl Shared {
         match rx.as_ref().filter(|r| r.completed() > 0) {
             Some(r) => self.reap_rx(ring, r, client),
             None => (0, 0),
+        }
+    }
+}
+
+/// Vectors a busy poller holds masked ([`RingEngine::busy_poll_hold`]),
+/// their RX sides the poller's to deliver: the device raises nothing on
+/// them, and a handler that runs all the same (a software trigger, an
+/// interrupt raised before the hold) reclaims TX but leaves RX to the
+/// poller. Dropping it unmasks each vector no other hold keeps masked;
+/// the device raises what is pending, and a vector whose RX a handler
+/// left is raised again.
+pub struct PollHold {
+    sh: Arc<Shared>,
+    /// The vectors held, one bit each.
+    vectors: u64,
+}
+
+/// The set bits of `mask`, lowest first.
+fn bits(mut mask: u64) -> impl Iterator<Item = u16> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let b = mask.trailing_zeros() as u16;
+            mask &= mask - 1;
+            b
+        })
+    })
+}
+
+impl fmt::Debug for PollHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollHold").field("vectors", &format_args!("{:#x}", self.vectors)).finish()
+    }
+}
+
+impl Drop for PollHold {
+    fn drop(&mut self) {
+        for v in bits(self.vectors) {
+            let i = v as usize;
+            if self.sh.holds[i].fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.sh.nic.mask_interrupt(v, false);
+                // A handler (a software-raised or already pending
+                // interrupt) left frames to this hold: poll again now.
+                if self.sh.deferred[i].swap(false, Ordering::SeqCst) {
+                    self.sh.nic.trigger_interrupt(v);
+                }
+            }
         }
     }
 }
@@ -368,6 +441,8 @@ impl RingEngine {
             gate_events: GateEvents::default(),
             nic: Arc::clone(&nic),
             adaptive: (0..caps.vectors).map(|_| Default::default()).collect(),
+            holds: (0..caps.vectors).map(|_| AtomicU32::new(0)).collect(),
+            deferred: (0..caps.vectors).map(|_| Default::default()).collect(),
         });
         let weak = Arc::downgrade(&sh);
         nic.set_interrupt_handler(Some(Arc::new(move |v| {
@@ -514,7 +589,7 @@ impl RingEngine {
             return Err(RingError::NotStarted { ring, state: r.state() });
         };
         let batch = self.xmit_batch.load(Ordering::Relaxed);
-        let (mut sent, mut bytes, mut unrung) = (0usize, 0u64, 0usize);
+        let (mut sent, mut bytes, mut unrung, mut cleaned) = (0usize, 0u64, 0usize, 0u32);
         for (f, off) in frames {
             if dma.free() < dma.slots_for(f.len()) {
                 if unrung > 0 {
@@ -528,6 +603,7 @@ impl RingEngine {
                 // SAFETY: the TX lock makes this the one driver-side user.
                 let n = unsafe { dma.driver_reclaim() };
                 r.counters.tx_completed.fetch_add(n.into(), Ordering::Relaxed);
+                cleaned += n;
             }
             // SAFETY: as above.
             if !unsafe { dma.driver_push_frame(f, off) } {
@@ -553,6 +629,14 @@ impl RingEngine {
         r.counters.tx_frames.fetch_add(sent as u64, Ordering::Relaxed);
         r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         r.counters.tx_refused.fetch_add((count - sent) as u64, Ordering::Relaxed);
+        drop(tx);
+        // Completions cleaned here are the client's as much as those the
+        // handler reclaims; told after the lock, as the handler tells its.
+        if cleaned > 0
+            && let Some(c) = self.sh.client.read().unwrap().clone()
+        {
+            c.tx_done(ring, cleaned);
+        }
         Ok(sent)
     }
 
@@ -574,12 +658,10 @@ impl RingEngine {
     /// skipped. Returns the frames delivered, or None when `rings` may not
     /// be busy-polled now, so the caller stops waiting.
     pub fn busy_poll(&self, rings: &[u16]) -> Option<u32> {
-        use crate::moderation::Level;
         let sh = &self.sh;
         let light = |id: u16| {
             let v = sh.rings.get(id as usize).map(|r| r.vector as usize);
-            v.and_then(|v| sh.adaptive.get(v))
-                .is_some_and(|a| a.is_on() && a.level() == Level::Latency)
+            v.and_then(|v| sh.adaptive.get(v)).is_some_and(|a| a.is_light())
         };
         if rings.is_empty() || !rings.iter().all(|&id| light(id)) {
             return None;
@@ -601,6 +683,37 @@ impl RingEngine {
             }
         }
         Some(total)
+    }
+
+    /// Busy-poll ownership of `rings`, as Linux's `SO_PREFER_BUSY_POLL`
+    /// gives a busy poller its NAPI: while the returned hold lives, the
+    /// rings' vectors are masked, so what arrives waits for the poller
+    /// ([`Self::busy_poll`]) instead of waking the interrupt thread, and
+    /// the device raises whatever is still pending when the last hold
+    /// on a vector ends. Taken only where [`Self::busy_poll`] would poll
+    /// (every ring's traffic light); None otherwise. A sender takes it
+    /// before it sends, so that the answer the device places while the
+    /// send is still in progress is the poller's too.
+    pub fn busy_poll_hold(&self, rings: &[u16]) -> Option<PollHold> {
+        let sh = &self.sh;
+        // Vectors are fewer than 64 (the device's interrupt bitmaps).
+        let mut vectors = 0u64;
+        for &id in rings {
+            let v = sh.rings.get(id as usize)?.vector;
+            if v >= 64 || !sh.adaptive.get(v as usize)?.is_light() {
+                return None;
+            }
+            vectors |= 1 << v;
+        }
+        if vectors == 0 {
+            return None;
+        }
+        for v in bits(vectors) {
+            if sh.holds[v as usize].fetch_add(1, Ordering::SeqCst) == 0 {
+                sh.nic.mask_interrupt(v, true);
+            }
+        }
+        Some(PollHold { sh: Arc::clone(sh), vectors })
     }
 
     /// Turns adaptive interrupt moderation on `vector` on (its throttle
@@ -833,11 +946,20 @@ impl RingEngine {
         Ok(())
     }
 
-    /// Opens a ring whose queues the device reports enabled.
+    /// Opens a ring whose queues the device reports enabled, and polls it
+    /// once (a software interrupt, as a driver schedules its NAPI after
+    /// enabling it): what the device placed in its RX ring between the
+    /// enable and the gate opening raised an interrupt its handler had
+    /// to skip, and a full RX ring raises no more, so without the poll
+    /// those frames — and whatever waits behind them in the receive
+    /// packet buffer, holding back the wire — would wait for ever.
     fn open(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
         r.set(RingState::Started)?;
         r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = true;
         r.gate.open();
+        if r.rxq.is_some() {
+            self.sh.nic.trigger_interrupt(r.vector);
+        }
         counts.rings_started += 1;
         Ok(())
     }

@@ -17,7 +17,7 @@ mod state;
 mod strategy;
 
 pub use clock::{Clock, SystemClock, Wait, ticks, usec_to_ticks};
-pub use engine::{RingClient, RingEngine, RingError, RingInfo};
+pub use engine::{PollHold, RingClient, RingEngine, RingError, RingInfo};
 pub use report::{Counts, OpReport, Phase};
 pub use state::{RingState, TRANSITIONS};
 pub use strategy::{Strategy, StrategyParseError};

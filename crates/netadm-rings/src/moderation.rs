@@ -63,6 +63,9 @@ struct Window {
 #[derive(Debug)]
 pub(crate) struct Adaptive {
     on: std::sync::atomic::AtomicBool,
+    /// On and at [`Level::Latency`]: what a busy poller asks on every
+    /// send, without the window's lock (written under it).
+    light: std::sync::atomic::AtomicBool,
     w: Mutex<Window>,
 }
 
@@ -70,6 +73,7 @@ impl Default for Adaptive {
     fn default() -> Self {
         Self {
             on: std::sync::atomic::AtomicBool::new(false),
+            light: std::sync::atomic::AtomicBool::new(false),
             w: Mutex::new(Window {
                 opened: Instant::now(),
                 frames: 0,
@@ -87,6 +91,7 @@ impl Adaptive {
         let mut w = self.w.lock().unwrap();
         *w = Window { opened: Instant::now(), frames: 0, bytes: 0, level: Level::Latency };
         self.on.store(on, std::sync::atomic::Ordering::Release);
+        self.light.store(on, std::sync::atomic::Ordering::Release);
         if on {
             write(Level::Latency);
         }
@@ -94,6 +99,11 @@ impl Adaptive {
 
     pub(crate) fn is_on(&self) -> bool {
         self.on.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether it is on and at [`Level::Latency`] (traffic light).
+    pub(crate) fn is_light(&self) -> bool {
+        self.light.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The level now.
@@ -130,6 +140,7 @@ impl Adaptive {
         if level == std::mem::replace(&mut w.level, level) {
             return None;
         }
+        self.light.store(level == Level::Latency, std::sync::atomic::Ordering::Release);
         write(level);
         Some(level)
     }

@@ -87,6 +87,10 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
         let mut sent = false;
         let policy = guard.current();
         let mut passed = (0u64, 0u64);
+        // The burst's busy-poll window, and its hold on the rings'
+        // interrupts (taken before the first frame is sent).
+        let mut window = None;
+        let mut hold = Vec::new();
         loop {
             let (off, frame) = match tap.read_frame(&mut buf) {
                 Ok(Some((off, f))) if !f.is_empty() => (off, f),
@@ -123,6 +127,17 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             } else {
                 (netadm_nic::vlan::push(frame, off, vid, &mut tagged), &tagged[..])
             };
+            if window.is_none() {
+                let w = busy.start_burst();
+                if !w.is_zero() {
+                    hold = tx.busy_poll_hold();
+                }
+                window = Some(w);
+            } else {
+                // A burst of several frames is not a request waiting for
+                // its answer: the interrupts carry on as usual.
+                hold.clear();
+            }
             // One flow per 5-tuple keeps each flow on one ring.
             let flow = netadm_nic::emu::flow_hash(frame);
             // Senders are paused only while a steering flip drains (µs to
@@ -131,6 +146,9 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             // A bandwidth limit (maxbw, priority) says how long to wait.
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
             while !tx.send_offload(flow, frame, off) {
+                // Refused: what frees the ring (TX completions, written
+                // back with the interrupt) must not wait for this poller.
+                hold.clear();
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 match tx.retry_in() {
                     _ if left.is_zero() => break,
@@ -150,7 +168,8 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             guard.passed(passed.0, passed.1);
         }
         if sent && let Some(tx) = &tx {
-            busy.wait_for_answer(&tap, &**tx);
+            busy.wait_for_answer(window.unwrap_or_default(), &tap, &**tx);
+            drop(hold);
         }
     }
 }
@@ -174,6 +193,16 @@ pub(crate) fn writer(tap: &Arc<Tap>) -> netadm_datapath::classify::Endpoint {
 /// off. It ends at once when a frame from the kernel waits in the TAP,
 /// and when traffic is not light (the rings' adaptive moderation is not
 /// at its lowest level: interrupts batch better then).
+///
+/// A burst of one frame that will be busy-polled for is sent holding the
+/// rings' interrupts masked (`Tx::busy_poll_hold`, as Linux's
+/// `SO_PREFER_BUSY_POLL` owns a NAPI), from before the frame is sent to
+/// the end of the window: the answer, which the device places while the
+/// send is still in progress when the far side answers inside it, is
+/// then this reader's to deliver, and no interrupt thread is woken for
+/// it first. The hold ends early at a second frame (not a request
+/// waiting for its answer) and at a refused send (the TX completions
+/// that would free the ring come with the interrupt).
 #[derive(Debug)]
 struct BusyPoll {
     window: std::time::Duration,
@@ -189,14 +218,23 @@ impl BusyPoll {
         Self { window: Self::MAX, bursts: 0 }
     }
 
-    fn wait_for_answer(&mut self, tap: &Tap, tx: &dyn netadm_datapath::Tx) {
-        use std::time::{Duration, Instant};
+    /// A burst begins: how long to busy-poll after it (zero: not at all).
+    fn start_burst(&mut self) -> std::time::Duration {
         self.bursts = self.bursts.wrapping_add(1);
-        let window = if self.window.is_zero() && self.bursts % Self::PROBE == 0 {
+        if self.window.is_zero() && self.bursts % Self::PROBE == 0 {
             Self::MAX
         } else {
             self.window
-        };
+        }
+    }
+
+    fn wait_for_answer(
+        &mut self,
+        window: std::time::Duration,
+        tap: &Tap,
+        tx: &dyn netadm_datapath::Tx,
+    ) {
+        use std::time::{Duration, Instant};
         if window.is_zero() {
             return;
         }

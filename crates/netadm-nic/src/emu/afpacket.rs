@@ -289,3 +289,39 @@ pub(super) fn packet_drops(sock: std::os::fd::RawFd) -> u64 {
     };
     if rc < 0 { 0 } else { u64::from(st.tp_drops) }
 }
+
+/// An epoll instance watching `sock` for frames, one arrival at a time
+/// (`EPOLLONESHOT`), disarmed to begin with: what the engine thread
+/// sleeps on, so that a pass another thread runs ([`watch`] off around
+/// it) does not wake the engine with the answers it reads itself.
+pub(super) fn watcher(sock: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: epoll_create1(2); checked.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let ep = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut ev = libc::epoll_event { events: libc::EPOLLONESHOT as u32, u64: 0 };
+    // SAFETY: a valid epoll_event; both descriptors ours.
+    if unsafe { libc::epoll_ctl(fd, libc::EPOLL_CTL_ADD, sock, &mut ev) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(ep)
+}
+
+/// Arms (the next frame on `sock` makes `ep` readable, once) or disarms
+/// the watch. Arming while frames wait makes `ep` readable at once.
+pub(super) fn watch(ep: RawFd, sock: RawFd, on: bool) {
+    let events = libc::EPOLLONESHOT as u32 | if on { libc::EPOLLIN as u32 } else { 0 };
+    let mut ev = libc::epoll_event { events, u64: 0 };
+    // SAFETY: a valid epoll_event; both descriptors ours.
+    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, sock, &mut ev) };
+}
+
+/// Takes what made `ep` readable (which disarms the one-shot watch).
+pub(super) fn reap(ep: RawFd) {
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: room for one event; no wait.
+    unsafe { libc::epoll_wait(ep, &mut ev, 1, 0) };
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use super::engine::{Engine, irq_thread};
+use super::engine::{Engine, engine_thread, irq_thread};
 use super::shared::{Ctl, EmuConfig, Peer, Shared};
 use super::wire::WireMode;
 use crate::dma::DmaRing;
@@ -18,6 +18,9 @@ use crate::types::{Caps, Dir, HwStats, InterruptHandler, MacFilter, NicError, Qu
 /// An emulated NIC: registers plus an engine thread and an interrupt thread.
 pub struct Device {
     pub(super) sh: Arc<Shared>,
+    /// The engine's state: its thread's, and a doorbell writer's while
+    /// that thread sleeps.
+    core: Arc<Mutex<Engine>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -31,11 +34,12 @@ impl Device {
     /// Powers on a device: starts its engine and interrupt threads.
     pub fn new(cfg: EmuConfig, name: &str) -> Self {
         let sh = Arc::new(Shared::new(cfg));
+        let core = Arc::new(Mutex::new(Engine::new(Arc::clone(&sh))));
         let engine = {
-            let sh = Arc::clone(&sh);
+            let (sh, core) = (Arc::clone(&sh), Arc::clone(&core));
             thread::Builder::new()
                 .name(format!("{name}-hw"))
-                .spawn(move || Engine::new(sh).run())
+                .spawn(move || engine_thread(&sh, &core))
                 .expect("spawn device engine thread")
         };
         let irq = {
@@ -46,7 +50,7 @@ impl Device {
                 .expect("spawn device interrupt thread")
         };
         let _ = sh.irq_thread.set(irq.thread().clone());
-        Self { sh, threads: vec![engine, irq] }
+        Self { sh, core, threads: vec![engine, irq] }
     }
 
     /// The device's capabilities.
@@ -233,11 +237,48 @@ impl Device {
             // SeqCst against the engine's `tx_paced` (see `transmit`).
             self.sh.doorbell_pending[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
             if !self.sh.tx_paced.load(Ordering::SeqCst) {
-                self.sh.wake_engine();
+                self.kick();
             }
         } else if self.sh.inbox.device_owned() > 0 {
             // Buffers posted: frames waiting in the packet buffer may go.
             self.sh.wake_engine();
+        }
+    }
+
+    /// Has the device act on a TX doorbell: while the engine thread
+    /// sleeps, the writing thread runs the engine's pass itself, under the
+    /// engine's lock (as an emulator handles a trapped MMIO write on the
+    /// vCPU that wrote it); otherwise, or if the engine is busy, the
+    /// engine thread is woken as for any write.
+    fn kick(&self) {
+        if self.sh.engine_wake.is_parked()
+            && let Ok(mut e) = self.core.try_lock()
+        {
+            e.pass_for_doorbell();
+            if e.needs_engine_thread() {
+                self.sh.wake_engine();
+            }
+            return;
+        }
+        self.sh.wake_engine();
+    }
+
+    /// Writes a vector's interrupt mask bit: a masked vector's causes stay
+    /// pending; unmasking raises it if any are (after its throttle).
+    pub fn write_interrupt_mask(&self, vector: u16, masked: bool) {
+        if vector >= self.sh.cfg.caps.vectors || vector >= 64 {
+            return;
+        }
+        let bit = 1u64 << vector;
+        if masked {
+            self.sh.irq_masked.fetch_or(bit, Ordering::SeqCst);
+        } else {
+            self.sh.irq_masked.fetch_and(!bit, Ordering::SeqCst);
+            // SeqCst against the engine, which sets `irq_held` and then
+            // reads the mask again.
+            if self.sh.irq_held.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
+                self.kick();
+            }
         }
     }
 
@@ -395,6 +436,8 @@ impl Device {
             return Err(std::io::Error::other("not a free afpacket port"));
         }
         let sock = super::afpacket::open(ifname)?;
+        let watch = super::afpacket::watcher(std::os::fd::AsRawFd::as_raw_fd(&sock))?;
+        let _ = self.sh.packet_watch.set(watch);
         let _ = self.sh.packet.set(sock);
         // The engine reads the socket itself: wake it for what arrived
         // while it slept (none, on a fresh socket; cheap either way).

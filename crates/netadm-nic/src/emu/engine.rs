@@ -44,6 +44,10 @@ const PACE_QUANTUM: Duration = Duration::from_micros(20);
 /// burst above line rate ever exceeds this much wire time.
 const MAX_LAG: Duration = Duration::from_micros(100);
 
+/// How often the afpacket socket's drop count is read while it has no
+/// backlog.
+const STATS_EVERY: Duration = Duration::from_millis(100);
+
 /// Most frames the engine moves per queue before looking at other work.
 const ENGINE_BUDGET: u32 = 256;
 
@@ -51,6 +55,65 @@ const ENGINE_BUDGET: u32 = 256;
 enum Timer {
     Ack { q: usize, on: bool },
     Fire { vector: u16 },
+}
+
+/// The engine thread: passes while there is work, lingering (yielding)
+/// for [`LINGER`] after the last, then asleep until a doorbell, a control
+/// write, a frame on the afpacket socket or its next timer. The engine's
+/// state is behind `core`'s lock, which a doorbell written while this
+/// thread sleeps takes to run a pass itself ([`super::Device::write_tail`]).
+pub(super) fn engine_thread(sh: &Arc<Shared>, core: &std::sync::Mutex<Engine>) {
+    crate::wake::short_slices();
+    // Timers of a few µs must not be rounded up by the default 50 µs
+    // timer slack: the ack latency is part of the hardware model.
+    // SAFETY: PR_SET_TIMERSLACK only affects the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let mut last_work = Instant::now();
+    while !sh.shutdown.load(Ordering::Acquire) {
+        let mut e = core.lock().unwrap();
+        e.asleep_until = None;
+        let busy = e.pass();
+        let now = Instant::now();
+        if busy {
+            last_work = now;
+            continue;
+        }
+        // A short wait for the wire lingers like any other pause after
+        // work; once the wire has been the limit for longer, waiting
+        // for it is a timed sleep: the frames cannot go before their
+        // time anyway, and a saturated wire must not keep a core busy.
+        let linger = match (e.wire_wake, e.paced_since) {
+            (Some(_), Some(since)) => now - since < LINGER,
+            _ => now - last_work < LINGER,
+        };
+        if linger {
+            drop(e);
+            thread::yield_now();
+            continue;
+        }
+        let next = e.next_deadline();
+        // An afpacket wire wakes the engine when a frame arrives,
+        // unless frames already wait for RX buffers (then the RX
+        // doorbell does, and the socket holds the rest).
+        let wire = (sh.inbox.device_owned() == 0).then(|| e.watch_wire(true)).flatten();
+        e.asleep_until = Some(next);
+        drop(e);
+        let readable = match next {
+            Some(t) => {
+                let now = Instant::now();
+                t > now && sh.engine_wake.park(wire, Some(t - now))
+            }
+            None => sh.engine_wake.park(wire, None),
+        };
+        if readable && let Some(ep) = wire {
+            // The one-shot fired: taken, it is disarmed until the next
+            // sleep arms it again.
+            afpacket::reap(ep);
+            core.lock().unwrap().wire_armed = false;
+        }
+    }
 }
 
 pub(super) fn irq_thread(sh: &Shared) {
@@ -143,6 +206,13 @@ pub(super) struct Engine {
     /// The doorbell bits taken in a pass, and the queues in serving order.
     pending: Vec<u64>,
     order: Vec<usize>,
+    /// While the engine thread sleeps: until when (inner None: until
+    /// woken); None while it runs.
+    asleep_until: Option<Option<Instant>>,
+    /// The engine thread's one-shot watch on the afpacket socket is armed.
+    wire_armed: bool,
+    /// When the afpacket socket's drop count was last read.
+    packet_stats_at: Option<Instant>,
 }
 
 impl Engine {
@@ -174,61 +244,77 @@ impl Engine {
             tx_cursor: 0,
             pending: vec![0; sh.doorbell_pending.len()],
             order: Vec::new(),
+            asleep_until: None,
+            wire_armed: false,
+            packet_stats_at: None,
             sh,
         }
     }
 
-    pub(super) fn run(mut self) {
-        crate::wake::short_slices();
-        // Timers of a few µs must not be rounded up by the default 50 µs
-        // timer slack: the ack latency is part of the hardware model.
-        // SAFETY: PR_SET_TIMERSLACK only affects the calling thread.
-        unsafe {
-            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    /// One pass over everything the device does: control writes, timers,
+    /// TX, what waits in the receive packet buffer, the afpacket socket,
+    /// then interrupts. Whether it did anything.
+    pub(super) fn pass(&mut self) -> bool {
+        let mut busy = self.control();
+        busy |= self.timers_due();
+        busy |= self.transmit();
+        busy |= self.receive_wire();
+        busy |= self.receive_packet();
+        self.raise_interrupts();
+        busy
+    }
+
+    /// A pass for a TX doorbell written while the engine thread sleeps,
+    /// run by the writing thread: the engine thread's watch on the
+    /// afpacket socket is off meanwhile, so the answers this pass reads
+    /// itself (a far side that echoes inside the send) do not wake it.
+    pub(super) fn pass_for_doorbell(&mut self) -> bool {
+        let armed = self.wire_armed;
+        if armed {
+            self.watch_wire(false);
         }
-        let mut last_work = Instant::now();
-        while !self.sh.shutdown.load(Ordering::Acquire) {
-            let mut busy = self.control();
-            busy |= self.timers_due();
-            busy |= self.transmit();
-            busy |= self.receive_wire();
-            busy |= self.receive_packet();
-            self.raise_interrupts();
-            let now = Instant::now();
-            if busy {
-                last_work = now;
-                continue;
-            }
-            // A short wait for the wire lingers like any other pause after
-            // work; once the wire has been the limit for longer, waiting
-            // for it is a timed sleep: the frames cannot go before their
-            // time anyway, and a saturated wire must not keep a core busy.
-            let linger = match (self.wire_wake, self.paced_since) {
-                (Some(_), Some(since)) => now - since < LINGER,
-                _ => now - last_work < LINGER,
-            };
-            if linger {
-                thread::yield_now();
-                continue;
-            }
-            let next = match (self.timers.peek().map(|Reverse((t, _))| *t), self.wire_wake) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            // An afpacket wire wakes the engine when a frame arrives,
-            // unless frames already wait for RX buffers (then the RX
-            // doorbell does, and the socket holds the rest).
-            let wire = self.sh.packet.get().filter(|_| self.sh.inbox.device_owned() == 0);
-            let wire = wire.map(std::os::fd::AsRawFd::as_raw_fd);
-            match next {
-                Some(t) => {
-                    let now = Instant::now();
-                    if t > now {
-                        self.sh.engine_wake.park(wire, Some(t - now));
-                    }
-                }
-                None => self.sh.engine_wake.park(wire, None),
-            }
+        let busy = self.pass();
+        if armed {
+            self.watch_wire(true);
+        }
+        busy
+    }
+
+    /// Arms or disarms the engine thread's watch on the afpacket socket
+    /// (if the port has one): the epoll to sleep on, when armed.
+    fn watch_wire(&mut self, on: bool) -> Option<std::os::fd::RawFd> {
+        let sock = self.sh.packet.get()?.as_raw_fd();
+        let ep = self.sh.packet_watch.get()?.as_raw_fd();
+        if on != self.wire_armed {
+            afpacket::watch(ep, sock, on);
+            self.wire_armed = on;
+        }
+        Some(ep)
+    }
+
+    /// The next instant the engine must look again by itself (a timer, or
+    /// the wire free for waiting frames).
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        match (self.timers.peek().map(|Reverse((t, _))| *t), self.wire_wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// After a pass run on another thread (a doorbell written while the
+    /// engine thread slept): whether the sleeping engine thread must be
+    /// woken, because the pass left work (more TX frames than one budget
+    /// with the wire free, frames in the receive packet buffer) or a
+    /// deadline sooner than the one it sleeps to. (Frames left on the
+    /// afpacket socket wake it through its watch, armed again.)
+    pub(super) fn needs_engine_thread(&self) -> bool {
+        if (self.tx_backlog && self.wire_wake.is_none()) || self.sh.inbox.device_owned() > 0 {
+            return true;
+        }
+        match (self.next_deadline(), self.asleep_until) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(t), Some(until)) => until.is_none_or(|u| t < u),
         }
     }
 
@@ -627,6 +713,17 @@ impl Engine {
             if !self.cause[v] {
                 continue;
             }
+            let bit = 1u64 << v;
+            if self.sh.irq_masked.load(Ordering::SeqCst) & bit != 0 {
+                // Held until unmasked; the unmask wakes the engine if
+                // it sees the bit. Re-read after setting it: an unmask in
+                // between may have missed it.
+                self.sh.irq_held.fetch_or(bit, Ordering::SeqCst);
+                if self.sh.irq_masked.load(Ordering::SeqCst) & bit != 0 {
+                    continue;
+                }
+                self.sh.irq_held.fetch_and(!bit, Ordering::SeqCst);
+            }
             let interval = unit * self.sh.throttle[v].load(Ordering::Acquire);
             match self.last_fire[v] {
                 Some(last) if now < last + interval => {
@@ -807,6 +904,7 @@ impl Engine {
         let mut bufs = std::mem::take(&mut self.packet_buf);
         bufs.resize(PACKET_BATCH * PACKET_SLOT, 0);
         let mut n = 0;
+        let mut backlog = false;
         while n < ENGINE_BUDGET && inbox.device_owned() == 0 {
             match self.receive_direct(sock) {
                 Some(true) => {
@@ -851,12 +949,18 @@ impl Engine {
             if got < PACKET_BATCH {
                 break; // the socket is empty
             }
+            backlog = true;
         }
-        if n > 0 {
-            // Frames the socket dropped because it was full: lost on the
-            // way in, so counted. (Reading the statistics resets them.)
+        // Frames the socket dropped because it was full: lost on the way
+        // in, so counted (reading the statistics resets them). Only a
+        // socket with a backlog overflows, and a full batch says there is
+        // one; otherwise they are read every STATS_EVERY, not on every
+        // lone frame (a system call on a ping's path).
+        let due = self.packet_stats_at.is_none_or(|t| t.elapsed() >= STATS_EVERY);
+        if n > 0 && (backlog || due) {
             let lost = afpacket::packet_drops(sock);
             self.sh.counters.wire_dropped.fetch_add(lost, Ordering::Relaxed);
+            self.packet_stats_at = Some(Instant::now());
         }
         self.packet_buf = bufs;
         n > 0

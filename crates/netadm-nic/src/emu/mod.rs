@@ -24,7 +24,16 @@
 //!   ([`EmuConfig::speed_mbps`]): the engine sends nothing before the wire
 //!   is free.
 //!
-//! The engine thread parks when idle; doorbells and control writes wake it.
+//! - A vector can be masked (i40e INTENA, atl1c's mask register): its
+//!   causes stay pending and are raised when it is unmasked.
+//!
+//! The engine thread parks when idle; control writes wake it. A TX
+//! doorbell written while it sleeps is acted on by the writing thread,
+//! which runs the engine's pass under the engine's lock, as an emulator
+//! runs a trapped MMIO write on the vCPU that made it: the wake-up of an
+//! emulator thread is not part of the hardware, and the pass is the same
+//! code (the wire's pace, completions written back with the moderated
+//! interrupt, the interrupt raised on the interrupt thread).
 //!
 //! The module's files, each using only those listed before it: `wire`,
 //! the kinds of wire and what a frame costs on one; `afpacket`, the

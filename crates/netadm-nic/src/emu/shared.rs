@@ -123,6 +123,10 @@ pub(super) struct Shared {
     pub(super) events: Events,
     pub(super) drain_waiters: AtomicUsize,
     pub(super) irq_pending: AtomicU64,
+    /// Vectors the driver masked: not raised while their bit is set.
+    pub(super) irq_masked: AtomicU64,
+    /// Masked vectors with causes pending: raised when unmasked.
+    pub(super) irq_held: AtomicU64,
     pub(super) irq_handler: RwLock<Option<InterruptHandler>>,
     /// Wakes the engine thread (doorbells, control writes, a cable peer).
     pub(super) engine_wake: Arc<Parker>,
@@ -139,6 +143,8 @@ pub(super) struct Shared {
     /// The AF_PACKET socket of an afpacket wire, once attached: the
     /// engine thread sends on it and reads it.
     pub(super) packet: OnceLock<std::os::fd::OwnedFd>,
+    /// The engine thread's one-shot watch on that socket (an epoll).
+    pub(super) packet_watch: OnceLock<std::os::fd::OwnedFd>,
     /// RX checksum reporting enabled (where the device has it).
     pub(super) rx_csum: AtomicBool,
 }
@@ -182,6 +188,8 @@ impl Shared {
             events: Events::default(),
             drain_waiters: AtomicUsize::new(0),
             irq_pending: AtomicU64::new(0),
+            irq_masked: AtomicU64::new(0),
+            irq_held: AtomicU64::new(0),
             irq_handler: RwLock::new(None),
             engine_wake: Arc::new(Parker::new().expect("an eventfd for the device engine")),
             irq_thread: OnceLock::new(),
@@ -198,6 +206,7 @@ impl Shared {
             peer: OnceLock::new(),
             carrier: AtomicBool::new(true),
             packet: OnceLock::new(),
+            packet_watch: OnceLock::new(),
             rx_csum: AtomicBool::new(caps.offloads.rx_csum),
             cfg,
         }
