@@ -141,6 +141,8 @@ pub(crate) fn bond_spec(a: &netadm_config::AggrConf) -> BondSpec {
         lacp_rate: rate,
         miimon: Some(100),
         min_links: None,
+        // Passive LACP answers an active partner and never starts.
+        lacp_active: (mode == BondMode::Lacp).then_some(a.lacp_mode == LacpMode::Active),
     }
 }
 

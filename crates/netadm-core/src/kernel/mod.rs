@@ -18,6 +18,7 @@
 //! name. Nothing here is undone when netadmd stops: the network outlives
 //! the daemon.
 
+mod bond;
 pub(crate) mod devices;
 pub(crate) mod port;
 pub(crate) mod shaper;
@@ -69,6 +70,10 @@ pub(crate) struct Kernel {
     /// go; woken by `stop`.
     events: Events,
     stop: OwnedFd,
+    /// What the last change did that its verb's report should say (a
+    /// bond's MTU changed member by member, its settings in place),
+    /// handed to the verb's timing by [`Kernel::drive`].
+    notes: Mutex<Vec<String>>,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -118,6 +123,7 @@ impl Kernel {
             trouble: Mutex::default(),
             events: Events::open().map_err(kerr)?,
             stop: netadm_kernel::eventfd().map_err(kerr)?,
+            notes: Mutex::default(),
         }))
     }
 
@@ -152,6 +158,12 @@ impl Kernel {
                 return Some(changed);
             }
         }
+    }
+
+    /// Keeps `s` for the report of the verb that runs ([`Kernel::drive`]
+    /// hands it over).
+    fn note(&self, s: String) {
+        self.notes.lock().unwrap_or_else(PoisonError::into_inner).push(s);
     }
 
     /// Ends [`Kernel::wait_ports`].
@@ -314,8 +326,16 @@ impl Kernel {
             .collect();
         down.sort_by_key(|(_, d)| std::cmp::Reverse(d.layer));
         for (k, d) in &down {
+            // A bond's members change with it, one at a time.
+            if d.what == What::Port && d.master.is_some() {
+                continue;
+            }
             if let Some(l) = self.find(k)? {
-                self.conn(&k.0)?.nl().set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+                if matches!(d.what, What::Bond(_)) {
+                    self.bond_mtu(&l, d.mtu, &d.link)?;
+                } else {
+                    self.conn(&k.0)?.nl().set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+                }
             }
         }
         Ok(!down.is_empty())
@@ -332,6 +352,7 @@ impl Kernel {
     ) -> Result<(), CoreError> {
         let (a, b) = self.touched(vf, vt);
         if a == b {
+            self.hand_notes(t);
             return Ok(());
         }
         let lowers = shaper::touched(&a, &b);
@@ -342,6 +363,7 @@ impl Kernel {
             .and_then(|()| self.shape(vt, &lowers))
             .and_then(|()| self.hook(&b));
         t.phase("kernel-links");
+        self.hand_notes(t);
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
@@ -360,6 +382,13 @@ impl Kernel {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// The notes kept since the last change, into the verb's timing.
+    fn hand_notes(&self, t: &mut Timing) {
+        for n in std::mem::take(&mut *self.notes.lock().unwrap_or_else(PoisonError::into_inner)) {
+            t.note(n);
+        }
     }
 
     /// Brings the shapers on devices `lowers` to what `v` asks for
@@ -548,8 +577,16 @@ impl Kernel {
         };
         self.trouble.lock().unwrap_or_else(PoisonError::into_inner).remove(k);
         // In place: what differs from what the kernel has.
+        if let What::Bond(spec) = &d.what {
+            self.settle_bond(&l, spec, &d.link)?;
+        }
         if l.mtu != d.mtu && !(d.what == What::Port && d.master.is_some()) {
-            nl.set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+            if matches!(d.what, What::Bond(_)) {
+                // Its members one at a time, then the bond.
+                self.bond_mtu(&l, d.mtu, &d.link)?;
+            } else {
+                nl.set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+            }
         }
         if let Some(mac) = d.mac
             && l.mac != Some(mac)
@@ -674,6 +711,15 @@ impl Kernel {
                     d.link, k.1
                 )));
             };
+            if let What::Bond(spec) = &d.what
+                && let Some(have) = &l.bond
+                && !have.differs(spec).is_empty()
+            {
+                return Err(CoreError::hardware(format!(
+                    "{}: read back, bond {} is {have:?}; expected {spec:?}",
+                    d.link, k.1
+                )));
+            }
             let mtu_ok = l.mtu == d.mtu || (d.what == What::Port && d.master.is_some());
             if !kind_matches(&l, d) || !mtu_ok || !l.up {
                 return Err(CoreError::hardware(format!(

@@ -119,4 +119,9 @@ pub trait PhysPort: Send + Sync {
     fn status(&self) -> PortStatus;
     /// What it counted.
     fn counters(&self) -> PortCounters;
+    /// Its LACP actor state bits, when something other than netadm's own
+    /// datapath runs LACP on it (a kernel port in an 802.3ad bond).
+    fn lacp_state(&self) -> Option<u8> {
+        None
+    }
 }
