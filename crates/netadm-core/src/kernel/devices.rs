@@ -104,6 +104,9 @@ impl Dev {
     }
 }
 
+/// The layer of the 802.1Q device VNICs with one VID over one link share.
+pub(crate) const VNIC_TAG_LAYER: u8 = 3;
+
 /// The properties a port or VNIC hands the kernel.
 const KERNEL_PROPS: [PropName; 7] = [
     PropName::RxRings,
@@ -285,7 +288,7 @@ pub(crate) fn devices(
                             mtu: v.mtu(&over),
                             mac: None,
                             master: None,
-                            layer: 3,
+                            layer: VNIC_TAG_LAYER,
                             props: BTreeMap::new(),
                         });
                         name

@@ -639,6 +639,14 @@ impl Kernel {
                 self.nl
                     .add_vlan(&k.1, lower(l)?, *vid, &opts)
                     .map_err(|e| named(&d.link, kerr(e)))?;
+                if d.layer == devices::VNIC_TAG_LAYER {
+                    // The 802.1Q device VNICs tagging with one VID share
+                    // is plumbing with no address: it must not answer ARP
+                    // for its VNICs' addresses with its own MAC (the
+                    // kernel answers for any local address by default).
+                    use netadm_kernel::sysctl::{Family, set};
+                    set(Family::V4, &k.1, "arp_ignore", "1").map_err(kerr)?;
+                }
                 if let Some(z) = &zone {
                     let i = self.nl.link_named(&k.1).map_err(kerr)?.index;
                     self.nl.move_to(i, z).map_err(kerr)?;
