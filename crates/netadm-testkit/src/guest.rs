@@ -97,8 +97,8 @@ pub fn kernel_ports(ports: &[(&str, &str)]) -> String {
 /// workspace's `target/PROFILE`, [`crate::bin_dir`]) at `/usr/sbin` and
 /// `/usr/bin`, `dbus-daemon`, the bus configuration, the hardware
 /// configuration of kernel ports `ports` (link name, guest device), and
-/// [`NETADM_SH`]. The `tun` module comes too (netadmd's kernel mirror
-/// opens `/dev/net/tun`).
+/// [`NETADM_SH`]. Modules come too: `tun` (netadmd's kernel mirror opens
+/// `/dev/net/tun`) and what netadm's tc needs.
 pub fn with_netadm(cfg: GuestConfig, bins: &Path, ports: &[(&str, &str)]) -> GuestConfig {
     let bin = |n: &str| bins.join(n).to_string_lossy().into_owned();
     cfg.binary_stripped(&bin("netadmd"), "/usr/sbin/netadmd")
@@ -109,6 +109,11 @@ pub fn with_netadm(cfg: GuestConfig, bins: &Path, ports: &[(&str, &str)]) -> Gue
         .data(NETADM_SH, NETADM_SH_TEXT, 0o644)
         .data("/etc/machine-id", "6e6574616d2d67756573742d30303031\n", 0o444)
         .module("tun")
+        // tc: a bond's frames steered off a member while its MTU changes
+        // (clsact, u32, mirred).
+        .module("sch_ingress")
+        .module("cls_u32")
+        .module("act_mirred")
 }
 
 #[cfg(test)]

@@ -27,6 +27,13 @@
 //!   at once;
 //! - balance-xor and the rest: the member goes down.
 //!
+//! Before a member goes down, what the bond sends is steered to another
+//! member (a tc filter on the bond's clsact egress hook redirecting every
+//! frame there), and back once the member carries again: the bond itself
+//! drops the member from its hashing only after the driver has closed it
+//! (measured under QEMU: about 50 ms of frames sent into a closing
+//! e1000e, lost).
+//!
 //! A member that does not come back in time ends the one-at-a-time
 //! change: the bond's MTU then changes the rest at once, and the verb's
 //! notes say so.
@@ -49,6 +56,10 @@ const BACK_WITHIN: Duration = Duration::from_secs(30);
 const PARTNER_WITHIN: Duration = Duration::from_secs(2);
 /// How long the bond gets to make another member active.
 const ACTIVE_WITHIN: Duration = Duration::from_secs(5);
+/// The priority of the steering filter on a bond's clsact egress hook
+/// (netadm's own: nothing else puts filters there).
+const STEER_PRIO: u16 = 0xfe00;
+
 /// Between two reads of a member's state while waiting: the kernel sends
 /// no notification when a bond's LACP state changes, so it is read.
 const POLL: Duration = Duration::from_millis(5);
@@ -218,6 +229,11 @@ impl Kernel {
                 continue;
             }
             let mut what = String::new();
+            // The bond's own frames go out of `others[0]` meanwhile.
+            let steered = match mode {
+                Some(md) if md.has_active_port() => None,
+                _ => Some(self.steer(l.index, &others[0])?),
+            };
             let down = match mode {
                 Some(md) if md.has_active_port() => {
                     if m.bond_port.as_ref().is_some_and(|p| p.active) {
@@ -248,6 +264,9 @@ impl Kernel {
                 self.nl.set_link(m.index, Some(true), None).map_err(kerr)?;
             }
             let (_, back) = self.await_state(m.index, BACK_WITHIN, |n| carrying(n, mode))?;
+            if let Some(s) = steered {
+                what.push_str(&self.unsteer(l.index, s)?);
+            }
             let took = t0.elapsed();
             if !back {
                 steps.push(format!(
@@ -269,6 +288,42 @@ impl Kernel {
             started.elapsed().as_secs_f64()
         ));
         Ok(())
+    }
+
+    /// Steers what bond `bond` sends to member `to` (see the module
+    /// documentation). Whether it steered, and whether it made the bond's
+    /// clsact (to remove it after); a kernel without the tc modules
+    /// (sch_ingress, cls_u32, act_mirred) steers nothing, and the change
+    /// goes on without.
+    fn steer(&self, bond: u32, to: &LinkDetail) -> Result<Steered, CoreError> {
+        let made = match self.nl.add_clsact(bond) {
+            Ok(()) => true,
+            Err(netadm_kernel::KernelError::Exists { .. }) => false,
+            Err(e) => return Ok(Steered::Not(e.to_string())),
+        };
+        match self.nl.add_egress_redirect(bond, STEER_PRIO, to.index) {
+            Ok(()) => Ok(Steered::To { name: to.name.clone(), made }),
+            Err(e) => {
+                if made {
+                    let _ = self.nl.del_qdisc(bond, netadm_kernel::TcId::CLSACT);
+                }
+                Ok(Steered::Not(e.to_string()))
+            }
+        }
+    }
+
+    /// Ends [`Kernel::steer`]'s steering; what it did, in words.
+    fn unsteer(&self, bond: u32, s: Steered) -> Result<String, CoreError> {
+        match s {
+            Steered::Not(why) => Ok(format!(", the bond's frames not steered ({why})")),
+            Steered::To { name, made } => {
+                self.nl.del_filter(bond, netadm_kernel::TcId::EGRESS, STEER_PRIO).map_err(kerr)?;
+                if made {
+                    self.nl.del_qdisc(bond, netadm_kernel::TcId::CLSACT).map_err(kerr)?;
+                }
+                Ok(format!(", the bond's frames steered to {name} meanwhile"))
+            }
+        }
     }
 
     /// 802.3ad: asks bond `bond`'s partner to stop distributing to member
@@ -315,6 +370,14 @@ impl Kernel {
         }
         Ok(format!("its partner did not say it stopped within {PARTNER_WITHIN:?}"))
     }
+}
+
+/// Whether a bond's frames were steered to one member ([`Kernel::steer`]).
+enum Steered {
+    /// To member `name`; `made`: the bond's clsact was made for it.
+    To { name: String, made: bool },
+    /// Not, and why.
+    Not(String),
 }
 
 #[cfg(test)]
