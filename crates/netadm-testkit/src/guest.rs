@@ -116,6 +116,21 @@ pub fn with_netadm(cfg: GuestConfig, bins: &Path, ports: &[(&str, &str)]) -> Gue
         .module("act_mirred")
 }
 
+/// Keeps the kernel of network namespace `ns` from answering ARP on taps
+/// `taps` (`arp_ignore` 8) when netadm's afpacket wires carry them into a
+/// host netadmd there: with its default the namespace's kernel answers
+/// for the interface netadmd mirrors into it from the tap itself, with
+/// the tap's MAC, beside netadm's answer; the guest's neighbour entry
+/// then flips between the two, and frames to the tap's MAC are lost once
+/// they leave by the other tap.
+pub fn afpacket_taps(ns: &str, taps: &[&str]) -> std::io::Result<()> {
+    crate::netns::enter(ns, || {
+        taps.iter().try_for_each(|t| {
+            std::fs::write(format!("/proc/sys/net/ipv4/conf/{t}/arp_ignore"), "8")
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
