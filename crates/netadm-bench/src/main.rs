@@ -9,6 +9,7 @@
 //! netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
 //! netadm-bench qos [--json] [--speed MBPS] [--seconds N]
 //! netadm-bench apply [--json] [--rounds N] [--kernel]
+//! netadm-bench guest [--json] [--changes N] [--period S] [--modes static,lacp]   (root)
 //! ```
 
 /// Declares a benchmark's options, `Opts`: `json` (`--json`) and the
@@ -40,6 +41,7 @@ macro_rules! opts {
 mod apply;
 mod datapath;
 mod floor;
+mod guest;
 mod kernel;
 mod mtu;
 mod qos;
@@ -56,7 +58,8 @@ const USAGE: &str =
        netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
        netadm-bench qos [--json] [--speed MBPS] [--seconds N]
-       netadm-bench apply [--json] [--rounds N] [--kernel]";
+       netadm-bench apply [--json] [--rounds N] [--kernel]
+       netadm-bench guest [--json] [--changes N] [--period S] [--modes static,lacp]   (as root)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Some("scale") => scale::Opts::parse(&args[1..]).and_then(scale::run),
         Some("qos") => qos::Opts::parse(&args[1..]).and_then(qos::run),
         Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
+        Some("guest") => guest::Opts::parse(&args[1..]).and_then(guest::run),
         // Not a benchmark: the `kernel` benchmark's floor, run by it.
         Some("floor-forwarder") => floor::forwarder(&args[1..]),
         Some("-h" | "--help") => {
