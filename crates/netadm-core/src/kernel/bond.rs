@@ -409,17 +409,18 @@ details partner lacp pdu:\n    system priority: 65535\n    system mac address: 0
     }
 
     fn member(up: bool, carrier: bool, mii: bool, active: bool, us: u8, them: u8) -> LinkDetail {
-        let mut m = LinkDetail::default();
-        m.up = up;
-        m.carrier = Some(carrier);
-        m.bond_port = Some(netadm_kernel::BondPort {
-            mii_up: mii,
-            active,
-            actor_state: Some(us),
-            partner_state: Some(them),
+        LinkDetail {
+            up,
+            carrier: Some(carrier),
+            bond_port: Some(netadm_kernel::BondPort {
+                mii_up: mii,
+                active,
+                actor_state: Some(us),
+                partner_state: Some(them),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
-        m
+        }
     }
 
     #[test]
