@@ -419,8 +419,8 @@ fn linux_lacp_in_the_guest_negotiates_with_netadms_emulated_aggregation_and_surv
         under.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse().ok()).collect();
     eprintln!("LACP guest: pings while a member left and came back: {under}");
     assert_eq!(n[0], 400, "{under}");
-    // Both members carried them: the one taken out before and after, the
-    // other meanwhile.
+    // Both members carried them: the one taken out until it left, the
+    // other from then on.
     let sent: Vec<u64> = line(&out, "UNDER-TX")
         .split_whitespace()
         .filter_map(|w| w.strip_prefix('+')?.parse().ok())
