@@ -11,6 +11,7 @@
 //! netadm-bench apply [--json] [--rounds N] [--kernel]
 //! netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (root)
 //! netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]
+//! netadm-bench guest [--json] [--changes N] [--period S] [--modes static,lacp]   (root)
 //! ```
 
 /// Declares a benchmark's options, `Opts`: `json` (`--json`) and the
@@ -42,6 +43,7 @@ macro_rules! opts {
 mod apply;
 mod datapath;
 mod floor;
+mod guest;
 mod kernel;
 mod kernel_links;
 mod mtu;
@@ -62,7 +64,8 @@ const USAGE: &str =
        netadm-bench qos [--json] [--speed MBPS] [--seconds N]
        netadm-bench apply [--json] [--rounds N] [--kernel]
        netadm-bench kernel-links [--json] [--vnics N] [--addrs N] [--rounds N] [--sizes N,N,...] [--samples N]   (as root)
-       netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]";
+       netadm-bench protection [--json] [--frames N] [--rounds N] [--seconds N] [--kernel]
+       netadm-bench guest [--json] [--changes N] [--period S] [--modes static,lacp]   (as root)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Some("apply") => apply::Opts::parse(&args[1..]).and_then(apply::run),
         Some("kernel-links") => kernel_links::Opts::parse(&args[1..]).and_then(kernel_links::run),
         Some("protection") => protection::Opts::parse(&args[1..]).and_then(protection::run),
+        Some("guest") => guest::Opts::parse(&args[1..]).and_then(guest::run),
         // Not a benchmark: the `kernel` benchmark's floor, run by it.
         Some("floor-forwarder") => floor::forwarder(&args[1..]),
         Some("-h" | "--help") => {

@@ -77,7 +77,8 @@ pub struct GuestConfig {
     nics: Vec<Nic>,
     modules: Vec<String>,
     module_params: std::collections::BTreeMap<String, String>,
-    binaries: Vec<(String, Option<String>)>,
+    /// (program, guest path, stripped of debug information).
+    binaries: Vec<(String, Option<String>, bool)>,
     files: Vec<(String, FileSource)>,
     memory_mib: u32,
     cpus: u32,
@@ -143,14 +144,23 @@ impl GuestConfig {
     /// shared libraries, at the same path in the guest: `binary("ip")` is
     /// `/usr/sbin/ip` there, which busybox's `ip` never shadows.
     pub fn binary(mut self, program: &str) -> Self {
-        self.binaries.push((program.into(), None));
+        self.binaries.push((program.into(), None, false));
         self
     }
 
     /// A host program (name or path) at `guest_path` in the guest, with its
     /// shared libraries (e.g. `target/release/netadmd` as `/usr/sbin/netadmd`).
     pub fn binary_at(mut self, program: &str, guest_path: &str) -> Self {
-        self.binaries.push((program.into(), Some(guest_path.into())));
+        self.binaries.push((program.into(), Some(guest_path.into()), false));
+        self
+    }
+
+    /// [`binary_at`](Self::binary_at) with its debug information stripped
+    /// on the way in (`strip --strip-debug`, binutils): a debug build of
+    /// netadmd is 200 MB, of which the guest needs 40, and the initramfs
+    /// is held in the guest's memory.
+    pub fn binary_stripped(mut self, program: &str, guest_path: &str) -> Self {
+        self.binaries.push((program.into(), Some(guest_path.into()), true));
         self
     }
 
@@ -230,9 +240,19 @@ impl GuestConfig {
         }
         modules.extend(self.modules.iter().cloned());
         let tree = ModuleTree::read(&kernel.modules)?;
+        let dir = tempfile::Builder::new()
+            .prefix("netadm-guest.")
+            .tempdir()
+            .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
         let mut binaries = vec![];
-        for (program, at) in &self.binaries {
-            let host = find_program(program)?;
+        for (i, (program, at, strip)) in self.binaries.iter().enumerate() {
+            let mut host = find_program(program)?;
+            if *strip {
+                let out = dir.path().join(format!("stripped-{i}"));
+                let (h, o) = (host.to_string_lossy(), out.to_string_lossy());
+                cache::run("strip", &["--strip-debug", "-o", &o, &h], None)?;
+                host = out;
+            }
             let guest = at.clone().unwrap_or_else(|| host.to_string_lossy().into_owned());
             if !guest.starts_with('/') {
                 return Err(Error::BadConfig(format!(
@@ -256,10 +276,6 @@ impl GuestConfig {
             };
             files.push((guest.clone(), mode, data));
         }
-        let dir = tempfile::Builder::new()
-            .prefix("netadm-guest.")
-            .tempdir()
-            .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
         let initrd = dir.path().join("initramfs.cpio");
         let macs: Vec<(String, String)> =
             nics.iter().map(|n| (mac_text(n.mac), n.name.clone())).collect();

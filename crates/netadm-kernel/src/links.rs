@@ -15,11 +15,12 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::link::{
-    BondLacpRate, BondMode as NlBondMode, BondXmitHashPolicy, MacVlanMode as NlMacVlanMode,
+    BondAdInfo, BondPortState, BridgeStpState, InfoBond, InfoBondPort, InfoData, InfoKind,
+    InfoMacVlan, InfoPortData, InfoVeth, InfoVlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    MiiStatus, State,
 };
 use rtnetlink::packet_route::link::{
-    BridgeStpState, InfoBond, InfoData, InfoKind, InfoMacVlan, InfoVeth, InfoVlan, LinkAttribute,
-    LinkFlags, LinkInfo, LinkMessage, State,
+    BondLacpRate, BondMode as NlBondMode, BondXmitHashPolicy, MacVlanMode as NlMacVlanMode,
 };
 use rtnetlink::{
     LinkBond, LinkIfb, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVlan,
@@ -96,9 +97,10 @@ impl From<&NlMacVlanMode> for MacVlanMode {
 }
 
 /// RFC 2863 operational state (`IFLA_OPERSTATE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OperState {
     /// The driver does not say.
+    #[default]
     Unknown,
     /// A component is missing.
     NotPresent,
@@ -254,12 +256,45 @@ pub struct BondSpec {
     pub miimon: Option<u32>,
     /// Ports that must be up for the bond to have carrier.
     pub min_links: Option<u32>,
+    /// 802.3ad only: whether it sends LACPDUs on its own (`lacp_active
+    /// on`, the kernel's default) or only answers a partner that does
+    /// (`off`: passive). Kernel 5.14 and later.
+    pub lacp_active: Option<bool>,
 }
 
 impl BondSpec {
     /// A bond of mode `mode` with the kernel's defaults.
     pub fn new(mode: BondMode) -> Self {
-        Self { mode, xmit_hash_policy: None, lacp_rate: None, miimon: None, min_links: None }
+        Self {
+            mode,
+            xmit_hash_policy: None,
+            lacp_rate: None,
+            miimon: None,
+            min_links: None,
+            lacp_active: None,
+        }
+    }
+}
+
+/// What of a bond's settings differs from what a [`BondSpec`] asks, in
+/// the three ways the kernel lets them change ([`BondState::differs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BondChange {
+    /// Settings the kernel changes on a bond that is up with ports
+    /// (`xmit_hash_policy`, `miimon`, `min_links`): only those that differ.
+    pub live: Option<BondSpec>,
+    /// Settings the kernel changes only while the bond is down
+    /// (`lacp_rate`, `lacp_active`): ports stay in it.
+    pub down: bool,
+    /// The mode, which the kernel changes only on a bond that is down and
+    /// has no ports.
+    pub mode: bool,
+}
+
+impl BondChange {
+    /// Whether nothing differs.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_none() && !self.down && !self.mode
     }
 }
 
@@ -278,6 +313,72 @@ pub struct BondState {
     pub miimon: Option<u32>,
     /// Its min_links.
     pub min_links: Option<u32>,
+    /// 802.3ad: whether it is active (`lacp_active`; kernel 5.14 on).
+    pub lacp_active: Option<bool>,
+    /// 802.3ad: the active aggregator's id.
+    pub aggregator: Option<u16>,
+    /// 802.3ad: the system priority it sends as the actor.
+    pub actor_system_priority: Option<u16>,
+    /// 802.3ad: the system id it sends (all zeros: the bond's MAC).
+    pub actor_system: Option<[u8; 6]>,
+}
+
+impl BondState {
+    /// What must change for the bond to be as `want` asks; a setting
+    /// `want` leaves out is the kernel's business and never differs.
+    pub fn differs(&self, want: &BondSpec) -> BondChange {
+        let mut live = BondSpec::new(want.mode);
+        let mut any_live = false;
+        if want.xmit_hash_policy.is_some() && want.xmit_hash_policy != self.xmit_hash_policy {
+            live.xmit_hash_policy = want.xmit_hash_policy;
+            any_live = true;
+        }
+        if want.miimon.is_some() && want.miimon != self.miimon {
+            live.miimon = want.miimon;
+            any_live = true;
+        }
+        if want.min_links.is_some() && want.min_links != self.min_links {
+            live.min_links = want.min_links;
+            any_live = true;
+        }
+        let mode = self.mode != Some(want.mode);
+        let lacp = want.mode == BondMode::Lacp;
+        let down = lacp
+            && ((want.lacp_rate.is_some() && want.lacp_rate != self.lacp_rate)
+                || (want.lacp_active.is_some()
+                    && self.lacp_active.is_some()
+                    && want.lacp_active != self.lacp_active));
+        BondChange { live: any_live.then_some(live), down, mode }
+    }
+}
+
+/// A bond's port as the kernel reports it (`IFLA_INFO_SLAVE_DATA`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BondPort {
+    /// The bond's link monitor has it up.
+    pub mii_up: bool,
+    /// Active (not a backup): the one carrying traffic in active-backup.
+    pub active: bool,
+    /// 802.3ad: the aggregator it is in.
+    pub aggregator: Option<u16>,
+    /// 802.3ad: its state as the actor (LACP state bits, [`lacp`]).
+    pub actor_state: Option<u8>,
+    /// 802.3ad: its partner's state as last heard.
+    pub partner_state: Option<u8>,
+    /// Its own MAC (the bond gives it the bond's while it is a port).
+    pub perm_mac: Option<[u8; 6]>,
+}
+
+/// LACP state bits (IEEE 802.1AX), as [`BondPort`] reports them.
+pub mod lacp {
+    /// Synchronization: in sync with its partner.
+    pub const SYNC: u8 = 0x08;
+    /// Collecting.
+    pub const COLLECTING: u8 = 0x10;
+    /// Distributing.
+    pub const DISTRIBUTING: u8 = 0x20;
+    /// Defaulted: no partner heard.
+    pub const DEFAULTED: u8 = 0x40;
 }
 
 /// Options any new link may be given when it is made.
@@ -317,8 +418,9 @@ impl NewLink {
 }
 
 /// A link as the kernel reports it: what netadm decides on when it adopts
-/// what exists, and reads back after a change.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// what exists, and reads back after a change. (Its `Default` is a link
+/// the kernel would never report, for tests of what reads one.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkDetail {
     /// Interface index.
     pub index: u32,
@@ -360,6 +462,8 @@ pub struct LinkDetail {
     pub vlan_id: Option<u16>,
     /// A bond's settings.
     pub bond: Option<BondState>,
+    /// A bond port's state, when it is one.
+    pub bond_port: Option<BondPort>,
     /// A bridge's STP state (true: on).
     pub stp: Option<bool>,
     /// The device's bus and its address there (`pci`, `0000:03:00.0`),
@@ -393,6 +497,7 @@ impl LinkDetail {
             macvlan_mode: None,
             vlan_id: None,
             bond: None,
+            bond_port: None,
             stp: None,
             parent: None,
         };
@@ -438,6 +543,9 @@ impl LinkDetail {
                     });
                 }
                 LinkInfo::Data(InfoData::Bond(d)) => self.bond = Some(bond_state(d)),
+                LinkInfo::PortData(InfoPortData::BondPort(d)) => {
+                    self.bond_port = Some(bond_port(d));
+                }
                 LinkInfo::Data(InfoData::Bridge(d)) => {
                     self.stp = d.iter().find_map(|x| match x {
                         rtnetlink::packet_route::link::InfoBridge::StpState(s) => {
@@ -463,10 +571,35 @@ fn bond_state(d: &[InfoBond]) -> BondState {
             InfoBond::AdLacpRate(BondLacpRate::Slow) => b.lacp_rate = Some(LacpRate::Slow),
             InfoBond::MiiMon(v) => b.miimon = Some(*v),
             InfoBond::MinLinks(v) => b.min_links = Some(*v),
+            InfoBond::AdLacpActive(v) => b.lacp_active = Some(*v),
+            InfoBond::AdActorSysPrio(v) => b.actor_system_priority = Some(*v),
+            InfoBond::AdActorSystem(v) => b.actor_system = Some(*v),
+            InfoBond::AdInfo(info) => {
+                b.aggregator = info.iter().find_map(|i| match i {
+                    BondAdInfo::Aggregator(a) => Some(*a),
+                    _ => None,
+                });
+            }
             _ => {}
         }
     }
     b
+}
+
+fn bond_port(d: &[InfoBondPort]) -> BondPort {
+    let mut p = BondPort::default();
+    for x in d {
+        match x {
+            InfoBondPort::MiiStatus(s) => p.mii_up = *s == MiiStatus::Up,
+            InfoBondPort::BondPortState(s) => p.active = *s == BondPortState::Active,
+            InfoBondPort::AdAggregatorId(a) => p.aggregator = Some(*a),
+            InfoBondPort::AdActorOperPortState(s) => p.actor_state = Some(s.bits()),
+            InfoBondPort::AdPartnerOperPortState(s) => p.partner_state = Some(s.bits()),
+            InfoBondPort::PermHwaddr(m) => p.perm_mac = mac6(m),
+            _ => {}
+        }
+    }
+    p
 }
 
 /// A MAC a device can take: unicast, not all zeros (the kernel answers
@@ -510,7 +643,44 @@ fn bond_message(name: &str, spec: &BondSpec) -> Result<LinkMessageBuilder<LinkBo
     if let Some(m) = spec.min_links {
         b = b.min_links(m);
     }
+    if let Some(a) = spec.lacp_active {
+        if spec.mode != BondMode::Lacp {
+            return Err(KernelError::Invalid {
+                what: format!("bond {name}: lacp_active"),
+                reason: "applies to mode 802.3ad only".into(),
+            });
+        }
+        b = b.ad_lacp_active(a);
+    }
     Ok(b)
+}
+
+/// A change of bond `index`'s settings: `spec`'s (`mode` only when
+/// `with_mode`), as `ip link set BOND type bond ...` sends them.
+fn bond_change_message(index: u32, spec: &BondSpec, with_mode: bool) -> LinkMessage {
+    let mut b = LinkMessageBuilder::<LinkBond>::new_with_info_kind(InfoKind::Bond).index(index);
+    if with_mode {
+        b = b.mode(spec.mode.netlink());
+    }
+    if let Some(p) = spec.xmit_hash_policy {
+        b = b.xmit_hash_policy(p.netlink());
+    }
+    if let Some(r) = spec.lacp_rate {
+        b = b.ad_lacp_rate(match r {
+            LacpRate::Slow => BondLacpRate::Slow,
+            LacpRate::Fast => BondLacpRate::Fast,
+        });
+    }
+    if let Some(m) = spec.miimon {
+        b = b.miimon(m);
+    }
+    if let Some(m) = spec.min_links {
+        b = b.min_links(m);
+    }
+    if let Some(a) = spec.lacp_active {
+        b = b.ad_lacp_active(a);
+    }
+    b.build()
 }
 
 /// `ip link set BOND type bond active_slave PORT`: the bond's kind and
@@ -657,6 +827,24 @@ impl Netlink {
         self.wait(&op, req)
     }
 
+    /// Changes bond `index`'s settings to `spec`'s, in place (what `spec`
+    /// leaves out stays): its mode too when `with_mode`. The kernel
+    /// refuses a mode change while the bond is up or has ports, and an
+    /// LACP rate or activity change while it is up
+    /// ([`KernelError::Refused`]); [`BondState::differs`] says which is
+    /// which.
+    pub fn set_bond(
+        &self,
+        index: u32,
+        spec: &BondSpec,
+        with_mode: bool,
+    ) -> Result<(), KernelError> {
+        let op = format!("change bond {index}'s settings");
+        let req =
+            self.handle().link().change(bond_change_message(index, spec, with_mode)).execute();
+        self.wait(&op, req)
+    }
+
     /// Puts link `index` in link group `group`.
     pub fn set_group(&self, index: u32, group: u32) -> Result<(), KernelError> {
         let m = LinkUnspec::new_with_index(index).link_group(group).build();
@@ -754,6 +942,7 @@ mod tests {
             lacp_rate: Some(LacpRate::Fast),
             miimon: Some(100),
             min_links: Some(1),
+            lacp_active: Some(false),
         };
         let m = bond_message("b0", &spec).unwrap().build();
         let infos = data(&m);
@@ -776,9 +965,13 @@ mod tests {
                 Some(1)
             )
         );
+        // Passive LACP reaches the kernel as lacp_active off.
+        assert_eq!(b.lacp_active, Some(false));
         for mode in [BondMode::ActiveBackup, BondMode::BalanceXor] {
             assert_eq!(BondMode::of(&mode.netlink()), mode);
             let bad = BondSpec { mode, lacp_rate: Some(LacpRate::Slow), ..BondSpec::new(mode) };
+            assert!(matches!(bond_message("b0", &bad), Err(KernelError::Invalid { .. })));
+            let bad = BondSpec { lacp_active: Some(true), ..BondSpec::new(mode) };
             assert!(matches!(bond_message("b0", &bad), Err(KernelError::Invalid { .. })));
         }
         assert!(BondMode::ActiveBackup.has_active_port() && !BondMode::Lacp.has_active_port());
@@ -796,6 +989,76 @@ mod tests {
         let mut read = m.clone();
         read.attributes.push(LinkAttribute::IfName("b0".into()));
         assert_eq!(LinkDetail::parse(&read).bond.unwrap().active_port, Some(9));
+    }
+
+    #[test]
+    fn a_bond_spec_change_is_sorted_by_what_the_kernel_needs_for_it() {
+        let have = BondState {
+            mode: Some(BondMode::Lacp),
+            xmit_hash_policy: Some(XmitHashPolicy::Layer2),
+            lacp_rate: Some(LacpRate::Slow),
+            miimon: Some(100),
+            min_links: Some(0),
+            lacp_active: Some(true),
+            ..BondState::default()
+        };
+        let same = BondSpec {
+            mode: BondMode::Lacp,
+            xmit_hash_policy: Some(XmitHashPolicy::Layer2),
+            lacp_rate: Some(LacpRate::Slow),
+            miimon: Some(100),
+            min_links: None,
+            lacp_active: Some(true),
+        };
+        assert!(have.differs(&same).is_empty());
+        let hash = BondSpec { xmit_hash_policy: Some(XmitHashPolicy::Layer34), ..same.clone() };
+        let c = have.differs(&hash);
+        assert_eq!((c.down, c.mode), (false, false));
+        let live = c.live.unwrap();
+        assert_eq!((live.xmit_hash_policy, live.miimon), (Some(XmitHashPolicy::Layer34), None));
+        let rate = BondSpec { lacp_rate: Some(LacpRate::Fast), ..same.clone() };
+        assert_eq!(have.differs(&rate), BondChange { live: None, down: true, mode: false });
+        let passive = BondSpec { lacp_active: Some(false), ..same.clone() };
+        assert!(have.differs(&passive).down);
+        let xor =
+            BondSpec { mode: BondMode::BalanceXor, lacp_rate: None, lacp_active: None, ..same };
+        assert_eq!(have.differs(&xor), BondChange { live: None, down: false, mode: true });
+
+        // The change names the bond by index, mode only when asked.
+        let m = bond_change_message(4, &hash, false);
+        assert_eq!(m.header.index, 4);
+        let infos = data(&m);
+        let LinkInfo::Data(InfoData::Bond(d)) = &infos[1] else { panic!("{infos:?}") };
+        assert!(!d.iter().any(|x| matches!(x, InfoBond::Mode(_))), "{d:?}");
+        assert!(d.contains(&InfoBond::XmitHashPolicy(BondXmitHashPolicy::Layer34)), "{d:?}");
+        let m = bond_change_message(4, &hash, true);
+        let LinkInfo::Data(InfoData::Bond(d)) = &data(&m)[1] else { panic!() };
+        assert_eq!(d[0], InfoBond::Mode(NlBondMode::Ieee8023Ad));
+    }
+
+    #[test]
+    fn a_bond_ports_state_is_read_from_its_port_data() {
+        use rtnetlink::packet_route::link::{InfoPortKind, LacpState};
+        let mut m = LinkMessage::default();
+        m.attributes.push(LinkAttribute::IfName("eth0".into()));
+        m.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::PortKind(InfoPortKind::Bond),
+            LinkInfo::PortData(InfoPortData::BondPort(vec![
+                InfoBondPort::MiiStatus(MiiStatus::Up),
+                InfoBondPort::BondPortState(BondPortState::Backup),
+                InfoBondPort::AdAggregatorId(2),
+                InfoBondPort::AdActorOperPortState(LacpState::from_bits_retain(0x3d)),
+                InfoBondPort::AdPartnerOperPortState(LacpState::from_bits_retain(0x0d)),
+            ])),
+        ]));
+        let p = LinkDetail::parse(&m).bond_port.unwrap();
+        assert!(p.mii_up && !p.active);
+        assert_eq!(
+            (p.aggregator, p.actor_state, p.partner_state),
+            (Some(2), Some(0x3d), Some(0x0d))
+        );
+        assert!(p.actor_state.unwrap() & lacp::DISTRIBUTING != 0);
+        assert!(p.partner_state.unwrap() & lacp::DISTRIBUTING == 0);
     }
 
     #[test]

@@ -57,6 +57,57 @@ impl PacketSocket {
         Ok(Self { fd, index, ethertype })
     }
 
+    /// Opens one on interface `index` that sees every frame of
+    /// `ethertype` the interface receives, also those a master takes for
+    /// itself before protocol handlers see them (a bond's port: the bond
+    /// consumes LACPDUs, so a socket of [`PacketSocket::open`] never gets
+    /// them). It taps every frame (`ETH_P_ALL`) through a filter that
+    /// keeps `ethertype` only, attached before the socket is bound so that
+    /// no other frame is ever queued.
+    pub fn open_tap(index: u32, ethertype: u16) -> Result<Self, KernelError> {
+        let fd = socket(libc::AF_PACKET, libc::SOCK_DGRAM, 0, "open a packet socket")?;
+        // ldh [protocol] (the ancillary load: host order); keep it whole
+        // if it is `ethertype`, else drop it.
+        let mut code = [
+            libc::sock_filter { code: 0x28, jt: 0, jf: 0, k: 0xffff_f000 },
+            libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: u32::from(ethertype) },
+            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0xffff },
+            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 },
+        ];
+        let prog = libc::sock_fprog { len: code.len() as u16, filter: code.as_mut_ptr() };
+        // SAFETY: a valid program for its stated length, copied by the
+        // kernel during the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&prog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(io("attach a filter to a packet socket"));
+        }
+        let all = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: a zeroed sockaddr_ll filled in; valid for its size.
+        let rc = unsafe {
+            let mut sa: libc::sockaddr_ll = std::mem::zeroed();
+            sa.sll_family = libc::AF_PACKET as u16;
+            sa.sll_protocol = all;
+            sa.sll_ifindex = index as i32;
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(io(&format!("bind a packet socket to interface {index}")));
+        }
+        Ok(Self { fd, index, ethertype })
+    }
+
     /// Sends `payload` to `mac` (ff:ff:ff:ff:ff:ff to broadcast).
     pub fn send(&self, mac: [u8; 6], payload: &[u8]) -> Result<(), KernelError> {
         // SAFETY: as in `open`; payload is valid for its length.

@@ -61,6 +61,9 @@ impl TcId {
     pub const CLSACT: Self = Self { major: 0xffff, minor: 0xfff1 };
     /// clsact's ingress hook, where ingress filters go (`ffff:fff2`).
     pub const INGRESS: Self = Self { major: 0xffff, minor: 0xfff2 };
+    /// clsact's egress hook (`ffff:fff3`): its filters see what a device
+    /// sends before its root qdisc does.
+    pub const EGRESS: Self = Self { major: 0xffff, minor: 0xfff3 };
 
     /// `major:minor`.
     pub const fn new(major: u16, minor: u16) -> Self {
@@ -652,6 +655,15 @@ impl Netlink {
     ) -> Result<(), KernelError> {
         let op = format!("redirect the ingress of link {ifindex} to link {to}");
         self.u32_filter(&op, ifindex, TcId::INGRESS, prio, |r| r.redirect(to))
+    }
+
+    /// Adds a u32 filter at clsact's egress hook of `ifindex` that sends
+    /// every frame `ifindex` transmits out of device `to` instead (mirred
+    /// egress redirect): a bond's traffic kept off one member while it
+    /// resets. Deleted with [`Netlink::del_filter`] at [`TcId::EGRESS`].
+    pub fn add_egress_redirect(&self, ifindex: u32, prio: u16, to: u32) -> Result<(), KernelError> {
+        let op = format!("redirect what link {ifindex} sends to link {to}");
+        self.u32_filter(&op, ifindex, TcId::EGRESS, prio, |r| r.redirect(to))
     }
 
     /// Deletes the filters of priority `prio` at `parent`.

@@ -204,6 +204,7 @@ fn bonds_and_vlans_are_made_or_not_supported_naming_the_module() {
             lacp_rate: Some(LacpRate::Fast),
             miimon: Some(100),
             min_links: Some(1),
+            lacp_active: Some(true),
         },
         BondSpec { miimon: Some(50), ..BondSpec::new(BondMode::ActiveBackup) },
         BondSpec {

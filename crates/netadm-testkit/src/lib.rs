@@ -19,6 +19,8 @@
 //!   [`sweep_stale`] for what a killed earlier run left;
 //! - [`raw`]: a raw packet socket, the far side of a wire; [`iperf3`]:
 //!   iperf3 driven in namespaces and its intervals read;
+//! - [`guest`]: a Linux test guest under QEMU (`netadm-guest`), with
+//!   netadmd and netadm inside it on the guest's NICs as kernel ports;
 //! - [`bin`], [`bin_dir`]: the workspace's binaries.
 //!
 //! Every wait is for an event (a line a process prints, a process
@@ -39,6 +41,7 @@ mod bus;
 mod cli;
 mod daemon;
 pub mod fixtures;
+pub mod guest;
 pub mod iperf3;
 mod netns;
 mod process;

@@ -121,6 +121,9 @@ impl Dev {
     }
 }
 
+/// The layer of the 802.1Q device VNICs with one VID over one link share.
+pub(crate) const VNIC_TAG_LAYER: u8 = 3;
+
 /// The properties a port or VNIC hands the kernel.
 const KERNEL_PROPS: [PropName; 7] = [
     PropName::RxRings,
@@ -158,6 +161,8 @@ pub(crate) fn bond_spec(a: &netadm_config::AggrConf) -> BondSpec {
         lacp_rate: rate,
         miimon: Some(100),
         min_links: None,
+        // Passive LACP answers an active partner and never starts.
+        lacp_active: (mode == BondMode::Lacp).then_some(a.lacp_mode == LacpMode::Active),
     }
 }
 
@@ -300,7 +305,7 @@ pub(crate) fn devices(
                             mtu: v.mtu(&over),
                             mac: None,
                             master: None,
-                            layer: 3,
+                            layer: VNIC_TAG_LAYER,
                             props: BTreeMap::new(),
                         });
                         name

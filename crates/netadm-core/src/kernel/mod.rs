@@ -18,6 +18,7 @@
 //! name. Nothing here is undone when netadmd stops: the network outlives
 //! the daemon.
 
+mod bond;
 pub(crate) mod devices;
 pub(crate) mod guard;
 pub(crate) mod port;
@@ -76,6 +77,10 @@ pub(crate) struct Kernel {
     stop: OwnedFd,
     /// The kernel VNICs' link protection rules.
     rules: guard::Rules,
+    /// What the last change did that its verb's report should say (a
+    /// bond's MTU changed member by member, its settings in place),
+    /// handed to the verb's timing by [`Kernel::drive`].
+    notes: Mutex<Vec<String>>,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -127,6 +132,7 @@ impl Kernel {
             events: Events::open().map_err(kerr)?,
             stop: netadm_kernel::eventfd().map_err(kerr)?,
             rules: guard::Rules::default(),
+            notes: Mutex::default(),
         }))
     }
 
@@ -161,6 +167,12 @@ impl Kernel {
                 return Some(changed);
             }
         }
+    }
+
+    /// Keeps `s` for the report of the verb that runs ([`Kernel::drive`]
+    /// hands it over).
+    fn note(&self, s: String) {
+        self.notes.lock().unwrap_or_else(PoisonError::into_inner).push(s);
     }
 
     /// Ends [`Kernel::wait_ports`].
@@ -337,8 +349,16 @@ impl Kernel {
             .collect();
         down.sort_by_key(|(_, d)| std::cmp::Reverse(d.layer));
         for (k, d) in &down {
+            // A bond's members change with it, one at a time.
+            if d.what == What::Port && d.master.is_some() {
+                continue;
+            }
             if let Some(l) = self.find(k)? {
-                self.conn(&k.0)?.nl().set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+                if matches!(d.what, What::Bond(_)) {
+                    self.bond_mtu(&l, d.mtu, &d.link)?;
+                } else {
+                    self.conn(&k.0)?.nl().set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+                }
             }
         }
         Ok(!down.is_empty())
@@ -355,6 +375,7 @@ impl Kernel {
     ) -> Result<(), CoreError> {
         let (a, b) = self.touched(vf, vt);
         if a == b {
+            self.hand_notes(t);
             // Addresses may still change what a protected VNIC may send.
             return self.protect(vf, vt);
         }
@@ -369,6 +390,7 @@ impl Kernel {
             .and_then(|()| self.hook(&b));
         let made = self.made.lock().unwrap_or_else(PoisonError::into_inner).take();
         t.phase("kernel-links");
+        self.hand_notes(t);
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
@@ -392,6 +414,13 @@ impl Kernel {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// The notes kept since the last change, into the verb's timing.
+    fn hand_notes(&self, t: &mut Timing) {
+        for n in std::mem::take(&mut *self.notes.lock().unwrap_or_else(PoisonError::into_inner)) {
+            t.note(n);
+        }
     }
 
     /// Brings the shapers on devices `lowers` to what `v` asks for
@@ -596,8 +625,16 @@ impl Kernel {
         };
         self.trouble.lock().unwrap_or_else(PoisonError::into_inner).remove(k);
         // In place: what differs from what the kernel has.
+        if let What::Bond(spec) = &d.what {
+            self.settle_bond(&l, spec, &d.link)?;
+        }
         if l.mtu != d.mtu && !(d.what == What::Port && d.master.is_some()) {
-            nl.set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+            if matches!(d.what, What::Bond(_)) {
+                // Its members one at a time, then the bond.
+                self.bond_mtu(&l, d.mtu, &d.link)?;
+            } else {
+                nl.set_link(l.index, None, Some(d.mtu)).map_err(kerr)?;
+            }
         }
         if let Some(mac) = d.mac
             && l.mac != Some(mac)
@@ -661,6 +698,14 @@ impl Kernel {
                 self.nl
                     .add_vlan(&k.1, lower(l)?, *vid, &opts)
                     .map_err(|e| named(&d.link, kerr(e)))?;
+                if d.layer == devices::VNIC_TAG_LAYER {
+                    // The 802.1Q device VNICs tagging with one VID share
+                    // is plumbing with no address: it must not answer ARP
+                    // for its VNICs' addresses with its own MAC (the
+                    // kernel answers for any local address by default).
+                    use netadm_kernel::sysctl::{Family, set};
+                    set(Family::V4, &k.1, "arp_ignore", "1").map_err(kerr)?;
+                }
                 if let Some(z) = &zone {
                     let i = self.nl.link_named(&k.1).map_err(kerr)?.index;
                     self.nl.move_to(i, z).map_err(kerr)?;
@@ -740,6 +785,15 @@ impl Kernel {
                     d.link, k.1
                 )));
             };
+            if let What::Bond(spec) = &d.what
+                && let Some(have) = &l.bond
+                && !have.differs(spec).is_empty()
+            {
+                return Err(CoreError::hardware(format!(
+                    "{}: read back, bond {} is {have:?}; expected {spec:?}",
+                    d.link, k.1
+                )));
+            }
             let mtu_ok = l.mtu == d.mtu || (d.what == What::Port && d.master.is_some());
             if !kind_matches(&l, d) || !mtu_ok || !l.up {
                 return Err(CoreError::hardware(format!(

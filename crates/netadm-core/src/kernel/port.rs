@@ -196,6 +196,11 @@ impl PhysPort for KernelPort {
         }
     }
 
+    fn lacp_state(&self) -> Option<u8> {
+        let l = self.nl.link_detail(self.index()?).ok()?;
+        l.bond_port?.actor_state
+    }
+
     fn counters(&self) -> PortCounters {
         if self.index().is_none() {
             return PortCounters::default();

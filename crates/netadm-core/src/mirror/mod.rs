@@ -431,7 +431,9 @@ impl Mirror {
         let mut ifs = m.ifs.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = false;
         for n in touched(vf, vt, &*ifs) {
-            let Some(i) = ifs.get_mut(&n).filter(|i| i.present()) else { continue };
+            // A kernel link's own device: the kernel wing changes its MTU
+            // (a bond's one member at a time), not the interface.
+            let Some(i) = ifs.get_mut(&n).filter(|i| i.present() && !i.attached) else { continue };
             let (Some(lf), Some(lt)) = (vf.resolve(n.as_str()), vt.resolve(n.as_str())) else {
                 continue;
             };
@@ -677,7 +679,9 @@ impl Mirror {
                 fail::fail_point!("core.kernel.mtu", |_| Err(CoreError::hardware(
                     "failpoint core.kernel.mtu"
                 )));
-                i.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
+                if !i.attached {
+                    i.nl.set_link(i.index, None, Some(mtu)).map_err(kerr)?;
+                }
             }
             // Its properties (after the MTU, which resets the IPv6 one): a
             // device just made has the kernel's defaults.

@@ -155,4 +155,9 @@ pub trait PhysPort: Send + Sync {
     fn location(&self) -> Option<String> {
         None
     }
+    /// Its LACP actor state bits, when something other than netadm's own
+    /// datapath runs LACP on it (a kernel port in an 802.3ad bond).
+    fn lacp_state(&self) -> Option<u8> {
+        None
+    }
 }

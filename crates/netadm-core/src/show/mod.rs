@@ -297,8 +297,12 @@ impl Reads<'_> {
                     .map(|p| {
                         let port = v.device_of(p).and_then(|d| self.m.hw().find(d.as_str()));
                         let status = port.map(|p| p.status());
-                        let lacp =
-                            port.and_then(|p| self.m.datapath.lacp_state(p.device().as_str()));
+                        let lacp = port.and_then(|p| {
+                            self.m
+                                .datapath
+                                .lacp_state(p.device().as_str())
+                                .or_else(|| p.lacp_state())
+                        });
                         // Attached: running, with carrier, and (with LACP)
                         // distributing; else standby.
                         let attached = status
