@@ -19,12 +19,15 @@ use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
 use zbus::{Connection, interface};
 
+/// Link objects currently served, by name.
+type Served = Mutex<BTreeMap<String, LinkInfo>>;
+
 /// The manager object at [`ROOT_PATH`].
 struct Manager {
     core: Arc<Core>,
     auth: Authorizer,
     /// Link objects currently served, by name.
-    links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
+    links: Arc<Served>,
 }
 
 impl Manager {
@@ -333,7 +336,7 @@ impl LinkObject {
 async fn sync_links(
     core: &Core,
     conn: &Connection,
-    served: &Mutex<BTreeMap<String, LinkInfo>>,
+    served: &Served,
     changed: Option<BTreeSet<String>>,
 ) {
     let mut served = served.lock().await;
@@ -366,28 +369,39 @@ async fn sync_links(
     }
 }
 
-/// Rolls back an armed checkpoint that no `Confirm` came for, whoever
-/// armed it and whether or not its client still runs (also one armed by
-/// the netadmd before a restart: at once if its deadline has passed).
-async fn watch_checkpoint(
-    core: Arc<Core>,
-    conn: Connection,
-    links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
+/// A watcher's loop: waits with `wait` on the blocking pool until it says
+/// there is work (false: the core is going away, and so does the watcher),
+/// then does `work` there and hands its outcome, and when it started, to
+/// `report`.
+async fn watch<T: Send + 'static, F: Future<Output = ()>>(
+    core: &Arc<Core>,
+    wait: fn(&Core) -> bool,
+    work: fn(&Core) -> T,
+    mut report: impl FnMut(Result<T, tokio::task::JoinError>, std::time::Instant) -> F,
 ) {
     loop {
         let c = core.clone();
-        match tokio::task::spawn_blocking(move || c.wait_checkpoint_due()).await {
+        match tokio::task::spawn_blocking(move || wait(&c)).await {
             Ok(true) => {}
             _ => return,
         }
         let c = core.clone();
         let started = std::time::Instant::now();
-        let res = tokio::task::spawn_blocking(move || c.rollback_due()).await;
+        report(tokio::task::spawn_blocking(move || work(&c)).await, started).await;
+    }
+}
+
+/// Rolls back an armed checkpoint that no `Confirm` came for, whoever
+/// armed it and whether or not its client still runs (also one armed by
+/// the netadmd before a restart: at once if its deadline has passed).
+async fn watch_checkpoint(core: Arc<Core>, conn: Connection, links: Arc<Served>) {
+    let (core, conn, links) = (&core, &conn, &links);
+    watch(core, Core::wait_checkpoint_due, Core::rollback_due, |res, started| async move {
         match res {
             Ok(Ok(Some(_))) => {
                 tracing::warn!("no confirm came in time: the checkpoint was rolled back");
                 crate::metrics::observe("rollback", "ok", started.elapsed());
-                sync_links(&core, &conn, &links, None).await;
+                sync_links(core, conn, links, None).await;
             }
             Ok(Ok(None)) => {}
             Ok(Err(e)) => {
@@ -399,31 +413,23 @@ async fn watch_checkpoint(
             }
             Err(e) => tracing::error!("rolling back the checkpoint panicked: {e}"),
         }
-    }
+    })
+    .await
 }
 
 /// Puts what is built over kernel ports back in place whenever their
 /// devices come, go or are made anew (a NIC hot-plugged, a veth made
 /// again), as at start.
-async fn watch_kernel_ports(
-    core: Arc<Core>,
-    conn: Connection,
-    links: Arc<Mutex<BTreeMap<String, LinkInfo>>>,
-) {
-    loop {
-        let c = core.clone();
-        match tokio::task::spawn_blocking(move || c.wait_kernel_ports()).await {
-            Ok(true) => {}
-            _ => return,
-        }
-        let c = core.clone();
-        match tokio::task::spawn_blocking(move || c.resync_kernel()).await {
+async fn watch_kernel_ports(core: Arc<Core>, conn: Connection, links: Arc<Served>) {
+    let (core, conn, links) = (&core, &conn, &links);
+    watch(core, Core::wait_kernel_ports, Core::resync_kernel, |res, _| async move {
+        match res {
             Ok(Ok(r)) => {
                 tracing::info!(
                     ms = r.total_us / 1000,
                     "kernel ports came or went: their links are in place again"
                 );
-                sync_links(&core, &conn, &links, None).await;
+                sync_links(core, conn, links, None).await;
             }
             Ok(Err(e)) => tracing::warn!(
                 kind = e.kind.as_str(),
@@ -432,7 +438,8 @@ async fn watch_kernel_ports(
             ),
             Err(e) => tracing::error!("putting kernel ports' links back panicked: {e}"),
         }
-    }
+    })
+    .await
 }
 
 /// Serves until SIGTERM or SIGINT, then lets the mutation in progress

@@ -216,16 +216,16 @@ pub fn run(o: Opts) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netadm_testkit::words;
 
     #[test]
     fn options_and_verbs() {
-        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         assert_eq!(
-            Opts::parse(&a("--json --rounds 5")).unwrap(),
+            Opts::parse(&words("--json --rounds 5")).unwrap(),
             Opts { json: true, rounds: 5, kernel: false }
         );
-        assert!(Opts::parse(&a("--kernel")).unwrap().kernel);
-        assert!(Opts::parse(&a("--rounds 0")).is_err());
+        assert!(Opts::parse(&words("--kernel")).unwrap().kernel);
+        assert!(Opts::parse(&words("--rounds 0")).is_err());
         let v = verbs();
         assert_eq!(v.len(), 72);
         assert_eq!(v.iter().filter(|v| v[0] == "create-vnic").count(), 50);

@@ -513,6 +513,7 @@ fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt, load: [Option<f64>; 2
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netadm_testkit::words;
 
     #[test]
     fn ping_lines_give_their_times() {
@@ -536,10 +537,9 @@ mod tests {
 
     #[test]
     fn options() {
-        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let o = Opts::parse(&a("--json --seconds 2 --toggle-seconds 4 --pings 20")).unwrap();
+        let o = Opts::parse(&words("--json --seconds 2 --toggle-seconds 4 --pings 20")).unwrap();
         assert!(o.json && o.seconds == 2 && o.toggle_seconds == 4 && o.pings == 20);
-        assert!(Opts::parse(&a("--toggle-seconds 1")).is_err());
-        assert!(Opts::parse(&a("--bogus")).is_err());
+        assert!(Opts::parse(&words("--toggle-seconds 1")).is_err());
+        assert!(Opts::parse(&words("--bogus")).is_err());
     }
 }

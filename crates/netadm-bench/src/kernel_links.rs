@@ -795,18 +795,18 @@ fn report(o: &Opts, rounds: &[Round], scale: &[Scale], load_before: &str, load_a
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netadm_testkit::words;
 
     #[test]
     fn options() {
-        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let o = Opts::parse(&a("--json --vnics 8 --addrs 2 --sizes 100,10 --samples 3")).unwrap();
+        let o =
+            Opts::parse(&words("--json --vnics 8 --addrs 2 --sizes 100,10 --samples 3")).unwrap();
         assert!(o.json);
         assert_eq!((o.vnics, o.addrs, o.samples, o.rounds), (8, 2, 3, 3));
         assert_eq!(o.sizes, Sizes(vec![10, 100]));
-        assert!(Opts::parse(&a("--addrs 60")).is_err());
-        assert!(Opts::parse(&a("--sizes 0")).is_err());
-        assert!(Opts::parse(&a("--sizes x")).is_err());
-        assert!(Opts::parse(&a("--rounds 0")).is_err());
+        for bad in ["--addrs 60", "--sizes 0", "--sizes x", "--rounds 0"] {
+            assert!(Opts::parse(&words(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -369,17 +369,16 @@ fn report(o: &Opts, all: &[Figures]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netadm_testkit::words;
 
     #[test]
     fn options() {
-        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let o = Opts::parse(&a("--json --sizes 100,10 --samples 5")).unwrap();
+        let o = Opts::parse(&words("--json --sizes 100,10 --samples 5")).unwrap();
         assert_eq!(o, Opts { json: true, sizes: vec![10, 100], samples: 5 });
         assert_eq!(Opts::parse(&[]).unwrap().sizes, vec![10, 100, 1_000, 10_000]);
-        assert!(Opts::parse(&a("--sizes 0")).is_err());
-        assert!(Opts::parse(&a("--sizes x")).is_err());
-        assert!(Opts::parse(&a("--samples 0")).is_err());
-        assert!(Opts::parse(&a("--bogus")).is_err());
+        for bad in ["--sizes 0", "--sizes x", "--samples 0", "--bogus"] {
+            assert!(Opts::parse(&words(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

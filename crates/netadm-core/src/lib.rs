@@ -386,7 +386,8 @@ impl Core {
             let _m = self.pipeline.lock()?;
             let st = self.running();
             let v = View { hw: self.hardware(), st: &st };
-            self.machine.datapath.start_traffic(&self.machine.ports, &v, link, rate, size, flows, t)
+            let offer = datapath::traffic::Offer { rate, size, flows };
+            self.machine.datapath.start_traffic(&self.machine.ports, &v, link, offer, t)
         })
     }
 

@@ -98,18 +98,16 @@ impl ModuleTree {
     }
 }
 
+/// How Debian compresses module files: the file's ending and the tool
+/// that decompresses it (`TOOL -dc FILE`).
+const COMPRESSIONS: [(&str, &str); 3] = [(".xz", "xz"), (".zst", "zstd"), (".gz", "gzip")];
+
 /// A module file's bytes, decompressed on the host when Debian compressed
 /// it (bookworm's 6.1 ships plain `.ko`; newer kernels `.ko.xz`), so the
 /// guest's insmod never has to.
 pub fn read_module(file: &Path) -> Result<Vec<u8>, Error> {
     let name = file.to_string_lossy();
-    let tool = if name.ends_with(".xz") {
-        "xz"
-    } else if name.ends_with(".zst") {
-        "zstd"
-    } else if name.ends_with(".gz") {
-        "gzip"
-    } else {
+    let Some(&(_, tool)) = COMPRESSIONS.iter().find(|(end, _)| name.ends_with(end)) else {
         return std::fs::read(file).map_err(|e| Error::io(file, e));
     };
     let out = std::process::Command::new(tool)
@@ -222,6 +220,18 @@ mod tests {
         assert!(depends(&none).unwrap().is_empty());
         assert!(depends(b"#!/bin/sh").unwrap_err().contains("not a little-endian ELF64"));
         assert!(depends(&elf[..100]).unwrap_err().contains("cut short"));
+    }
+
+    #[test]
+    fn compressed_modules_are_read_decompressed_and_plain_ones_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("m.ko");
+        std::fs::write(&plain, b"module bytes").unwrap();
+        assert_eq!(read_module(&plain).unwrap(), b"module bytes");
+        let gz = dir.path().join("m.ko.gz");
+        let out = std::process::Command::new("gzip").arg("-c").arg(&plain).output().unwrap();
+        std::fs::write(&gz, out.stdout).unwrap();
+        assert_eq!(read_module(&gz).unwrap(), b"module bytes");
     }
 
     #[test]

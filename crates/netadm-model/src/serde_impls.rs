@@ -121,17 +121,37 @@ mod tests {
         assert!(got.starts_with(&want), "{got:?} does not start with {want:?}");
     }
 
+    /// Every type above with a spelling it takes and one it refuses, in one
+    /// table for the round-trip and the error tests.
+    macro_rules! each_type {
+        ($($ty:ty: $good:literal, $bad:literal;)*) => {
+            /// [`round_trip`] of each type's good spelling.
+            fn round_trip_each() {
+                $(round_trip::<$ty>($good);)*
+            }
+
+            /// [`rejects`] of each type's bad spelling.
+            fn reject_each() {
+                $(rejects::<$ty>($bad);)*
+            }
+        };
+    }
+
+    each_type! {
+        LinkName: "i40e0", "0abc";
+        LinkClass: "aggr", "bridge";
+        AddrObj: "net0/v4", "net0";
+        MacAddr: "2:8:20:ab:cd:ef", "1:2:3";
+        VlanId: "4094", "4095";
+        AggrPolicy: "L2,L4", "L5";
+        LacpMode: "passive", "on";
+        LacpTimer: "long", "medium";
+        PropName: "rxrings-effective", "colour";
+    }
+
     #[test]
     fn every_type_round_trips_as_its_display_string() {
-        round_trip::<LinkName>("i40e0");
-        round_trip::<LinkClass>("aggr");
-        round_trip::<AddrObj>("net0/v4");
-        round_trip::<MacAddr>("2:8:20:ab:cd:ef");
-        round_trip::<VlanId>("4094");
-        round_trip::<AggrPolicy>("L2,L4");
-        round_trip::<LacpMode>("passive");
-        round_trip::<LacpTimer>("long");
-        round_trip::<PropName>("rxrings-effective");
+        round_trip_each();
         assert_eq!(
             serde_json::to_string(&"L4,l2".parse::<AggrPolicy>().unwrap()).unwrap(),
             r#""L2,L4""#
@@ -140,15 +160,7 @@ mod tests {
 
     #[test]
     fn errors_are_the_from_str_messages() {
-        rejects::<LinkName>("0abc");
-        rejects::<LinkClass>("bridge");
-        rejects::<AddrObj>("net0");
-        rejects::<MacAddr>("1:2:3");
-        rejects::<VlanId>("4095");
-        rejects::<AggrPolicy>("L5");
-        rejects::<LacpMode>("on");
-        rejects::<LacpTimer>("medium");
-        rejects::<PropName>("colour");
+        reject_each();
     }
 
     #[test]

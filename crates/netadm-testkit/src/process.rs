@@ -70,6 +70,12 @@ pub fn sh(args: &[&str]) -> String {
     run(args).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The argument vector of the command line `line`, split at white space
+/// (no quoting): how a test writes the arguments an options parser gets.
+pub fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(String::from).collect()
+}
+
 /// A child process killed and reaped on drop.
 #[derive(Debug)]
 pub struct Reaped(pub Child);

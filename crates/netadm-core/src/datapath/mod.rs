@@ -221,18 +221,15 @@ impl Datapath {
 
     /// `start-traffic` on `link` of `v`, the running configuration (held
     /// still by the caller).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_traffic(
         &self,
         ports: &Ports,
         v: &View<'_>,
         link: &str,
-        rate: u64,
-        size: u32,
-        flows: u32,
+        offer: traffic::Offer,
         t: &mut Timing,
     ) -> Result<(), CoreError> {
-        self.traffic.start(v, |l| self.link_tx(ports, v, l), link, rate, size, flows, t)
+        self.traffic.start(v, |l| self.link_tx(ports, v, l), link, offer, t)
     }
 
     /// `stop-traffic` on `link`.

@@ -37,21 +37,30 @@ pub(crate) struct Traffic {
 /// sends from (`None` when the link's rings stopped).
 pub(crate) type Path = Option<(Arc<dyn Tx>, [u8; 6])>;
 
+/// What a generator is asked to send (`start-traffic`'s `-r`, `-s`, `-f`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Offer {
+    /// Frames per second (0: as fast as the link takes).
+    pub(crate) rate: u64,
+    /// Frame size, bytes.
+    pub(crate) size: u32,
+    /// Flows.
+    pub(crate) flows: u32,
+}
+
 impl Traffic {
     /// `start-traffic`: a generator on `link` (of the running
     /// configuration `v`, which the caller holds still), sending through
     /// what `path` gives, replacing a stopped one.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         &self,
         v: &View<'_>,
         path: impl FnOnce(&Link) -> Path,
         link: &str,
-        rate: u64,
-        size: u32,
-        flows: u32,
+        offer: Offer,
         t: &mut Timing,
     ) -> Result<(), CoreError> {
+        let Offer { rate, size, flows } = offer;
         let name: LinkName = link.parse()?;
         let l = v.require(link)?;
         let mtu = v.mtu(&l);

@@ -46,14 +46,7 @@ impl Def {
                 PROTOS.join(", ")
             )));
         }
-        DEFS.iter().find(|d| d.proto == proto && d.name == name).ok_or_else(|| {
-            let names: Vec<&str> =
-                DEFS.iter().filter(|d| d.proto == proto).map(|d| d.name).collect();
-            CoreError::invalid_argument(format!(
-                "{proto} has no interface property {name:?} (it has {})",
-                names.join(", ")
-            ))
-        })
+        super::proto::named(DEFS, |d| (d.proto, d.name), proto, name, "interface property")
     }
 
     /// `PROTO.PROP`, the key in [`IfConf::props`].

@@ -46,6 +46,27 @@ pub(crate) const DEFS: &[Def] = &[
     },
 ];
 
+/// The entry of `defs` for property `name` of `proto` (`id` gives an
+/// entry's protocol and name), or `InvalidArgument` naming the `what`s
+/// (`property`, `interface property`) `proto` has. Shared by the protocol
+/// and the interface property tables, which look up the same way.
+pub(super) fn named<D>(
+    defs: &'static [D],
+    id: impl Fn(&D) -> (&'static str, &'static str),
+    proto: &str,
+    name: &str,
+    what: &str,
+) -> Result<&'static D, CoreError> {
+    defs.iter().find(|d| id(d) == (proto, name)).ok_or_else(|| {
+        let names: Vec<&str> =
+            defs.iter().map(&id).filter(|(p, _)| *p == proto).map(|(_, n)| n).collect();
+        CoreError::invalid_argument(format!(
+            "{proto} has no {what} {name:?} (it has {})",
+            names.join(", ")
+        ))
+    })
+}
+
 impl Def {
     /// Looks `proto`/`name` up: `InvalidArgument` naming what exists.
     pub(crate) fn find(proto: &str, name: &str) -> Result<&'static Def, CoreError> {
@@ -57,14 +78,7 @@ impl Def {
                 protos.join(", ")
             )));
         }
-        DEFS.iter().find(|d| d.proto == proto && d.name == name).ok_or_else(|| {
-            let names: Vec<&str> =
-                DEFS.iter().filter(|d| d.proto == proto).map(|d| d.name).collect();
-            CoreError::invalid_argument(format!(
-                "{proto} has no property {name:?} (it has {})",
-                names.join(", ")
-            ))
-        })
+        named(DEFS, |d| (d.proto, d.name), proto, name, "property")
     }
 
     /// `PROTO.PROP`, the key in the `proto` section.
