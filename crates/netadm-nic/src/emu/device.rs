@@ -15,6 +15,11 @@ use super::wire::WireMode;
 use crate::dma::DmaRing;
 use crate::types::{Caps, Dir, HwStats, InterruptHandler, MacFilter, NicError, QueueId};
 
+/// The most descriptors a TX doorbell may carry for the writing thread to
+/// run the device's pass itself (a ping, a TCP ACK, a request with its
+/// header split off); more is a batch, which the engine thread moves.
+const INLINE_DOORBELL: u32 = 8;
+
 /// An emulated NIC: registers plus an engine thread and an interrupt thread.
 pub struct Device {
     pub(super) sh: Arc<Shared>,
@@ -229,15 +234,19 @@ impl Device {
         spin_for(self.sh.cfg.doorbell_cost);
         self.sh.counters.doorbells.fetch_add(1, Ordering::Relaxed);
         let Ok(s) = self.slot(q) else { return };
+        // Descriptors the device has yet to process on this queue.
+        let mut waiting = 0;
         if let Some(r) = self.sh.regs[s].ring.lock().unwrap().as_ref() {
-            self.sh.tails[s].store(r.tail(), Ordering::Release);
+            let tail = r.tail();
+            self.sh.tails[s].store(tail, Ordering::Release);
+            waiting = (tail + r.slots() - r.head()) % r.slots().max(1);
         }
         if q.dir == Dir::Tx {
             let i = q.index as usize;
             // SeqCst against the engine's `tx_paced` (see `transmit`).
             self.sh.doorbell_pending[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
             if !self.sh.tx_paced.load(Ordering::SeqCst) {
-                self.kick();
+                self.kick(waiting);
             }
         } else if self.sh.inbox.device_owned() > 0 {
             // Buffers posted: frames waiting in the packet buffer may go.
@@ -245,13 +254,18 @@ impl Device {
         }
     }
 
-    /// Has the device act on a TX doorbell: while the engine thread
-    /// sleeps, the writing thread runs the engine's pass itself, under the
-    /// engine's lock (as an emulator handles a trapped MMIO write on the
-    /// vCPU that wrote it); otherwise, or if the engine is busy, the
-    /// engine thread is woken as for any write.
-    fn kick(&self) {
-        if self.sh.engine_wake.is_parked()
+    /// Has the device act on a TX doorbell for `waiting` descriptors:
+    /// while the engine thread sleeps and the doorbell carries a lone
+    /// request (at most [`INLINE_DOORBELL`] descriptors), the writing
+    /// thread runs the engine's pass itself, under the engine's lock (as
+    /// an emulator handles a trapped MMIO write on the vCPU that wrote
+    /// it): a request's answer then waits for no thread's wake-up.
+    /// Otherwise (a batch, a stream, or the engine busy) the engine
+    /// thread is woken as for any write and does the device's work on
+    /// its own CPU, as hardware does it beside the driver's.
+    fn kick(&self, waiting: u32) {
+        if waiting <= INLINE_DOORBELL
+            && self.sh.engine_wake.is_parked()
             && let Ok(mut e) = self.core.try_lock()
         {
             e.pass_for_doorbell();
@@ -276,8 +290,9 @@ impl Device {
             self.sh.irq_masked.fetch_and(!bit, Ordering::SeqCst);
             // SeqCst against the engine, which sets `irq_held` and then
             // reads the mask again.
+            // A held interrupt is raised by a pass with nothing to move.
             if self.sh.irq_held.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
-                self.kick();
+                self.kick(0);
             }
         }
     }
