@@ -106,8 +106,16 @@ impl KernelPort {
         }
     }
 
-    /// [`KernelPort::refresh`], returning the device's index now.
+    /// Whether the device is still the one read (by its index), reading
+    /// it all again ([`KernelPort::refresh`]) only when it is not: the
+    /// kernel tells of a port's device on every change over it (each
+    /// macvlan made on it), and its driver, channel maximum and offloads
+    /// do not change with those. The device's index now.
     pub(crate) fn refresh_presence(&self) -> Option<u32> {
+        let known = self.index();
+        if known.is_some() && self.nl.link_named(&self.interface).ok().map(|l| l.index) == known {
+            return known;
+        }
         self.refresh();
         self.index()
     }
