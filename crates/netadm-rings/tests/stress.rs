@@ -9,7 +9,7 @@ use std::thread;
 use common::*;
 use netadm_nic::emu::WireMode;
 use netadm_nic::{Nic, QueueId};
-use netadm_rings::{RingClient, RingEngine, RingState, Strategy};
+use netadm_rings::{RingClient, RingEngine, RingError, RingState, Strategy};
 
 const RINGS: u16 = 16;
 
@@ -223,9 +223,27 @@ fn stops_racing_live_interrupts_never_deliver_to_a_stopping_or_stopped_ring() {
     let mut x: u32 = 0x9e37_79b9;
     let mut churns = 0;
     let before = checker.delivered.load(Ordering::Relaxed);
+    // A stop whose drain outlasts the device's deadline is called off
+    // (its rings reopened, RingError says which): on two shared cores with
+    // the sender spinning, a starved device thread can take that long, so
+    // the stop is asked again (the rings are as they were). What this test
+    // holds to is that no completion reaches a stopping or stopped ring.
+    let mut called_off = 0;
     for _ in 0..150 {
         let set = subset(&mut x);
-        engine.stop(&set).unwrap();
+        let mut tries = 0;
+        while let Err(e) = engine.stop(&set) {
+            tries += 1;
+            assert!(
+                tries < 5
+                    && matches!(
+                        e,
+                        RingError::TxDrainTimeout { .. } | RingError::QuiesceTimeout { .. }
+                    ),
+                "stop: {e} (try {tries})"
+            );
+            called_off += 1;
+        }
         for &r in &set {
             assert_eq!(engine.state(r).unwrap(), RingState::Freed);
         }
@@ -237,7 +255,9 @@ fn stops_racing_live_interrupts_never_deliver_to_a_stopping_or_stopped_ring() {
     engine.stop(&all).unwrap();
 
     let delivered = checker.delivered.load(Ordering::Relaxed) - before;
-    eprintln!("{churns} ring stop/starts, {sent} frames sent, {delivered} delivered during churn");
+    eprintln!(
+        "{churns} ring stop/starts ({called_off} stops called off and asked again), {sent} frames sent, {delivered} delivered during churn"
+    );
     assert!(delivered > 1000, "traffic must actually race the churn ({delivered} delivered)");
     assert_eq!(checker.violations.load(Ordering::Relaxed), 0, "completion reached a stopped ring");
     assert_eq!(checker.corrupt.load(Ordering::Relaxed), 0, "a delivered frame was corrupt");
