@@ -103,7 +103,7 @@ fn netadmd_runs_under_a_real_systemd() {
         ),
     ]);
     assert!(scrape.starts_with("HTTP/1.0 200"), "scrape: {scrape}");
-    assert!(scrape.contains("netadm_port_rings{port=\"atl1c2\",state=\"started\"} 4"), "{scrape}");
+    assert!(scrape.contains("netadm_port_rings{port=\"atl1c2\",state=\"started\"} 1"), "{scrape}");
 
     // systemctl stop: SIGTERM, a clean exit.
     c.ok(&["systemctl", "stop", "netadmd.service"]);

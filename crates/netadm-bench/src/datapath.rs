@@ -124,7 +124,7 @@ fn forwarding(frames: u64) -> Result<(f64, u64), String> {
     let t0 = Instant::now();
     // Offered at FORWARD_OFFER pps, more than a forwarder on this machine
     // keeps up with: what arrives back is the forwarding rate.
-    Generator::start(cfg(FORWARD_OFFER, frames), s.clone(), Arc::new(PortTx::fixed(ea.clone(), 4)))
+    Generator::start(cfg(FORWARD_OFFER, frames), s.clone(), Arc::new(PortTx::fixed(ea.clone(), 1)))
         .join();
     // Every frame ends somewhere: received, or dropped and counted.
     let accounted = || {

@@ -393,8 +393,8 @@ fn lacp_negotiates_between_cabled_aggregations_and_recovers_from_a_cut_cable() {
 
 /// [`cabled`] with the atl1c0–atl1c2 cable at 20 Mb/s: 16.4 kpps of
 /// 128-byte frames, so a member that takes over the other's flows falls
-/// behind and has a backlog in flight when the other comes back: its four
-/// TX rings of 128 frames, 31 ms of wire time (ten times that and more
+/// behind and has a backlog in flight when the other comes back: its TX
+/// ring of 128 frames, 7.8 ms of wire time (ten times that and more
 /// under a CPU hog, where the device thread is woken late and the wire
 /// idles meanwhile).
 fn slow_cabled() -> HardwareConfig {

@@ -140,7 +140,7 @@ fn over_a_cable_nothing_is_lost_reordered_or_duplicated() {
     let eb = engine(b.clone(), &streams);
     let s = Arc::new(Stream::new(9, 4));
     streams.insert(s.clone());
-    run(&s, traffic(100_000, 20_000), PortTx::fixed(ea.clone(), 4));
+    run(&s, traffic(100_000, 20_000), PortTx::fixed(ea.clone(), 1));
     wait_for("every frame across", || s.stats().received == 20_000);
     let st = s.stats();
     assert_eq!((st.lost, st.reordered, st.duplicated), (0, 0, 0));

@@ -186,13 +186,13 @@ fn sequential_and_legacy_pause_per_ring_as_illumos_did() {
 #[test]
 fn atl1c_rings_follow_its_queue_layout() {
     let (_, clock, e) = recorded(atl1c());
-    assert_eq!(e.ring_count(), 4);
+    // One TPD ring and one RFD ring, as Linux's atl1c drives the part:
+    // one ring pair.
+    assert_eq!(e.ring_count(), 1);
     let info = e.info(0).unwrap();
     assert_eq!((info.txq, info.rxq, info.vector), (Some(0), Some(0), 0));
-    let info = e.info(3).unwrap();
-    assert_eq!((info.txq, info.rxq, info.vector), (Some(3), None, 1));
     e.start(&e.all_rings(), BUF).unwrap();
-    assert_eq!(e.dma_bytes(), 5 * DmaRing::bytes_for(64, BUF), "4 TX rings and 1 RX ring");
+    assert_eq!(e.dma_bytes(), 2 * DmaRing::bytes_for(64, BUF), "1 TX ring and 1 RX ring");
     e.restart(&e.all_rings(), BUF).unwrap();
     e.stop(&e.all_rings()).unwrap();
     assert_eq!(clock.take(), [], "no errata, so no timed waits at all");

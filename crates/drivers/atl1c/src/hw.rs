@@ -1,20 +1,23 @@
 //! The hardware half: an emulated atl1c-class (AR8151-like) port.
 //!
-//! Four TX queues (TPD rings), one RX queue (RFD ring), no RSS, no MAC
-//! filter table beyond the station address. One interrupt line with two
-//! moderation timers, modelled as two vectors: vector 0 carries RX causes
-//! and is throttled by the RX interrupt moderation timer (rx_imt), vector 1
-//! carries TX causes and is throttled by tx_imt. Both timers count in 2 µs
-//! units. The MAC enables its queues without errata, a few µs after the
-//! request.
+//! One TX queue (TPD ring) and one RX queue (RFD ring), as Linux's atl1c
+//! drives the 1 GbE parts (its four-queue mode is for other chips), no RSS,
+//! no MAC filter table beyond the station address. One interrupt line with
+//! two moderation timers, modelled as two vectors: vector 0 carries RX
+//! causes and is throttled by the RX interrupt moderation timer (rx_imt),
+//! vector 1 carries TX causes and is throttled by tx_imt. Both timers count
+//! in 2 µs units. The MAC enables its queues without errata, a few µs after
+//! the request.
 
 use std::time::Duration;
 
 use netadm_nic::emu::{EmuConfig, WireMode, queue_ack_deadline};
 use netadm_nic::{Caps, EmuNic, Errata, Moderation, NicClass, Offloads, RingLimits, check_port};
 
-/// TX queues.
-pub const TX_QUEUES: u16 = 4;
+/// TX queues: one, sharing the one TX moderation timer. (With more, the
+/// timer's one interrupt would write back a ring's worth of completions
+/// for each, and flows spread over them would escape tx-imt's bound.)
+pub const TX_QUEUES: u16 = 1;
 /// RX queues.
 pub const RX_QUEUES: u16 = 1;
 /// The RX-cause vector, throttled by rx_imt.
