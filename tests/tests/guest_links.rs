@@ -569,7 +569,13 @@ fn mtu_one_member_at_a_time(lacp: &str) {
     // sends there), and replies keep coming: under a second between two,
     // which no reset gets under, while a TCG guest on a loaded two-core
     // host answers late now and then (396 ms seen, nothing lost).
-    assert!(gap_b >= 1500, "baseline: longest without a reply {gap_b} ms: no reset seen");
+    // A reset shows as a long gap, or, when the bond refuses the pings
+    // while its members are down (not sent, so no gap between replies is
+    // seen), as a large share lost.
+    assert!(
+        gap_b >= 1500 || lost_b * 5 >= sent_b,
+        "baseline: longest without a reply {gap_b} ms and {lost_b} of {sent_b} lost: no reset seen"
+    );
     assert!(lost_n <= 4, "one member at a time lost {lost_n} of {sent_n}");
     assert_eq!(refused, "0", "one member at a time: pings the bond refused");
     assert!(gap_n < 1000, "one member at a time: {gap_n} ms without a reply");
