@@ -8,65 +8,13 @@
 //! taps.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::modules::ModuleTree;
+use crate::nic::{Checked, Nic, NicModel, Taps, mac_text};
 use crate::qemu::{self, Accel};
 use crate::running::{Guest, Outcome, Prepared, Timings};
 use crate::{Error, cache, initramfs};
-
-/// The emulated NIC model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NicModel {
-    /// virtio-net-pci: multi-queue when asked ([`Nic::queues`]).
-    VirtioNet,
-    /// Intel 82574L (e1000e), the driver that resets its rings on an MTU
-    /// change. In the full Debian kernel, not the cloud one.
-    E1000e,
-}
-
-/// One guest NIC and the tap behind it.
-#[derive(Debug, Clone)]
-pub struct Nic {
-    model: NicModel,
-    queues: u16,
-    tap: String,
-    name: Option<String>,
-    mac: Option<[u8; 6]>,
-}
-
-impl Nic {
-    /// A virtio-net NIC, one queue pair, on tap `tap`.
-    pub fn virtio(tap: &str) -> Self {
-        Nic { model: NicModel::VirtioNet, queues: 1, tap: tap.into(), name: None, mac: None }
-    }
-
-    /// An e1000e NIC on tap `tap`.
-    pub fn e1000e(tap: &str) -> Self {
-        Nic { model: NicModel::E1000e, queues: 1, tap: tap.into(), name: None, mac: None }
-    }
-
-    /// Queue pairs of a virtio-net NIC, 1 to 16. Above 1 the tap is made
-    /// `multi_queue` and QEMU opens it `queues=N` (vhost off). e1000e has
-    /// one queue: more is refused at prepare.
-    pub fn queues(mut self, n: u16) -> Self {
-        self.queues = n;
-        self
-    }
-
-    /// Its name in the guest (default `eth<index>`, in the order added).
-    pub fn named(mut self, guest_name: &str) -> Self {
-        self.name = Some(guest_name.into());
-        self
-    }
-
-    /// Its MAC (default `52:54:00:PP:GG:II`: pid, guest and NIC index).
-    pub fn mac(mut self, mac: [u8; 6]) -> Self {
-        self.mac = Some(mac);
-        self
-    }
-}
 
 /// What a guest is: its NICs, modules, programs, files and the test's
 /// script. Built by chaining; nothing happens until [`prepare`](Self::prepare).
@@ -227,7 +175,7 @@ impl GuestConfig {
         let qemu = find_program("qemu-system-x86_64")?;
         let kernel = cache::kernel()?;
         let busybox = cache::busybox()?;
-        let accel = qemu::resolve_accel(self.accel, &kernel)?;
+        let accel = qemu::resolve_accel(self.accel, &kernel, kvm_probe)?;
         let cache_ready = started.elapsed();
 
         let mut modules: Vec<String> = vec![];
@@ -397,17 +345,23 @@ impl GuestConfig {
     }
 }
 
-#[derive(Debug)]
-pub(crate) struct Checked {
-    pub(crate) model: NicModel,
-    pub(crate) queues: u16,
-    pub(crate) tap: String,
-    pub(crate) name: String,
-    pub(crate) mac: [u8; 6],
-}
-
-pub(crate) fn mac_text(m: [u8; 6]) -> String {
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+/// Boots the kernel under KVM with nothing but busybox: "kvm" when the
+/// guest ran, else "tcg (why)".
+fn kvm_probe() -> String {
+    let probe = GuestConfig::new("echo kvm works").accel(Accel::Kvm).memory_mib(128);
+    match probe.run(Duration::from_secs(10)) {
+        Ok(o) if o.code == 0 && o.script_output().contains(&"kvm works") => "kvm".to_string(),
+        Ok(o) => format!("tcg (the KVM guest's script: status {})", o.code),
+        Err(e) => {
+            // What QEMU said last is the reason (an assertion on an MSR,
+            // "emulation failure"), else the error's first line.
+            let why = e
+                .transcript()
+                .and_then(|t| t.qemu_stderr.last().cloned())
+                .unwrap_or_else(|| e.to_string().lines().next().unwrap_or_default().to_owned());
+            format!("tcg (the KVM guest failed: {})", why.replace('\n', " "))
+        }
+    }
 }
 
 /// A program's path: itself if it has a `/`, else the first on PATH.
@@ -454,43 +408,6 @@ pub fn missing_prerequisites(tools: &[(&str, &str)]) -> Vec<String> {
         }
     }
     missing
-}
-
-/// Taps made for a guest, deleted on drop.
-pub(crate) struct Taps {
-    netns: Option<String>,
-    pub(crate) names: Vec<String>,
-}
-
-impl Taps {
-    fn create(netns: Option<&str>, nics: &[Checked]) -> Result<Taps, Error> {
-        let mut taps = Taps { netns: netns.map(str::to_owned), names: vec![] };
-        let Some(ns) = netns else { return Ok(taps) };
-        for n in nics {
-            let mut add = vec!["-n", ns, "tuntap", "add", "name", &n.tap, "mode", "tap"];
-            if n.queues > 1 {
-                // QEMU opens one queue per fd; the tap must allow several.
-                add.push("multi_queue");
-            }
-            cache::run("ip", &add, None)?;
-            taps.names.push(n.tap.clone());
-            cache::run("ip", &["-n", ns, "link", "set", &n.tap, "up"], None)?;
-        }
-        Ok(taps)
-    }
-}
-
-impl Drop for Taps {
-    fn drop(&mut self) {
-        if let Some(ns) = &self.netns {
-            for t in &self.names {
-                let _ = Command::new("ip")
-                    .args(["-n", ns, "link", "del", t])
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
-    }
 }
 
 #[cfg(test)]

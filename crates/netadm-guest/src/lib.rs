@@ -29,6 +29,7 @@ mod cpio;
 mod guest;
 mod initramfs;
 mod modules;
+mod nic;
 mod qemu;
 mod running;
 
@@ -37,7 +38,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use cache::{BUSYBOX_PACKAGE, KERNEL_METAPACKAGE, Kernel, cache_dir};
-pub use guest::{GuestConfig, Nic, NicModel, missing_prerequisites};
+pub use guest::{GuestConfig, missing_prerequisites};
+pub use nic::{Nic, NicModel};
 pub use qemu::Accel;
 pub use running::{Guest, Outcome, Prepared, Timings};
 

@@ -1,9 +1,8 @@
 //! QEMU's command line for a guest, and which accelerator it gets.
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::guest::{Checked, GuestConfig, NicModel, mac_text};
+use crate::nic::{Checked, NicModel, mac_text};
 use crate::{Error, cache};
 
 /// How QEMU runs the guest's CPU.
@@ -111,10 +110,14 @@ pub(crate) fn command(m: &Machine<'_>) -> Vec<String> {
 
 /// [`Accel::Auto`] made definite: `NETADM_GUEST_ACCEL`, else TCG without
 /// /dev/kvm, else the probe's verdict cached for this host boot
-/// (`kvm-probe` in the cache: boot id and verdict). The probe boots the
+/// (`kvm-probe` in the cache: boot id and verdict). `probe` boots the
 /// kernel under KVM with nothing but busybox; on this nested host KVM
 /// guests fail ("emulation failure", or QEMU aborts setting an MSR).
-pub(crate) fn resolve_accel(asked: Accel, kernel: &cache::Kernel) -> Result<Accel, Error> {
+pub(crate) fn resolve_accel(
+    asked: Accel,
+    kernel: &cache::Kernel,
+    probe: impl FnOnce() -> String,
+) -> Result<Accel, Error> {
     if asked != Accel::Auto {
         return Ok(asked);
     }
@@ -139,20 +142,7 @@ pub(crate) fn resolve_accel(asked: Accel, kernel: &cache::Kernel) -> Result<Acce
     {
         return Ok(if v.starts_with("kvm") { Accel::Kvm } else { Accel::Tcg });
     }
-    let probe = GuestConfig::new("echo kvm works").accel(Accel::Kvm).memory_mib(128);
-    let verdict = match probe.run(Duration::from_secs(10)) {
-        Ok(o) if o.code == 0 && o.script_output().contains(&"kvm works") => "kvm".to_string(),
-        Ok(o) => format!("tcg (the KVM guest's script: status {})", o.code),
-        Err(e) => {
-            // What QEMU said last is the reason (an assertion on an MSR,
-            // "emulation failure"), else the error's first line.
-            let why = e
-                .transcript()
-                .and_then(|t| t.qemu_stderr.last().cloned())
-                .unwrap_or_else(|| e.to_string().lines().next().unwrap_or_default().to_owned());
-            format!("tcg (the KVM guest failed: {})", why.replace('\n', " "))
-        }
-    };
+    let verdict = probe();
     std::fs::write(&verdict_file, format!("{key} {verdict}\n"))
         .map_err(|e| Error::io(&verdict_file, e))?;
     Ok(if verdict == "kvm" { Accel::Kvm } else { Accel::Tcg })

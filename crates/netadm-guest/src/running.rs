@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::guest::Taps;
 use crate::initramfs::{EXIT_MARK, INIT_MARK, READY_MARK, SETUP_FAILED_MARK};
+use crate::nic::Taps;
 use crate::qemu::Accel;
 use crate::{Error, Transcript, cache};
 

@@ -329,8 +329,6 @@ pub(crate) fn devices(
             },
         );
     }
-    // Protected VNICs over ports are built so that rules can guard them.
-    super::guard::guarded(v, &mut out);
     out
 }
 

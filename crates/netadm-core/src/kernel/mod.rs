@@ -205,7 +205,7 @@ impl Kernel {
     /// made again if they are gone, their MTU, MAC and state set — and
     /// read back.
     pub(crate) fn put_back(&self, v: &View<'_>, l: &Link, t: &mut Timing) -> Result<(), CoreError> {
-        let devs = devices::devices(v, &self.ifnames, |x| x == l);
+        let devs = wanted(v, &self.ifnames, |x| x == l);
         for (k, d) in &devs {
             self.ensure(k, d, Some(d))?;
         }
@@ -335,7 +335,7 @@ impl Kernel {
                 }
             }
         }
-        let pick = |v: &View<'_>| devices::devices(v, &self.ifnames, |l| links.contains(l));
+        let pick = |v: &View<'_>| wanted(v, &self.ifnames, |l| links.contains(l));
         (pick(vf), pick(vt))
     }
 
@@ -429,7 +429,7 @@ impl Kernel {
         if lowers.is_empty() {
             return Ok(());
         }
-        let all = devices::devices(v, &self.ifnames, |_| true);
+        let all = wanted(v, &self.ifnames, |_| true);
         for (dev, shares) in shaper::shares(&all, lowers) {
             let of = all.iter().find(|(k, _)| k.0.is_none() && k.1 == dev).map(|(_, d)| d);
             let link = of.map_or(dev.as_str(), |d| d.link.as_str());
@@ -885,4 +885,17 @@ fn named(link: &LinkName, e: CoreError) -> CoreError {
         return e;
     }
     CoreError { message: format!("{link}: {}", e.message), ..e }
+}
+
+/// The devices a configuration asks for (as [`devices::devices`] says),
+/// each protected VNIC over a port built so that rules can guard it
+/// ([`guard::guarded`]).
+fn wanted(
+    v: &View<'_>,
+    ports: &BTreeMap<LinkName, String>,
+    want: impl Fn(&Link) -> bool,
+) -> BTreeMap<Key, Dev> {
+    let mut out = devices::devices(v, ports, want);
+    guard::guarded(v, &mut out);
+    out
 }
