@@ -1112,8 +1112,8 @@ fn a_kernel_port_whose_device_is_missing_at_start_is_shown_and_configured_when_i
     ping(&a, FAR0);
     r.ok(&["create-vnic", "-l", "net0", "v9"]);
     r.ok(&["delete-vnic", "v9"]);
-    // It comes: its configuration is applied, without a command.
-    // (Needs the rtnetlink events for kernel ports: not there yet.)
+    // It comes: its configuration is applied, without a command (an
+    // rtnetlink notification of the new device).
     nic2();
     let configured = try_wait_for("v2 over the new nic2", Duration::from_secs(15), || {
         dev(&a, "v2").is_some_and(|l| l["link"] == "nic2")
@@ -1139,8 +1139,7 @@ fn stopping_netadmd_leaves_every_kernel_device_address_and_shaper_in_place() {
     let (z1, z2) = a_network(&mut r);
     let a = r.a().to_owned();
     r.ok(&["set-linkprop", "-p", "tso=off", "net1"]);
-    // A shaper, if netadm makes one (maxbw is not enforced in the kernel
-    // yet: then this checks the rest).
+    // The VNIC's shaper (an htb class on net0) stays too.
     r.ok(&["set-linkprop", "-p", "maxbw=100M", "vnic0"]);
     let nss = [a.as_str(), z1.as_str(), z2.as_str()];
     settled(&nss);
