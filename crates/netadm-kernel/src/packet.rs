@@ -15,6 +15,14 @@ fn io(op: &str) -> KernelError {
     KernelError::Io { op: op.into(), source: std::io::Error::last_os_error() }
 }
 
+/// Binds packet socket `fd` to interface `index` for `protocol` (network
+/// order).
+fn bind(fd: &OwnedFd, index: u32, protocol: u16) -> Result<(), KernelError> {
+    netadm_nic::packet_socket::bind(fd.as_raw_fd(), index, protocol).map_err(|source| {
+        KernelError::Io { op: format!("bind a packet socket to interface {index}"), source }
+    })
+}
+
 fn socket(domain: i32, ty: i32, proto: i32, op: &str) -> Result<OwnedFd, KernelError> {
     // SAFETY: plain socket(2); the result is checked.
     let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) };
@@ -39,21 +47,7 @@ impl PacketSocket {
     pub fn open(index: u32, ethertype: u16) -> Result<Self, KernelError> {
         let proto = i32::from(ethertype.to_be());
         let fd = socket(libc::AF_PACKET, libc::SOCK_DGRAM, proto, "open a packet socket")?;
-        // SAFETY: a zeroed sockaddr_ll filled in; valid for its size.
-        let rc = unsafe {
-            let mut sa: libc::sockaddr_ll = std::mem::zeroed();
-            sa.sll_family = libc::AF_PACKET as u16;
-            sa.sll_protocol = ethertype.to_be();
-            sa.sll_ifindex = index as i32;
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(io(&format!("bind a packet socket to interface {index}")));
-        }
+        bind(&fd, index, ethertype.to_be())?;
         Ok(Self { fd, index, ethertype })
     }
 
@@ -90,21 +84,7 @@ impl PacketSocket {
             return Err(io("attach a filter to a packet socket"));
         }
         let all = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: a zeroed sockaddr_ll filled in; valid for its size.
-        let rc = unsafe {
-            let mut sa: libc::sockaddr_ll = std::mem::zeroed();
-            sa.sll_family = libc::AF_PACKET as u16;
-            sa.sll_protocol = all;
-            sa.sll_ifindex = index as i32;
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(io(&format!("bind a packet socket to interface {index}")));
-        }
+        bind(&fd, index, all)?;
         Ok(Self { fd, index, ethertype })
     }
 

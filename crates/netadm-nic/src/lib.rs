@@ -14,6 +14,7 @@ mod emu_nic;
 pub mod hash;
 mod nic;
 pub mod offload;
+pub mod packet_socket;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
 mod types;

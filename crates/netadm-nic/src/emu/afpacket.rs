@@ -40,21 +40,7 @@ pub(super) fn open(ifname: &str) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: a fresh descriptor we own.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_ll zeroed then filled; sizes are the struct's.
-    let rc = unsafe {
-        let mut sa: libc::sockaddr_ll = std::mem::zeroed();
-        sa.sll_family = libc::AF_PACKET as u16;
-        sa.sll_protocol = proto;
-        sa.sll_ifindex = index as i32;
-        libc::bind(
-            fd,
-            (&sa as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    crate::packet_socket::bind(fd, index, proto)?;
     // Not seeing our own transmissions.
     setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
     // Every frame either way carries a virtio-net header: superframes
