@@ -227,51 +227,62 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
         f += &format!("flush set {TABLE} {x}_{set}\n");
         f += &format!("add element {TABLE} {x}_{set} {{ {} }}\n", elems.join(", "));
     }
-    let drop = |c: &str| format!("counter name {x}_{c} drop");
     let mut rules: Vec<String> = vec![];
+    // Each protection's matches, every one dropping what it matches into
+    // the protection's counter.
+    let mut drop = |c: &str, matches: Vec<String>| {
+        rules.extend(matches.into_iter().map(|m| format!("{m} counter name {x}_{c} drop")));
+    };
     let tags = "ether type { 0x8100, 0x88a8, 0x9100 }";
     if w.flags.has(Protection::MAC_NOSPOOF) {
-        rules.push(format!("ether saddr != {mac} {}", drop("mac")));
-        rules.push(format!("ether type arp arp saddr ether != {mac} {}", drop("mac")));
-        // An NDP message's first link-layer address option.
-        rules.push(format!(
-            "ether type ip6 icmpv6 type {{ nd-neighbor-solicit, nd-neighbor-advert }} @th,192,8 {{ 1, 2 }} @th,208,48 != {mac_hex} {}",
-            drop("mac")
-        ));
-        rules.push(format!(
-            "ether type ip6 icmpv6 type nd-router-solicit @th,64,8 1 @th,80,48 != {mac_hex} {}",
-            drop("mac")
-        ));
+        drop(
+            "mac",
+            vec![
+                format!("ether saddr != {mac}"),
+                format!("ether type arp arp saddr ether != {mac}"),
+                // An NDP message's first link-layer address option.
+                format!(
+                    "ether type ip6 icmpv6 type {{ nd-neighbor-solicit, nd-neighbor-advert }} @th,192,8 {{ 1, 2 }} @th,208,48 != {mac_hex}"
+                ),
+                format!(
+                    "ether type ip6 icmpv6 type nd-router-solicit @th,64,8 1 @th,80,48 != {mac_hex}"
+                ),
+            ],
+        );
     }
     if w.flags.has(Protection::RESTRICTED) {
-        rules.push(format!("ether type != {{ ip, ip6, arp }} {}", drop("restricted")));
+        drop("restricted", vec!["ether type != { ip, ip6, arp }".to_owned()]);
     }
     if w.flags.has(Protection::IP_NOSPOOF) {
-        rules.push(format!("{tags} {}", drop("ip")));
-        rules.push(format!("ether type ip ip version != 4 {}", drop("ip")));
-        rules.push(format!("ether type ip ip hdrlength < 5 {}", drop("ip")));
-        rules.push(format!("ether type ip ip saddr != @{x}_v4 {}", drop("ip")));
-        rules.push(format!("ether type ip6 ip6 version != 6 {}", drop("ip")));
-        rules.push(format!("ether type ip6 ip6 saddr != @{x}_v6 {}", drop("ip")));
-        rules.push(format!("ether type arp arp saddr ip != @{x}_v4 {}", drop("ip")));
-        rules.push(format!(
-            "ether type ip6 icmpv6 type nd-neighbor-advert @th,64,128 != @{x}_t6 {}",
-            drop("ip")
-        ));
+        drop(
+            "ip",
+            vec![
+                tags.to_owned(),
+                "ether type ip ip version != 4".to_owned(),
+                "ether type ip ip hdrlength < 5".to_owned(),
+                format!("ether type ip ip saddr != @{x}_v4"),
+                "ether type ip6 ip6 version != 6".to_owned(),
+                format!("ether type ip6 ip6 saddr != @{x}_v6"),
+                format!("ether type arp arp saddr ip != @{x}_v4"),
+                format!("ether type ip6 icmpv6 type nd-neighbor-advert @th,64,128 != @{x}_t6"),
+            ],
+        );
     }
     if w.flags.has(Protection::DHCP_NOSPOOF) {
-        rules.push(format!("{tags} {}", drop("dhcp")));
-        rules.push(format!("ether type ip udp sport 67 {}", drop("dhcp")));
-        rules.push(format!("ether type ip udp dport 68 {}", drop("dhcp")));
-        // A request (op 1) from the VNIC's own chaddr.
-        rules.push(format!("ether type ip udp dport 67 @th,64,8 != 1 {}", drop("dhcp")));
-        rules.push(format!("ether type ip udp dport 67 @th,288,48 != {mac_hex} {}", drop("dhcp")));
-        rules.push(format!("ether type ip6 udp sport 547 {}", drop("dhcp")));
-        rules.push(format!("ether type ip6 udp dport 546 {}", drop("dhcp")));
-        rules.push(format!(
-            "ether type ip6 udp dport 547 @th,64,8 {{ 2, 7, 10, 12, 13 }} {}",
-            drop("dhcp")
-        ));
+        drop(
+            "dhcp",
+            vec![
+                tags.to_owned(),
+                "ether type ip udp sport 67".to_owned(),
+                "ether type ip udp dport 68".to_owned(),
+                // A request (op 1) from the VNIC's own chaddr.
+                "ether type ip udp dport 67 @th,64,8 != 1".to_owned(),
+                format!("ether type ip udp dport 67 @th,288,48 != {mac_hex}"),
+                "ether type ip6 udp sport 547".to_owned(),
+                "ether type ip6 udp dport 546".to_owned(),
+                "ether type ip6 udp dport 547 @th,64,8 { 2, 7, 10, 12, 13 }".to_owned(),
+            ],
+        );
     }
     rules.push(match &s.fwd {
         Some(to) => format!("counter name {x}_pass fwd to \"{to}\""),
