@@ -99,6 +99,11 @@ impl Reads<'_> {
         View { hw: self.m.hw(), st }
     }
 
+    /// The view of the running configuration.
+    fn running_view(&self) -> View<'_> {
+        self.view_of(&self.running)
+    }
+
     /// Traffic counters of every physical link and aggregation: what
     /// their ports counted. Ports and aggregations only: VNICs have no
     /// counters of their own here, and listing them would make this cost
@@ -161,8 +166,7 @@ impl Reads<'_> {
 
     /// `show-phys`.
     pub(crate) fn show_phys(&self) -> Vec<PhysRow> {
-        let st = self.running.clone();
-        let v = self.view_of(&st);
+        let v = self.running_view();
         self.m
             .hw()
             .phys()
@@ -286,9 +290,8 @@ impl Reads<'_> {
 
     /// `show-aggr`.
     pub(crate) fn show_aggr(&self) -> Vec<AggrRow> {
-        let st = self.running.clone();
-        let v = self.view_of(&st);
-        st.aggr
+        let v = self.running_view();
+        v.st.aggr
             .iter()
             .map(|(n, a)| {
                 let ports: Vec<AggrPortRow> = a
@@ -340,19 +343,17 @@ impl Reads<'_> {
 
     /// `show-vnic`.
     pub(crate) fn show_vnic(&self) -> Vec<VnicRow> {
-        let st = self.running.clone();
-        let v = self.view_of(&st);
-        st.vnic.iter().filter(|(_, c)| !c.vlan).map(|(n, c)| self.vnic_info(&v, n, c)).collect()
+        let v = self.running_view();
+        v.st.vnic.iter().filter(|(_, c)| !c.vlan).map(|(n, c)| self.vnic_info(&v, n, c)).collect()
     }
 
     /// `show-vnic` rows of the VNICs among `names` that exist, each at the
     /// cost of its own lookup.
     pub(crate) fn show_vnics_named(&self, names: &BTreeSet<String>) -> Vec<VnicRow> {
-        let st = self.running.clone();
-        let v = self.view_of(&st);
+        let v = self.running_view();
         names
             .iter()
-            .filter_map(|n| st.vnic.get_key_value(n.as_str()))
+            .filter_map(|n| v.st.vnic.get_key_value(n.as_str()))
             .filter(|(_, c)| !c.vlan)
             .map(|(n, c)| self.vnic_info(&v, n, c))
             .collect()
@@ -414,8 +415,7 @@ impl Reads<'_> {
         link: &str,
         names: &[String],
     ) -> Result<Vec<PropRow>, CoreError> {
-        let st = self.running.clone();
-        let v = self.view_of(&st);
+        let v = self.running_view();
         let names: Vec<PropName> =
             names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
         let links: Vec<(LinkName, Link)> = if link.is_empty() {
@@ -488,8 +488,7 @@ impl Reads<'_> {
 
     fn possible(&self, l: &Link, spec: &PropSpec) -> String {
         if spec.name == PropName::Mtu {
-            let v = self.running.clone();
-            let (lo, hi) = self.view_of(&v).mtu_range(l);
+            let (lo, hi) = self.running_view().mtu_range(l);
             return format!("{lo}-{hi}");
         }
         spec.possible()
