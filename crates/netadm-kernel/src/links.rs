@@ -925,13 +925,10 @@ mod tests {
     use super::*;
 
     fn data(m: &LinkMessage) -> Vec<LinkInfo> {
-        m.attributes
-            .iter()
-            .find_map(|a| match a {
-                LinkAttribute::LinkInfo(i) => Some(i.clone()),
-                _ => None,
-            })
-            .unwrap_or_default()
+        crate::netlink::first_attr(&m.attributes, |a| match a {
+            LinkAttribute::LinkInfo(i) => Some(i),
+            _ => None,
+        })
     }
 
     #[test]

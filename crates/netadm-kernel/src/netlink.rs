@@ -249,6 +249,12 @@ impl Netlink {
     }
 }
 
+/// The value of the first of `attrs` that `pick` takes (a message's
+/// attribute of one kind), cloned; the value's default without one.
+pub(crate) fn first_attr<A, T: Clone + Default>(attrs: &[A], pick: impl Fn(&A) -> Option<&T>) -> T {
+    attrs.iter().find_map(pick).cloned().unwrap_or_default()
+}
+
 /// A link message as a [`KernelLink`].
 fn kernel_link(m: &LinkMessage) -> KernelLink {
     let mut l = KernelLink {

@@ -27,6 +27,7 @@ use rtnetlink::packet_route::tc::{
     TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key, TcU32Selector, TcU32SelectorFlags,
 };
 
+use crate::netlink::first_attr;
 use crate::{KernelError, Netlink, errors};
 
 /// A rate, in bits per second.
@@ -317,13 +318,10 @@ fn options(m: &TcMessage) -> Vec<(u16, Vec<u8>)> {
 }
 
 fn kind(m: &TcMessage) -> String {
-    m.attributes
-        .iter()
-        .find_map(|a| match a {
-            TcAttribute::Kind(k) => Some(k.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
+    first_attr(&m.attributes, |a| match a {
+        TcAttribute::Kind(k) => Some(k),
+        _ => None,
+    })
 }
 
 fn parse_htb_class(opts: &[(u16, Vec<u8>)]) -> Option<HtbClass> {
