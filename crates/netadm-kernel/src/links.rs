@@ -621,38 +621,17 @@ fn check_mac(name: &str, mac: [u8; 6]) -> Result<(), KernelError> {
 /// The bond message: mode first (the kernel applies it first anyway, and
 /// refuses it once the bond has ports or is up).
 fn bond_message(name: &str, spec: &BondSpec) -> Result<LinkMessageBuilder<LinkBond>, KernelError> {
-    let mut b = LinkBond::new(name).mode(spec.mode.netlink());
-    if let Some(p) = spec.xmit_hash_policy {
-        b = b.xmit_hash_policy(p.netlink());
-    }
-    if let Some(r) = spec.lacp_rate {
-        if spec.mode != BondMode::Lacp {
+    for (given, what) in
+        [(spec.lacp_rate.is_some(), "lacp_rate"), (spec.lacp_active.is_some(), "lacp_active")]
+    {
+        if given && spec.mode != BondMode::Lacp {
             return Err(KernelError::Invalid {
-                what: format!("bond {name}: lacp_rate"),
+                what: format!("bond {name}: {what}"),
                 reason: "applies to mode 802.3ad only".into(),
             });
         }
-        b = b.ad_lacp_rate(match r {
-            LacpRate::Slow => BondLacpRate::Slow,
-            LacpRate::Fast => BondLacpRate::Fast,
-        });
     }
-    if let Some(m) = spec.miimon {
-        b = b.miimon(m);
-    }
-    if let Some(m) = spec.min_links {
-        b = b.min_links(m);
-    }
-    if let Some(a) = spec.lacp_active {
-        if spec.mode != BondMode::Lacp {
-            return Err(KernelError::Invalid {
-                what: format!("bond {name}: lacp_active"),
-                reason: "applies to mode 802.3ad only".into(),
-            });
-        }
-        b = b.ad_lacp_active(a);
-    }
-    Ok(b)
+    Ok(bond_settings(LinkBond::new(name).mode(spec.mode.netlink()), spec))
 }
 
 /// A change of bond `index`'s settings: `spec`'s (`mode` only when
@@ -662,6 +641,15 @@ fn bond_change_message(index: u32, spec: &BondSpec, with_mode: bool) -> LinkMess
     if with_mode {
         b = b.mode(spec.mode.netlink());
     }
+    bond_settings(b, spec).build()
+}
+
+/// `spec`'s settings but its mode, after what bond message `b` has: those
+/// a new bond is made with and those a change sends, in the same order.
+fn bond_settings(
+    mut b: LinkMessageBuilder<LinkBond>,
+    spec: &BondSpec,
+) -> LinkMessageBuilder<LinkBond> {
     if let Some(p) = spec.xmit_hash_policy {
         b = b.xmit_hash_policy(p.netlink());
     }
@@ -680,7 +668,7 @@ fn bond_change_message(index: u32, spec: &BondSpec, with_mode: bool) -> LinkMess
     if let Some(a) = spec.lacp_active {
         b = b.ad_lacp_active(a);
     }
-    b.build()
+    b
 }
 
 /// `ip link set BOND type bond active_slave PORT`: the bond's kind and
