@@ -27,7 +27,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use netadm_testkit::guest::{self, GuestConfig, Nic, Outcome};
-use netadm_testkit::iperf3::{Interval, longest_stall_ms, median_gbps, whole};
+use netadm_testkit::iperf3::{Interval, interval, longest_stall_ms, median_gbps, whole};
 use netadm_testkit::{Bus, Cli, Daemon, Netns, fixtures, in_netns, sweep_stale};
 use serde_json::{Value, json};
 
@@ -152,13 +152,8 @@ fn server_intervals(v: &Value) -> Result<(Vec<Interval>, f64), String> {
     let iv = list
         .iter()
         .map(|i| {
-            let s = &i["sum"];
-            match (s["start"].as_f64(), s["seconds"].as_f64(), s["bits_per_second"].as_f64()) {
-                (Some(start), Some(secs), Some(bps)) => {
-                    Ok(Interval { start, secs, gbps: bps / 1e9 })
-                }
-                _ => Err(format!("iperf3 server interval without its figures: {s}")),
-            }
+            interval(i)
+                .ok_or_else(|| format!("iperf3 server interval without its figures: {}", i["sum"]))
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok((iv, duration))

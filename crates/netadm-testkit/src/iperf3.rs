@@ -158,17 +158,24 @@ pub struct Report {
     pub retransmits: u64,
 }
 
+/// One entry of an iperf3 JSON report's `intervals`, from its `sum`;
+/// `None` when a figure is missing.
+pub fn interval(i: &Value) -> Option<Interval> {
+    let s = &i["sum"];
+    Some(Interval {
+        start: s["start"].as_f64()?,
+        secs: s["seconds"].as_f64()?,
+        gbps: s["bits_per_second"].as_f64()? / 1e9,
+    })
+}
+
 fn intervals(v: &Value) -> Result<Vec<Interval>, String> {
     let list = v.as_array().ok_or("no intervals")?;
     list.iter()
         .map(|i| {
-            let s = &i["sum"];
-            match (s["start"].as_f64(), s["seconds"].as_f64(), s["bits_per_second"].as_f64()) {
-                (Some(start), Some(secs), Some(bps)) => {
-                    Ok(Interval { start, secs, gbps: bps / 1e9 })
-                }
-                _ => Err(format!("interval without start/seconds/bits_per_second: {s}")),
-            }
+            interval(i).ok_or_else(|| {
+                format!("interval without start/seconds/bits_per_second: {}", i["sum"])
+            })
         })
         .collect()
 }
