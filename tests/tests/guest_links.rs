@@ -46,15 +46,7 @@ fn bins() -> std::path::PathBuf {
 /// A guest running `script` with netadm on kernel ports `ports`, and
 /// iproute2's ip, ethtool and ping, its taps in `ns`.
 fn netadm_guest(script: &str, ns: &Netns, ports: &[(&str, &str)]) -> GuestConfig {
-    let cfg = GuestConfig::new(script)
-        .netns(ns.name())
-        .memory_mib(768)
-        .binary("ip")
-        .binary("ethtool")
-        .binary("ping")
-        .module_params("bonding", "max_bonds=0")
-        .module("8021q")
-        .module("macvlan");
+    let cfg = guest::for_links(script, ns.name(), 768).module("8021q").module("macvlan");
     guest::with_netadm(cfg, &bins(), ports)
 }
 
@@ -448,13 +440,8 @@ const MTU_SCRIPT: &str = r#"
 . /netadm-guest/netadm.sh
 set -e
 trap 'rc=$?; [ $rc = 0 ] || { cat /proc/net/bonding/* ; ip -s link; tail -40 /tmp/netadmd.log; dmesg | tail -30; }' EXIT
-carrying() { netadm show-aggr -x -p -o port,portstate aggr0 | grep -c ':attached$' | grep -qx 2; }
 netadm_start
-netadm create-aggr -L @LACP@ -T short -P L3,L4 -l net0 -l net1 aggr0
-netadm create-if aggr0
-netadm create-addr -T static -a 192.0.2.2/24 aggr0/v4
-wait_for 90 carrying
-wait_for 30 ping -c 1 -W 1 192.0.2.1
+aggr_up @LACP@
 echo "DRIVER $(ethtool -i eth0 | grep '^driver:')"
 for way in netadm baseline; do
     # By its path: a shell function (the shim) in the background would

@@ -26,7 +26,7 @@ use std::io::BufRead;
 use std::process::Stdio;
 use std::time::Duration;
 
-use netadm_testkit::guest::{self, GuestConfig, Nic, Outcome};
+use netadm_testkit::guest::{self, Nic, Outcome};
 use netadm_testkit::iperf3::{Interval, interval, longest_stall_ms, median_gbps, whole};
 use netadm_testkit::{Bus, Cli, Daemon, Netns, fixtures, in_netns, sweep_stale};
 use serde_json::{Value, json};
@@ -63,15 +63,10 @@ ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
 # until_ms T: until the guest's clock reads T ms (the run's schedule).
 until_ms() { while [ "$(ms)" -lt "$1" ]; do /bin/busybox sleep 0.02; done; }
 retrans() { awk '/^Tcp:/ {n++} n == 2 && /^Tcp:/ {print $13; exit}' /proc/net/snmp; }
-carrying() { netadm show-aggr -x -p -o port,portstate aggr0 | grep -c ':attached$' | grep -qx 2; }
 netadm_start
 echo "DRIVER $(ethtool -i eth0 | grep '^driver:' | cut -d' ' -f2)"
 echo "KERNEL $(uname -r)"
-netadm create-aggr -L @LACP@ -T short -P L3,L4 -l net0 -l net1 aggr0
-netadm create-if aggr0
-netadm create-addr -T static -a 192.0.2.2/24 aggr0/v4
-wait_for 90 carrying
-wait_for 30 ping -c 1 -W 1 192.0.2.1
+aggr_up @LACP@
 echo "BOND $(grep -E '^Bonding Mode' /proc/net/bonding/aggr0)"
 for way in baseline netadm; do
     mtu=1500
@@ -198,14 +193,8 @@ fn run_mode(o: &Opts, name: &'static str) -> Result<Mode, String> {
         .replace("@CHANGES@", &o.changes.to_string())
         .replace("@PERIOD@", &o.period.to_string())
         .replace("@SECONDS@", &seconds.to_string());
-    let cfg = GuestConfig::new(script)
-        .netns(ns.name())
-        .memory_mib(1024)
-        .binary("ip")
-        .binary("ethtool")
-        .binary("ping")
+    let cfg = guest::for_links(&script, ns.name(), 1024)
         .binary("iperf3")
-        .module_params("bonding", "max_bonds=0")
         .nic(Nic::e1000e("ge0"))
         .nic(Nic::e1000e("ge1"));
     let prepared = guest::with_netadm(cfg, &bins, &[("net0", "eth0"), ("net1", "eth1")])

@@ -61,6 +61,18 @@ netadm_stop() {
     kill "$NETADMD_PID" 2>/dev/null
     wait_for 30 eval '! kill -0 $NETADMD_PID 2>/dev/null'
 }
+# carrying: both ports of aggr0 attached.
+carrying() { netadm show-aggr -x -p -o port,portstate aggr0 | grep -c ':attached$' | grep -qx 2; }
+# aggr_up LACP: aggr0 over net0 and net1 (LACP mode LACP, short timer,
+# hashing L3,L4) with 192.0.2.2/24, waited for until both ports carry
+# and the host (192.0.2.1) answers.
+aggr_up() {
+    netadm create-aggr -L "$1" -T short -P L3,L4 -l net0 -l net1 aggr0
+    netadm create-if aggr0
+    netadm create-addr -T static -a 192.0.2.2/24 aggr0/v4
+    wait_for 90 carrying
+    wait_for 30 ping -c 1 -W 1 192.0.2.1
+}
 "#;
 
 /// The bus configuration: a session-type bus on [`BUS_SOCKET`] that
@@ -91,6 +103,19 @@ pub fn kernel_ports(ports: &[(&str, &str)]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A guest for tests of links: `script` with `memory_mib` MiB, its taps in
+/// namespace `netns`, iproute2's ip, ethtool and ping, and the bonding
+/// driver making no bond of its own (netadm makes them).
+pub fn for_links(script: &str, netns: &str, memory_mib: u32) -> GuestConfig {
+    GuestConfig::new(script)
+        .netns(netns)
+        .memory_mib(memory_mib)
+        .binary("ip")
+        .binary("ethtool")
+        .binary("ping")
+        .module_params("bonding", "max_bonds=0")
 }
 
 /// `cfg` with netadm in it: `netadmd` and `netadm` from `bins` (a
