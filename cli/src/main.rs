@@ -773,21 +773,10 @@ fn assignments(lists: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     for list in lists {
         // As dladm reads `-p`: an item without `=` is one more value of
         // the property before it (`protection=mac-nospoof,ip-nospoof`).
-        let mut items: Vec<(&str, String)> = Vec::new();
-        for item in list.split(',') {
-            match (item.split_once('='), items.last_mut()) {
-                (Some((name, value)), _) => items.push((name, value.to_owned())),
-                (None, Some((_, value))) if !item.is_empty() => {
-                    value.push(',');
-                    value.push_str(item);
-                }
-                (None, _) => {
-                    return Err(CliError::invalid_argument(format!(
-                        "property assignment {item:?}: expected NAME=VALUE"
-                    )));
-                }
-            }
-        }
+        // The model's splitter; its one error, an item with no `=` and
+        // nothing before it to continue, is worded as the CLI's was.
+        let items = netadm_model::split_assignments(list)
+            .map_err(|e| CliError::invalid_argument(e.to_string()))?;
         for (name, value) in items {
             if name.is_empty() {
                 return Err(CliError::invalid_argument(format!(
