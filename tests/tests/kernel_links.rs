@@ -930,6 +930,61 @@ fn an_apply_round_trip_changes_nothing_and_each_document_puts_the_kernel_as_it_s
     ping(r.a(), FAR0);
 }
 
+/// Many VNICs in one apply are made together (their requests sent at
+/// once, read back in one dump): the kernel then reads as when each was
+/// made by its own verb, and a refusal part way puts every one back.
+#[test]
+fn many_vnics_in_one_apply_are_made_as_their_verbs_make_them_and_a_refusal_puts_all_back() {
+    let Some(r) = Rig::started("mv") else { return };
+    let a = r.a().to_owned();
+    let nss = [a.as_str()];
+    let file = |name: &str, doc: &str| {
+        let p = r.bus.dir().join(name);
+        std::fs::write(&p, doc).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    r.ok(&["set-linkprop", "-p", "mtu=9000", "net1"]);
+    let none = file("none.toml", &show_config(&r.bus));
+    // Twelve by their verbs, over both ports, random and fixed MACs, one
+    // at an MTU of its own, two with an address.
+    for i in 0..12 {
+        let (name, mac) = (format!("mv{i}"), format!("2:8:20:0:1:{i:x}"));
+        let mut args = vec!["create-vnic", "-l", if i % 2 == 0 { "net0" } else { "net1" }];
+        if i % 3 == 0 {
+            args.extend(["-m", mac.as_str()]);
+        }
+        args.push(&name);
+        r.ok(&args);
+    }
+    r.ok(&["set-linkprop", "-p", "mtu=4000", "mv1"]);
+    r.vnic_with_addr("net0", "mv12", None, "192.0.2.1/24");
+    r.vnic_with_addr("net1", "mv13", None, "198.51.100.1/24");
+    let (doc, view) = (show_config(&r.bus), kernel_view(&nss));
+    let all = file("all.toml", &doc);
+    r.ok(&["apply", "-f", &none]);
+    assert!(devices(&a).iter().all(|d| !d.starts_with("mv")), "{:?}", devices(&a));
+    // Back in one apply: as the verbs had them.
+    assert_eq!(r.ok(&["apply", "-f", &all])["changed"], true);
+    assert_eq!(kernel_view(&nss), view);
+    assert_eq!(show_config(&r.bus), doc);
+    ping(&a, FAR0);
+    // A device of one of their names that netadm did not make: refused by
+    // name, and the kernel and links.toml as they were.
+    r.ok(&["apply", "-f", &none]);
+    ip(&a, &["link", "add", "mv7", "link", "nic1", "type", "macvlan", "mode", "bridge"]);
+    settled(&nss);
+    let (text, toml) = (kernel_text(&nss), r.links_toml());
+    let (kind, msg) = r.err(&["apply", "-f", &all]);
+    assert_eq!(kind, "Exists", "{msg}");
+    assert!(msg.contains("mv7"), "{msg}");
+    settled(&nss);
+    assert_eq!(kernel_text(&nss), text, "a refused apply left the kernel changed");
+    assert_eq!(r.links_toml(), toml);
+    ip(&a, &["link", "del", "mv7"]);
+    r.ok(&["apply", "-f", &all]);
+    assert_eq!(kernel_view(&nss), view);
+}
+
 #[test]
 fn a_commit_confirmed_apply_is_put_back_in_the_kernel_by_rollback_and_by_its_deadline() {
     let Some(mut r) = Rig::started("cc") else { return };

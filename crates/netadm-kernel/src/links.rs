@@ -694,6 +694,34 @@ impl Netlink {
         })
     }
 
+    /// Creates macvlans in bridge mode, each `(name, lower, options)` as
+    /// [`Netlink::add_macvlan`] makes one here, their requests sent
+    /// together and answered in turn: the kernel's own cost for many,
+    /// without a round trip each. The first that fails is the error
+    /// (those before it are made; after it, any may be).
+    pub fn add_macvlans(&self, many: &[(&str, u32, NewLink)]) -> Result<(), KernelError> {
+        let mut reqs = Vec::with_capacity(many.len());
+        for (name, lower, opts) in many {
+            check_ifname(name)?;
+            let b = opts.apply(name, LinkMacVlan::new(name, *lower, NlMacVlanMode::Bridge))?;
+            reqs.push(self.handle().link().add(b.build()).execute());
+        }
+        let op = format!("create {} macvlans", many.len());
+        let done = self.wait(&op, async move {
+            Ok::<_, rtnetlink::Error>(futures_util::future::join_all(reqs).await)
+        })?;
+        for ((name, ..), r) in many.iter().zip(done) {
+            let what = format!("macvlan {name}");
+            r.map_err(|e| match errors::typed(e, &format!("create {what}")) {
+                KernelError::Exists { .. } => {
+                    KernelError::Exists { what: format!("interface {name}") }
+                }
+                e => errors::link_kind_missing(e, "macvlan", &what),
+            })?;
+        }
+        Ok(())
+    }
+
     /// Creates macvlan `name` in bridge mode over `lower` (an index in
     /// this connection's namespace); with `zone`, straight inside that
     /// namespace (one request; its lower device stays here).

@@ -46,6 +46,9 @@ use port::KernelPort;
 /// The link group netadm puts devices in to delete many in one request
 /// (the kernel waits one RCU grace period per request, ~17 ms here).
 const DELETE_GROUP: u32 = 0x6e61_6474;
+/// A change that makes more new macvlans than this in netadmd's
+/// namespace makes them together, and reads its devices back in one dump.
+const MANY: usize = 8;
 
 /// A zone's connection.
 struct ZoneConn {
@@ -553,9 +556,12 @@ impl Kernel {
         // ports into their bonds (made by now), which come up in them.
         let mut come: Vec<(&Key, &Dev)> = b.iter().collect();
         come.sort_by_key(|(_, d)| d.layer);
-        for (k, d) in &come {
-            let was = a.get(k).filter(|o| o.same_device(d));
-            self.ensure(k, d, was)?;
+        let together = self.together(&come)?;
+        for layer in come.chunk_by(|x, y| x.1.layer == y.1.layer) {
+            self.make_together(layer, &together)?;
+            for (k, d) in layer.iter().filter(|(k, _)| !together.contains_key(*k)) {
+                self.ensure(k, d, a.get(k).filter(|o| o.same_device(d)))?;
+            }
         }
         for (k, d) in &come {
             let Some(m) = &d.master else { continue };
@@ -568,6 +574,57 @@ impl Kernel {
                     .map_err(|e| named(&d.link, kerr(e)))?;
                 self.nl.set_link(l.index, Some(true), None).map_err(kerr)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Of the devices that come, the new macvlans in netadmd's namespace
+    /// over devices that are there, each with its lower device's index,
+    /// when there are more than [`MANY`] (one dump says which are there):
+    /// [`Kernel::make_together`] makes them, and [`Kernel::verify`] reads
+    /// them back. Every other device, and a few, go through
+    /// [`Kernel::ensure`] one by one.
+    fn together(&self, come: &[(&Key, &Dev)]) -> Result<BTreeMap<Key, u32>, CoreError> {
+        let new = |(k, d): &&(&Key, &Dev)| k.0.is_none() && matches!(d.what, What::Macvlan { .. });
+        if come.iter().filter(new).count() <= MANY {
+            return Ok(BTreeMap::new());
+        }
+        let there: BTreeMap<String, u32> =
+            self.nl.links().map_err(kerr)?.into_iter().map(|l| (l.name, l.index)).collect();
+        Ok(come
+            .iter()
+            .filter(new)
+            .filter(|(k, _)| !there.contains_key(&k.1))
+            .filter_map(|(k, d)| Some(((*k).clone(), *there.get(d.lower()?)?)))
+            .collect())
+    }
+
+    /// Makes the devices of `layer` that `together` names, their requests
+    /// sent together, each as [`Kernel::make`] makes one.
+    fn make_together(
+        &self,
+        layer: &[(&Key, &Dev)],
+        together: &BTreeMap<Key, u32>,
+    ) -> Result<(), CoreError> {
+        let mine: Vec<(&Key, &str, u32, NewLink)> = layer
+            .iter()
+            .filter_map(|(k, d)| {
+                let opts = NewLink { mac: d.mac, mtu: Some(d.mtu), group: None, up: true };
+                Some((*k, k.1.as_str(), *together.get(*k)?, opts))
+            })
+            .collect();
+        if mine.is_empty() {
+            return Ok(());
+        }
+        if let Some(made) = self.made.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            made.extend(mine.iter().map(|m| m.0.clone()));
+        }
+        let reqs: Vec<(&str, u32, NewLink)> =
+            mine.iter().map(|(_, n, l, o)| (*n, *l, o.clone())).collect();
+        self.nl.add_macvlans(&reqs).map_err(kerr)?;
+        let mut trouble = self.trouble.lock().unwrap_or_else(PoisonError::into_inner);
+        for (k, ..) in &mine {
+            trouble.remove(*k);
         }
         Ok(())
     }
@@ -775,11 +832,23 @@ impl Kernel {
     /// Reads back every device of `b`: there, of its kind, at its MTU, up.
     fn verify(&self, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
         let trouble = self.trouble.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // Many devices in netadmd's namespace: read back in one dump.
+        let dump: Option<BTreeMap<String, LinkDetail>> =
+            if b.keys().filter(|k| k.0.is_none()).count() > MANY {
+                let all = self.nl.links().map_err(kerr)?;
+                Some(all.into_iter().map(|l| (l.name.clone(), l)).collect())
+            } else {
+                None
+            };
         for (k, d) in b {
             if trouble.contains_key(k) {
                 continue;
             }
-            let Some(l) = self.find(k)? else {
+            let read = match (&k.0, &dump) {
+                (None, Some(all)) => all.get(&k.1).cloned(),
+                _ => self.find(k)?,
+            };
+            let Some(l) = read else {
                 return Err(CoreError::hardware(format!(
                     "{}: read back, the kernel has no device {}",
                     d.link, k.1
