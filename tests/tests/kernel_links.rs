@@ -985,6 +985,109 @@ fn many_vnics_in_one_apply_are_made_as_their_verbs_make_them_and_a_refusal_puts_
     assert_eq!(kernel_view(&nss), view);
 }
 
+/// Every address of device `d` in `ns` (IPv4 and IPv6, link-local too),
+/// as `ADDR/PREFIX`, with `deprecated` after one that is.
+fn addrs(ns: &str, d: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(&ip(ns, &["-j", "addr", "show", "dev", d])).unwrap();
+    let none = vec![];
+    v[0]["addr_info"]
+        .as_array()
+        .unwrap_or(&none)
+        .iter()
+        .map(|a| {
+            let dep = if a["deprecated"] == true { " deprecated" } else { "" };
+            format!("{}/{}{dep}", a["local"].as_str().unwrap(), a["prefixlen"])
+        })
+        .collect()
+}
+
+/// The IP verbs on kernel VNICs act on their devices themselves (no
+/// TAP): down-addr and up-addr, disable-if and enable-if, interface and
+/// address properties, addrconf, and a DHCP lease from a server on the
+/// far side (dnsmasq on far0) taken by netadmd's own client on the
+/// macvlan; the configuration they leave survives a restart.
+#[test]
+fn ip_verbs_on_kernel_vnics_act_on_their_devices_and_a_dhcp_lease_comes_from_the_far_side() {
+    if !netns_prerequisites(&["dnsmasq"]) {
+        return;
+    }
+    let Some(mut r) = Rig::started("iv") else { return };
+    let (a, b) = (r.a().to_owned(), r.b().to_owned());
+    let leases = r.bus.dir().join("dnsmasq.leases");
+    let mut server = in_netns(Some(&b), "dnsmasq")
+        .args(["--no-daemon", "--conf-file=/dev/null", "--port=0", "--no-resolv", "--no-hosts"])
+        .args(["--user=root", "--interface=far0", "--bind-interfaces", "--log-facility=-"])
+        .args(["--dhcp-authoritative", "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m"])
+        .arg(format!("--dhcp-leasefile={}", leases.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Lines::read(server.stderr.take().unwrap());
+    let _server = Reaped(server);
+    log.await_line("dnsmasq", Duration::from_secs(20), |l| l.contains("]: started")).unwrap();
+    let has = |d: &str, x: &str| addrs(&a, d).iter().any(|y| y == x);
+
+    r.ok(&["create-vnic", "-l", "net0", "kv0"]);
+    r.ok(&["create-if", "kv0"]);
+    // The IP interface is the VNIC's device itself: no TAP beside it.
+    assert_eq!(kind(&must(&a, "kv0")), "macvlan");
+    assert!(devices(&a).iter().all(|d| d == "lo" || d.starts_with("nic") || d.starts_with("kv")));
+    r.ok(&["create-addr", "-T", "static", "-a", "192.0.2.9/24", "kv0/v4"]);
+    r.ok(&["create-addr", "-T", "static", "-a", "2001:db8::9/64", "kv0/v6"]);
+    settled(&[&a]);
+    assert!(has("kv0", "192.0.2.9/24") && has("kv0", "2001:db8::9/64"), "{:?}", addrs(&a, "kv0"));
+    ping(&a, FAR0);
+    // down-addr / up-addr: out of the kernel and back.
+    r.ok(&["down-addr", "kv0/v4"]);
+    assert!(!has("kv0", "192.0.2.9/24") && has("kv0", "2001:db8::9/64"));
+    r.ok(&["up-addr", "kv0/v4"]);
+    assert!(has("kv0", "192.0.2.9/24"));
+    // disable-if / enable-if: the device's addresses leave and come back
+    // (the device itself is the VNIC, and stays).
+    let index = ifindex(&a, "kv0");
+    r.ok(&["disable-if", "-t", "kv0"]);
+    assert!(!has("kv0", "192.0.2.9/24") && !has("kv0", "2001:db8::9/64"), "{:?}", addrs(&a, "kv0"));
+    assert_eq!(rows(&r.ok(&["show-if"]), "ifname", "kv0")[0]["state"], "disabled");
+    r.ok(&["enable-if", "-t", "kv0"]);
+    assert!(has("kv0", "192.0.2.9/24") && has("kv0", "2001:db8::9/64"));
+    assert_eq!(ifindex(&a, "kv0"), index, "the VNIC's device was made again");
+    // Interface and address properties, in the kernel.
+    let sysctl =
+        |key: &str| sh(&["ip", "netns", "exec", &a, "sysctl", "-n", key]).trim().to_owned();
+    r.ok(&["set-ifprop", "-p", "forwarding=on", "-m", "ipv4", "kv0"]);
+    assert_eq!(sysctl("net.ipv4.conf.kv0.forwarding"), "1");
+    r.ok(&["set-addrprop", "-p", "prefixlen=25", "kv0/v4"]);
+    r.ok(&["set-addrprop", "-p", "deprecated=on", "kv0/v4"]);
+    assert!(has("kv0", "192.0.2.9/25 deprecated"), "{:?}", addrs(&a, "kv0"));
+    // addrconf: the device's link-local address, as an address object.
+    r.ok(&["create-addr", "-T", "addrconf", "kv0/ll"]);
+    let ll =
+        rows(&r.ok(&["show-addr"]), "addrobj", "kv0/ll")[0]["addr"].as_str().unwrap().to_owned();
+    assert!(ll.starts_with("fe80::") && has("kv0", &ll), "{ll}: {:?}", addrs(&a, "kv0"));
+    // DHCP on a second VNIC: a lease from far0's server, on the device.
+    r.ok(&["create-vnic", "-l", "net0", "kv1"]);
+    r.ok(&["create-if", "kv1"]);
+    r.ok(&["create-addr", "-T", "dhcp", "kv1/dh"]);
+    let row = rows(&r.ok(&["show-addr"]), "addrobj", "kv1/dh")[0].clone();
+    assert_eq!(row["state"], "ok", "{row}");
+    let leased = row["addr"].as_str().unwrap().to_owned();
+    assert!(leased.starts_with("192.0.2.1") && leased.ends_with("/24"), "{row}");
+    assert!(v4(&a, "kv1").contains(&leased), "{:?}", v4(&a, "kv1"));
+    let ip4 = leased.split('/').next().unwrap().to_owned();
+    let file = std::fs::read_to_string(&leases).unwrap_or_default();
+    assert!(file.contains(&format!(" {ip4} ")), "dnsmasq's leases: {file}");
+    // Across a restart: what was persisted is in the kernel as it was.
+    r.ok(&["down-addr", "kv0/v6"]);
+    let before = addrs(&a, "kv0");
+    r.kill9();
+    r.start();
+    assert_eq!(addrs(&a, "kv0"), before);
+    assert!(!has("kv0", "2001:db8::9/64"));
+    assert_eq!(sysctl("net.ipv4.conf.kv0.forwarding"), "1");
+    let row = rows(&r.ok(&["show-addr"]), "addrobj", "kv1/dh")[0].clone();
+    assert_eq!(row["state"], "ok", "{row}");
+}
+
 #[test]
 fn a_commit_confirmed_apply_is_put_back_in_the_kernel_by_rollback_and_by_its_deadline() {
     let Some(mut r) = Rig::started("cc") else { return };
