@@ -10,9 +10,6 @@
 //! file. Prerequisites (root, ip, ping, dnsmasq) missing: "skipped",
 //! except under `CI=true`, where the test fails naming them.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use netadm_testkit::*;
 
 /// dnsmasq's lease for `ip`: (expiry as seconds since the epoch, MAC).
@@ -74,28 +71,7 @@ struct Far {
 /// dnsmasq in namespace `b` with `server_args` (its lease file in `dir`),
 /// started, and its log lines.
 fn serve(b: &str, dir: &std::path::Path, server_args: &[&str]) -> (Reaped, Lines) {
-    let mut server = in_netns(Some(b), "dnsmasq")
-        .args([
-            "--no-daemon",
-            "--conf-file=/dev/null",
-            "--port=0",
-            "--no-resolv",
-            "--no-hosts",
-            "--user=root",
-            "--interface=vb0",
-            "--bind-interfaces",
-            "--log-dhcp",
-            "--log-facility=-",
-        ])
-        .args(server_args)
-        .arg(format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Lines::read(server.stderr.take().unwrap());
-    let server = Reaped(server);
-    log.await_line("dnsmasq", Duration::from_secs(20), |l| l.contains("]: started")).unwrap();
-    (server, log)
+    dhcp_server(b, "vb0", &dir.join("dnsmasq.leases"), server_args).unwrap()
 }
 
 impl Far {

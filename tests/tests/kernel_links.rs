@@ -1014,17 +1014,8 @@ fn ip_verbs_on_kernel_vnics_act_on_their_devices_and_a_dhcp_lease_comes_from_the
     let Some(mut r) = Rig::started("iv") else { return };
     let (a, b) = (r.a().to_owned(), r.b().to_owned());
     let leases = r.bus.dir().join("dnsmasq.leases");
-    let mut server = in_netns(Some(&b), "dnsmasq")
-        .args(["--no-daemon", "--conf-file=/dev/null", "--port=0", "--no-resolv", "--no-hosts"])
-        .args(["--user=root", "--interface=far0", "--bind-interfaces", "--log-facility=-"])
-        .args(["--dhcp-authoritative", "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m"])
-        .arg(format!("--dhcp-leasefile={}", leases.display()))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Lines::read(server.stderr.take().unwrap());
-    let _server = Reaped(server);
-    log.await_line("dnsmasq", Duration::from_secs(20), |l| l.contains("]: started")).unwrap();
+    let range = ["--dhcp-authoritative", "--dhcp-range=192.0.2.100,192.0.2.150,255.255.255.0,2m"];
+    let _server = dhcp_server(&b, "far0", &leases, &range).unwrap();
     let has = |d: &str, x: &str| addrs(&a, d).iter().any(|y| y == x);
 
     r.ok(&["create-vnic", "-l", "net0", "kv0"]);

@@ -155,3 +155,28 @@ impl Lines {
         self.rx.try_iter().collect()
     }
 }
+
+/// Debian's dnsmasq as a DHCP server (no DNS) in namespace `ns` on
+/// `interface` only, its leases in `leases`, with `args` (ranges,
+/// options), started (its "started" line seen within 20 s): the server
+/// (killed and reaped on drop) and its log lines.
+pub fn dhcp_server(
+    ns: &str,
+    interface: &str,
+    leases: &std::path::Path,
+    args: &[&str],
+) -> Result<(Reaped, Lines), Error> {
+    let mut server = in_netns(Some(ns), "dnsmasq")
+        .args(["--no-daemon", "--conf-file=/dev/null", "--port=0", "--no-resolv", "--no-hosts"])
+        .args(["--user=root", "--bind-interfaces", "--log-dhcp", "--log-facility=-"])
+        .arg(format!("--interface={interface}"))
+        .args(args)
+        .arg(format!("--dhcp-leasefile={}", leases.display()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|source| Error::Spawn { program: "dnsmasq".into(), source })?;
+    let log = Lines::read(server.stderr.take().expect("piped"));
+    let server = Reaped(server);
+    log.await_line("dnsmasq", Duration::from_secs(20), |l| l.contains("]: started"))?;
+    Ok((server, log))
+}
