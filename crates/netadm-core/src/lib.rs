@@ -413,6 +413,22 @@ impl Core {
         self.machine.datapath.show_traffic()
     }
 
+    /// Waits until the traffic started from `link` has sent `n` frames in
+    /// all (show-traffic's SENT), woken by the generator, for at most
+    /// `within`: whether it has. `NotFound` when no traffic was started
+    /// from `link`.
+    pub fn wait_traffic_sent(
+        &self,
+        link: &str,
+        n: u64,
+        within: std::time::Duration,
+    ) -> Result<bool, CoreError> {
+        self.machine
+            .datapath
+            .wait_traffic_sent(link, n, within)
+            .ok_or_else(|| CoreError::not_found(format!("no traffic from {link}")))
+    }
+
     /// What reads see now.
     fn reads(&self) -> Reads<'_> {
         Reads {

@@ -445,13 +445,11 @@ fn traffic_rate(c: &Core, link: &str, imt: u32, offer: u64, flows: u32, frames: 
     c.set_link_prop("atl1c0", &props(&[("tx-imt", &imt.to_string())]), false, &none).unwrap();
     c.start_traffic(link, offer, 64, flows).unwrap();
     let sent = || c.show_traffic().iter().find(|t| t.link == link).map_or(0, |t| t.sent);
-    // Polled, not spun on: the generator and the device need the CPUs.
+    // Woken by the generator, neither spun on nor polled: the generator
+    // and the device need the CPUs.
     let wait_sent = |n: u64| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while sent() < n {
-            assert!(Instant::now() < deadline, "{link}: {n} frames not sent in 60 s");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let sent = c.wait_traffic_sent(link, n, Duration::from_secs(60)).unwrap();
+        assert!(sent, "{link}: {n} frames not sent in 60 s");
     };
     wait_sent(1024);
     let (s0, t0) = (sent(), Instant::now());

@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::frame::{TestHeader, latency_ns};
 
@@ -115,6 +115,10 @@ pub struct Stream {
     id: u16,
     flows: u32,
     sent: AtomicU64,
+    /// What `sent` must reach for [`Stream::wait_sent`]'s waiter to be
+    /// woken (`u64::MAX`: nobody waits), and that waiter.
+    want: AtomicU64,
+    waiter: Mutex<Option<std::thread::Thread>>,
     epoch: Instant,
     /// When the current sender pause began, ns after `epoch` plus one; 0
     /// while the generator holds nothing.
@@ -132,6 +136,8 @@ impl Stream {
             id,
             flows,
             sent: AtomicU64::new(0),
+            want: AtomicU64::new(u64::MAX),
+            waiter: Mutex::new(None),
             epoch: Instant::now(),
             held_since: AtomicU64::new(0),
             pause_max: AtomicU64::new(0),
@@ -160,7 +166,36 @@ impl Stream {
 
     /// The generator: `n` frames were accepted for sending.
     pub fn sent(&self, n: u64) {
-        self.sent.fetch_add(n, Ordering::Relaxed);
+        // SeqCst with `wait_sent`'s store of `want`: one of the two sees
+        // the other's write, so no wake-up is lost.
+        let now = self.sent.fetch_add(n, Ordering::SeqCst) + n;
+        if now >= self.want.load(Ordering::SeqCst)
+            && let Some(t) = self.waiter.lock().unwrap().as_ref()
+        {
+            t.unpark();
+        }
+    }
+
+    /// Waits until `n` frames were sent in all, for at most `within`,
+    /// woken by the generator's batch that gets there; whether they were.
+    /// One waiter at a time.
+    pub fn wait_sent(&self, n: u64, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        *self.waiter.lock().unwrap() = Some(std::thread::current());
+        self.want.store(n, Ordering::SeqCst);
+        let reached = loop {
+            if self.sent.load(Ordering::SeqCst) >= n {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            std::thread::park_timeout(left);
+        };
+        self.want.store(u64::MAX, Ordering::SeqCst);
+        *self.waiter.lock().unwrap() = None;
+        reached
     }
 
     fn now(&self) -> u64 {
@@ -245,6 +280,21 @@ mod tests {
 
     fn h(flow: u16, seq: u32) -> TestHeader {
         TestHeader { stream: 1, flow, seq, sent: crate::frame::stamp() }
+    }
+
+    #[test]
+    fn a_waiter_for_frames_sent_returns_when_they_are_or_at_its_deadline() {
+        let s = std::sync::Arc::new(Stream::new(1, 1));
+        let waiter = {
+            let s = s.clone();
+            std::thread::spawn(move || s.wait_sent(10, Duration::from_secs(60)))
+        };
+        s.sent(4);
+        s.sent(6);
+        assert!(waiter.join().unwrap(), "10 frames were sent");
+        assert!(s.wait_sent(10, Duration::ZERO), "already sent");
+        assert!(!s.wait_sent(11, Duration::from_millis(1)), "never sent");
+        assert_eq!(s.want.load(Ordering::SeqCst), u64::MAX, "no waiter left behind");
     }
 
     #[test]

@@ -242,6 +242,16 @@ impl Datapath {
         self.traffic.rows()
     }
 
+    /// See [`crate::Core::wait_traffic_sent`].
+    pub(crate) fn wait_traffic_sent(
+        &self,
+        link: &str,
+        n: u64,
+        within: std::time::Duration,
+    ) -> Option<bool> {
+        self.traffic.wait_sent(link, n, within)
+    }
+
     /// `cut-cable` / `plug-cable`: drops or restores the carrier of a port's
     /// wire (both ends of a cable). Not persisted: it is the machine's
     /// state, not configuration.

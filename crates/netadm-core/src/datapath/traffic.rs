@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use netadm_datapath::frame::HEADER;
 use netadm_datapath::{GenConfig, Generator, Stream};
@@ -163,6 +164,16 @@ impl Traffic {
                 v.hw.streams().remove(e.stream.id());
             }
         }
+    }
+
+    /// Waits until the traffic from `link` has sent `n` frames in all,
+    /// for at most `within`; whether it has. None: no traffic from `link`.
+    pub(crate) fn wait_sent(&self, link: &str, n: u64, within: Duration) -> Option<bool> {
+        let stream = {
+            let entries = self.entries.lock().unwrap();
+            entries.iter().find(|(l, _)| l.as_str() == link).map(|(_, e)| e.stream.clone())?
+        };
+        Some(stream.wait_sent(n, within))
     }
 
     /// `show-traffic`.
