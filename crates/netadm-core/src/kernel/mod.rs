@@ -582,8 +582,8 @@ impl Kernel {
     /// over devices that are there, each with its lower device's index,
     /// when there are more than [`MANY`] (one dump says which are there):
     /// [`Kernel::make_together`] makes them, and [`Kernel::verify`] reads
-    /// them back. Every other device, and a few, go through
-    /// [`Kernel::ensure`] one by one.
+    /// them back. Every other device, and all of them when they are few,
+    /// go through [`Kernel::ensure`] one by one.
     fn together(&self, come: &[(&Key, &Dev)]) -> Result<BTreeMap<Key, u32>, CoreError> {
         let new = |(k, d): &&(&Key, &Dev)| k.0.is_none() && matches!(d.what, What::Macvlan { .. });
         if come.iter().filter(new).count() <= MANY {
@@ -606,21 +606,24 @@ impl Kernel {
         layer: &[(&Key, &Dev)],
         together: &BTreeMap<Key, u32>,
     ) -> Result<(), CoreError> {
-        let mine: Vec<(&Key, &str, u32, NewLink)> = layer
-            .iter()
-            .filter_map(|(k, d)| {
-                let opts = NewLink { mac: d.mac, mtu: Some(d.mtu), group: None, up: true };
-                Some((*k, k.1.as_str(), *together.get(*k)?, opts))
-            })
-            .collect();
+        let mine: Vec<(&Key, &Dev, u32)> =
+            layer.iter().filter_map(|(k, d)| Some((*k, *d, *together.get(*k)?))).collect();
         if mine.is_empty() {
             return Ok(());
         }
         if let Some(made) = self.made.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
-            made.extend(mine.iter().map(|m| m.0.clone()));
+            made.extend(mine.iter().map(|(k, ..)| (*k).clone()));
         }
-        let reqs: Vec<(&str, u32, NewLink)> =
-            mine.iter().map(|(_, n, l, o)| (*n, *l, o.clone())).collect();
+        let reqs: Vec<(&str, u32, NewLink)> = mine
+            .iter()
+            .map(|(k, d, lower)| {
+                (
+                    k.1.as_str(),
+                    *lower,
+                    NewLink { mac: d.mac, mtu: Some(d.mtu), group: None, up: true },
+                )
+            })
+            .collect();
         self.nl.add_macvlans(&reqs).map_err(kerr)?;
         let mut trouble = self.trouble.lock().unwrap_or_else(PoisonError::into_inner);
         for (k, ..) in &mine {
