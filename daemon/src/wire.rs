@@ -140,51 +140,17 @@ impl ToWire for std::collections::BTreeSet<String> {
     }
 }
 
-/// A core type and its contract type with the same fields, each
-/// converted by its own [`ToWire`].
-macro_rules! fields {
-    ($($core:ident => $bus:ident { $($f:ident),* $(,)? })*) => {$(
+/// Each answer of [`netadm_model::answers!`]: the core's type becomes the
+/// bus's, field by field, each by its own [`ToWire`].
+macro_rules! to_wire {
+    ([$(#[$doc:meta])*] $core:ident => $bus:ident [$($derive:ident),*] [$([$(#[$fdoc:meta])*] $field:ident: $ty:ty,)*]) => {
         impl ToWire for netadm_core::$core {
             type Wire = dbus::$bus;
             fn wire(self) -> dbus::$bus {
-                dbus::$bus { $($f: self.$f.wire()),* }
+                dbus::$bus { $($field: self.$field.wire()),* }
             }
         }
-    )*};
+    };
 }
 
-fields! {
-    Report => OpResult { op, total_us, phases, counts, notes }
-    HistoryEntry => HistoryEntry { seq, time_ms, command, ok, total_us, error }
-    PlanStep => PlanStep {
-        kind, object, action, rings_stopped, rings_started, rings_restarted, kernel_changes
-    }
-    ApplyReport => ApplyResult { changed, dry_run, steps, confirm_deadline_ms, result }
-    PhysRow => PhysInfo {
-        link, media, state, speed, duplex, device, driver, rings, rings_started, dma_bytes
-    }
-    PhysMacRow => PhysMacInfo { link, slot, address, inuse, client }
-    PhysLocRow => PhysLocInfo { link, device, location }
-    EtherRow => EtherInfo { link, ptype, state, auto, speed_duplex, pause }
-    LinkRow => LinkInfo { link, class, mtu, state, over, member_of, persistent }
-    AggrPortRow => AggrPortInfo { port, state, speed, lacp }
-    AggrRow => AggrInfo { link, policy, addr_policy, mac, lacp_mode, lacp_timer, ports }
-    VnicRow => VnicInfo { link, over, speed, macaddress, macaddrtype, vid }
-    VlanRow => VlanInfo { link, vid, over, flags }
-    EtherstubRow => EtherstubInfo { link, kind, device }
-    PropRow => PropInfo { link, property, perm, value, default, possible }
-    IfPropRow => IfPropInfo { ifname, property, proto, perm, current, persistent, default, possible }
-    AddrPropRow => AddrPropInfo { addrobj, property, perm, current, persistent, default, possible }
-    ProtoPropRow => ProtoPropInfo { proto, property, perm, current, persistent, default, possible }
-    IfRow => IfInfo { ifname, class, state, current, persistent, kernel_device, drift }
-    AddrRow => AddrInfo { addrobj, r#type, state, addr, current, persistent }
-    TrafficRow => TrafficInfo {
-        link, running, rate, size, flows, sent, received, lost, reordered, duplicated,
-        latency_avg_us, latency_p99_us, latency_max_us, pause_max_us, paused_us
-    }
-    StatsRow => LinkStats { link, ipackets, rbytes, opackets, obytes, idrops, odrops }
-    ProtectRow => ProtectStats {
-        link, protection, enforced, mac_nospoof, ip_nospoof, dhcp_nospoof, restricted, opackets,
-        obytes
-    }
-}
+netadm_model::answers!(to_wire);

@@ -45,7 +45,7 @@ use netadm_rings::Strategy;
 use desired::Desired;
 use kernel::Kernel;
 use machine::Machine;
-use pipeline::{Change, Cx, Op, Pipeline};
+use pipeline::{Op, Pipeline};
 use show::Reads;
 use verbs::{ip, links, props, vnics};
 
@@ -57,8 +57,7 @@ pub use fail;
 pub use ports::{
     EtherModes, Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus, SpeedDuplex,
 };
-pub use report::{ApplyReport, HistoryEntry, PlanStep, Report};
-pub use show::rows::*;
+pub use report::*;
 pub use timing::Progress;
 pub use view::{DEFAULT_MTU, Link, View};
 
@@ -89,7 +88,7 @@ macro_rules! verbs {
             progress: Progress<'_>,
         ) -> Result<Report, CoreError> {
             let op = Op::verb($op, $subject, temporary);
-            self.mutate(op, progress, |cx| $f(cx, $subject $(, $arg)*))
+            self.pipeline.mutate(&self.machine, op, progress, |cx| $f(cx, $subject $(, $arg)*))
         }
     };
     (@fn [$($doc:tt)*] [running] $op:literal, $name:ident(
@@ -103,7 +102,7 @@ macro_rules! verbs {
             progress: Progress<'_>,
         ) -> Result<Report, CoreError> {
             let op = Op::verb($op, $subject, true);
-            self.mutate(op, progress, |cx| $f(cx, $subject $(, $arg)*))
+            self.pipeline.mutate(&self.machine, op, progress, |cx| $f(cx, $subject $(, $arg)*))
         }
     };
 }
@@ -220,16 +219,6 @@ impl Core {
         })
     }
 
-    /// One verb through the pipeline.
-    fn mutate(
-        &self,
-        op: Op<'_>,
-        progress: Progress<'_>,
-        f: impl FnOnce(&mut Cx<'_>) -> Result<Change, CoreError>,
-    ) -> Result<Report, CoreError> {
-        self.pipeline.mutate(&self.machine, op, progress, f)
-    }
-
     verbs! {
         /// `create-aggr`.
         "create-aggr" => fn create_aggr(
@@ -320,9 +309,12 @@ impl Core {
         temporary: bool,
         progress: Progress<'_>,
     ) -> Result<Report, CoreError> {
-        let r = self.mutate(Op::verb("create-addr", addrobj, temporary), progress, |cx| {
-            ip::create_addr(cx, addrobj, kind, addr)
-        })?;
+        let r = self.pipeline.mutate(
+            &self.machine,
+            Op::verb("create-addr", addrobj, temporary),
+            progress,
+            |cx| ip::create_addr(cx, addrobj, kind, addr),
+        )?;
         Ok(self.machine.await_lease(r, addrobj, kind))
     }
 
@@ -337,7 +329,7 @@ impl Core {
         progress: Progress<'_>,
     ) -> Result<Report, CoreError> {
         let op = if up { "up-addr" } else { "down-addr" };
-        self.mutate(Op::verb(op, addrobj, temporary), progress, |cx| {
+        self.pipeline.mutate(&self.machine, Op::verb(op, addrobj, temporary), progress, |cx| {
             ip::set_addr_up(cx, addrobj, up)
         })
     }

@@ -19,6 +19,7 @@ mod keyword;
 
 mod addrobj;
 mod aggr;
+mod answers;
 mod link;
 mod mac;
 mod prop;

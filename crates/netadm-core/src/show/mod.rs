@@ -2,7 +2,6 @@
 //! configuration and never waits for a mutation.
 
 mod phys;
-pub(crate) mod rows;
 
 use crate::{
     AddrPropRow, AddrRow, AggrPortRow, AggrRow, EtherstubRow, IfPropRow, IfRow, LinkRow, PhysRow,
