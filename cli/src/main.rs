@@ -662,19 +662,56 @@ struct Ctx {
     verb: String,
 }
 
+/// The socket of bus `bus` (`system`, `session` or an address) when its
+/// address is one plain `unix:path=PATH` (no escapes; a `guid=`, which
+/// dbus-daemon prints, is let go), as a bus's is; `None` for any other,
+/// which zbus reads itself.
+fn socket_path(bus: &str) -> Option<String> {
+    let var = |v: &str| std::env::var(v).ok().filter(|a| !a.is_empty());
+    let addr = match bus {
+        "system" => var("DBUS_SYSTEM_BUS_ADDRESS")
+            .unwrap_or_else(|| "unix:path=/var/run/dbus/system_bus_socket".into()),
+        "session" => var("DBUS_SESSION_BUS_ADDRESS")?,
+        a => a.to_owned(),
+    };
+    let mut path = None;
+    for kv in addr.strip_prefix("unix:")?.split(',') {
+        match kv.split_once('=')? {
+            ("path", p) if path.is_none() && !p.is_empty() && !p.contains(['%', ';']) => {
+                path = Some(p.to_owned());
+            }
+            ("guid", _) => {}
+            _ => return None,
+        }
+    }
+    path
+}
+
 /// A connection to the bus named `bus` (`system`, `session` or an
 /// address) and netadmd's proxy on it.
 async fn proxy(bus: &str) -> Result<(Connection, NetadmProxy<'static>), CliError> {
-    let builder = match bus {
-        "system" => zbus::connection::Builder::system(),
-        "session" => zbus::connection::Builder::session(),
-        addr => zbus::connection::Builder::address(addr),
+    let unreachable = |e: &dyn std::fmt::Display| {
+        CliError::new("Bus", format!("cannot connect to the {bus} bus: {e}"))
+    };
+    let builder = match socket_path(bus) {
+        // A bus socket is connected here: zbus would connect on a thread
+        // of its own (tokio's blocking pool), which costs more than the
+        // connect(2) to a local socket it waits for.
+        Some(path) => {
+            let s = std::os::unix::net::UnixStream::connect(&path)
+                .and_then(|s| s.set_nonblocking(true).map(|()| s))
+                .and_then(tokio::net::UnixStream::from_std)
+                .map_err(|e| unreachable(&format_args!("{path}: {e}")))?;
+            Ok(zbus::connection::Builder::unix_stream(s))
+        }
+        None => match bus {
+            "system" => zbus::connection::Builder::system(),
+            "session" => zbus::connection::Builder::session(),
+            addr => zbus::connection::Builder::address(addr),
+        },
     }
     .map_err(|e| CliError::new("Bus", format!("bus {bus}: {e}")))?;
-    let conn = builder
-        .build()
-        .await
-        .map_err(|e| CliError::new("Bus", format!("cannot connect to the {bus} bus: {e}")))?;
+    let conn = builder.build().await.map_err(|e| unreachable(&e))?;
     let proxy = NetadmProxy::builder(&conn)
         .cache_properties(CacheProperties::No)
         .build()
@@ -950,8 +987,9 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(who, wants_json, &e),
     };
-    let command = who.command(Cli::command());
-    let matches = match command.clone().try_get_matches_from(&args) {
+    let mut command = who.command(Cli::command());
+    // Parsed in place: the whole tree is not copied for one command line.
+    let matches = match command.try_get_matches_from_mut(&args) {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind as K;
@@ -1046,6 +1084,25 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_plain_unix_socket_is_connected_here_and_any_other_address_by_zbus() {
+        let p = |a: &str| socket_path(a);
+        assert_eq!(p("unix:path=/run/b").as_deref(), Some("/run/b"));
+        // dbus-daemon --print-address adds the server's guid.
+        assert_eq!(p("unix:path=/tmp/x/bus,guid=0123abcd").as_deref(), Some("/tmp/x/bus"));
+        for other in [
+            "unix:abstract=/tmp/x",
+            "unix:path=/tmp/a%2cb",
+            "unix:path=/a,path=/b",
+            "unix:path=",
+            "unix:path=/a;unix:path=/b",
+            "tcp:host=localhost,port=1",
+            "unix:path=/a,noise=1",
+        ] {
+            assert_eq!(p(other), None, "{other}");
+        }
     }
 
     #[test]
