@@ -59,6 +59,8 @@ struct ZoneConn {
 /// The kernel ports and the connections that manage them.
 pub(crate) struct Kernel {
     nl: Arc<Netlink>,
+    /// Ethtool, for the ports' channels and offloads.
+    eth: Arc<Ethtool>,
     ports: Vec<Arc<KernelPort>>,
     /// Each kernel port's device, by its device (port) name.
     ifnames: BTreeMap<LinkName, String>,
@@ -126,6 +128,7 @@ impl Kernel {
         }
         Ok(Some(Self {
             nl,
+            eth,
             ports,
             ifnames,
             zones: Mutex::default(),
@@ -795,7 +798,7 @@ impl Kernel {
     /// the kernel has them).
     fn port_props(&self, ifname: &str, d: &Dev, was: Option<&Dev>) -> Result<(), CoreError> {
         let old = |p: PropName| was.and_then(|w| w.props.get(&p));
-        let eth = Ethtool::open().map_err(kerr)?;
+        let eth = &self.eth;
         let rings = [PropName::RxRings, PropName::TxRings]
             .iter()
             .filter_map(|p| d.props.get(p).and_then(PropValue::as_uint))
