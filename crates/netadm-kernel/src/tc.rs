@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use rtnetlink::packet_core::{
-    DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, Nla, NlasIterator,
+    DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, Nla, NlasIterator,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::tc::{
@@ -546,6 +546,27 @@ impl Netlink {
         }
         let m = with(message(ifindex, id, parent)?, "htb", htb_class(c));
         self.tc(&op, "htb", RouteNetlinkMessage::NewTrafficClass(m), mode.flags()).map(drop)
+    }
+
+    /// Gives htb class `class` a new, empty queue (a pfifo of the
+    /// device's queue length, as htb makes its classes'), dropping what
+    /// the old one held. htb takes a class's new priority only when the
+    /// class has nothing queued: a change sets it without moving a
+    /// backlogged class between its priorities' lists, so under a steady
+    /// flood it would keep its old priority for as long as the flood lasts.
+    pub fn empty_class(&self, ifindex: u32, class: TcId) -> Result<(), KernelError> {
+        let leaf = self.qdiscs(ifindex)?.into_iter().find(|q| q.parent == class);
+        match leaf {
+            // A queue put there before: deleted, htb grafts a new one.
+            Some(q) if q.handle.major != 0 => self.del_qdisc(ifindex, class),
+            // htb's own (handle 0, which cannot be deleted): replaced.
+            _ => {
+                let op = format!("give class {class} of link {ifindex} an empty queue");
+                let m = with(message(ifindex, TcId::new(0, 0), class)?, "pfifo", vec![]);
+                let flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+                self.tc(&op, "pfifo", RouteNetlinkMessage::NewQueueDiscipline(m), flags).map(drop)
+            }
+        }
     }
 
     /// Deletes class `id` (it must have no children nor filters pointing

@@ -18,7 +18,10 @@
 //!
 //! A class's floor (1 % of the line, at least 1 Mbit/s) is what it is
 //! guaranteed; the rest of the line goes to who asks, high priority
-//! first. A VNIC over a port and the port's own IP traffic are told apart
+//! first. htb takes a class's new priority only when its queue is empty
+//! (under a steady flood, never): a link whose priority changes has its
+//! class's queue replaced by an empty one, losing what was queued. A
+//! VNIC over a port and the port's own IP traffic are told apart
 //! by source MAC, as frames leave; what arrives is not shaped (the
 //! sender's shaper limits it). A device with no link asking for either
 //! property has no shaper: the kernel's default qdisc.
@@ -181,12 +184,18 @@ pub(crate) fn shape(
     let have: BTreeMap<TcId, Option<HtbClass>> =
         nl.classes(ix).map_err(kerr)?.into_iter().map(|c| (c.id, c.htb)).collect();
     let set = |id: TcId, under: TcId, c: &HtbClass| -> Result<(), CoreError> {
-        let mode = match have.get(&id) {
+        let (mode, reprio) = match have.get(&id) {
             Some(h) if same(h.as_ref(), c) => return Ok(()),
-            Some(_) => Mode::Change,
-            None => Mode::Create,
+            Some(h) => (Mode::Change, h.as_ref().is_some_and(|h| h.prio != c.prio)),
+            None => (Mode::Create, false),
         };
-        nl.set_htb_class(ix, id, under, c, mode).map_err(kerr)
+        nl.set_htb_class(ix, id, under, c, mode).map_err(kerr)?;
+        // htb moves a class to its new priority only once its queue is
+        // empty: under a flood, never. What it holds is dropped instead.
+        if reprio && id.minor != DEFAULT && id != LINE {
+            nl.empty_class(ix, id).map_err(kerr)?;
+        }
+        Ok(())
     };
     let top = HtbClass::new(line, line);
     set(LINE, parent, &top)?;
