@@ -269,6 +269,28 @@ const ABSENT: &[&str] = &[
     "dladm_linkprop: {link: i40e1, property: mtu, state: absent}",
 ];
 
+/// Runs play `name` of `tasks` twice: the first run changes every task,
+/// the second none.
+fn run_twice(dir: &Path, bus: &Bus, name: &str, tasks: &[&str]) {
+    let path = bus.subdir("ansible").join(name);
+    std::fs::write(&path, play(tasks)).unwrap();
+    let n = tasks.len() as u64;
+    let (first, failed) = playbook(dir, bus, &path);
+    assert!(failed.is_empty(), "{name}: {failed:#?}");
+    assert_eq!(
+        (first["changed"].as_u64(), first["ok"].as_u64()),
+        (Some(n), Some(n)),
+        "{name}: {first}"
+    );
+    let (second, failed) = playbook(dir, bus, &path);
+    assert!(failed.is_empty(), "{name}, again: {failed:#?}");
+    assert_eq!(
+        (second["changed"].as_u64(), second["ok"].as_u64()),
+        (Some(0), Some(n)),
+        "{name}, again: {second}"
+    );
+}
+
 /// Runs `ansible-playbook` (local connection) with `dir` first on PATH and
 /// netadm pointed at `bus`; returns the JSON callback's stats for
 /// localhost and the failed tasks' messages.
@@ -327,26 +349,7 @@ fn ansible_community_network_modules() {
         v
     };
     let vnics = || ok(&dir, &bus, "dladm", &["show-vnic", "-p", "-o", "link"]);
-    // Each play twice: the first run changes every task, the second none.
-    let twice = |name: &str, tasks: &[&str]| {
-        let path = bus.subdir("ansible").join(name);
-        std::fs::write(&path, play(tasks)).unwrap();
-        let n = tasks.len() as u64;
-        let (first, failed) = playbook(&dir, &bus, &path);
-        assert!(failed.is_empty(), "{name}: {failed:#?}");
-        assert_eq!(
-            (first["changed"].as_u64(), first["ok"].as_u64()),
-            (Some(n), Some(n)),
-            "{name}: {first}"
-        );
-        let (second, failed) = playbook(&dir, &bus, &path);
-        assert!(failed.is_empty(), "{name}, again: {failed:#?}");
-        assert_eq!(
-            (second["changed"].as_u64(), second["ok"].as_u64()),
-            (Some(0), Some(n)),
-            "{name}, again: {second}"
-        );
-    };
+    let twice = |name: &str, tasks: &[&str]| run_twice(&dir, &bus, name, tasks);
 
     twice("present.yml", PRESENT);
     assert_eq!((mtu("i40e1").as_str(), mtu("atl1c0").as_str()), ("9000", "6000"));
@@ -471,4 +474,76 @@ fn ansible_community_network_modules() {
     let (stats, failed) = playbook(&dir, &bus, &tun);
     assert_eq!(stats["failures"], 1, "{stats}");
     assert!(failed[0].contains("create-iptun is not supported yet"), "{failed:?}");
+}
+
+/// `ip -d -j link show dev DEV` in `ns`, or `None` when there is none.
+fn kernel_link(ns: &str, dev: &str) -> Option<serde_json::Value> {
+    let out = run(&["ip", "-n", ns, "-d", "-j", "link", "show", "dev", dev]).ok()?;
+    serde_json::from_str::<serde_json::Value>(&out).ok().map(|v| v[0].clone())
+}
+
+/// The same illumos automation on kernel ports (issue 22): dladm and
+/// community.network's modules make a VNIC, an MTU, an IP interface with
+/// an address and an etherstub with a VNIC over the host's own devices
+/// (veth NICs nic0/nic1 as net0/net1, in a namespace of the test's), read
+/// back from the kernel with `ip`; traffic reaches the far side; a second
+/// run changes nothing; the absent play takes it all out of the kernel.
+#[test]
+fn dladm_ipadm_and_ansible_on_kernel_ports_act_on_the_kernel() {
+    if !prerequisites(None, &[("ansible-playbook", "ansible")]) || !netns_prerequisites(&["ping"]) {
+        return;
+    }
+    sweep_stale("il");
+    let a = Netns::unique("il", "ka").unwrap();
+    let b = Netns::unique("il", "kb").unwrap();
+    kernel_far_side(a.name(), b.name()).unwrap();
+    let bus = Bus::start();
+    let hw = fixtures::kernel(&["nic0", "nic1"]);
+    let _d = Daemon::builder(&bus, bus.subdir("state")).netns(a.name()).hardware(&hw).start();
+    let dir = illumos_bin(&bus);
+    let ns = a.name();
+
+    let phys = ok(&dir, &bus, "dladm", &["show-phys", "-p", "-o", "link,device"]);
+    assert_eq!(phys, "net0:nic0\nnet1:nic1\n");
+
+    let present = [
+        "dladm_vnic: {name: kv0, link: net0}",
+        "dladm_linkprop: {link: net0, property: mtu, value: '9000'}",
+        "ipadm_if: {name: kv0}",
+        "ipadm_addr: {addrobj: kv0/v4, address: 192.0.2.1/24}",
+        "dladm_etherstub: {name: kstub0}",
+        "dladm_vnic: {name: ks0, link: kstub0}",
+    ];
+    let twice = |name: &str, tasks: &[&str]| run_twice(&dir, &bus, name, tasks);
+    twice("kernel-present.yml", &present);
+    let kv0 = kernel_link(ns, "kv0").expect("kv0 in the kernel");
+    assert_eq!(kv0["linkinfo"]["info_kind"], "macvlan", "{kv0}");
+    assert_eq!(kv0["linkinfo"]["info_data"]["mode"], "bridge", "{kv0}");
+    assert_eq!(kernel_link(ns, "nic0").unwrap()["mtu"], 9000);
+    let addrs = run(&["ip", "-n", ns, "-4", "-o", "addr", "show", "dev", "kv0"]).unwrap();
+    assert!(addrs.contains("inet 192.0.2.1/24"), "{addrs}");
+    let stub = kernel_link(ns, "kstub0").expect("kstub0 in the kernel");
+    assert_eq!(stub["linkinfo"]["info_kind"], "bridge", "{stub}");
+    assert!(kernel_link(ns, "ks0").is_some(), "ks0 in the kernel");
+    run(&["ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "5", "192.0.2.2"])
+        .unwrap_or_else(|e| panic!("kv0 does not reach the far side: {e}"));
+    let v = ok(&dir, &bus, "dladm", &["show-vnic", "-p", "-o", "link,over", "kv0"]);
+    assert_eq!(v, "kv0:net0\n");
+
+    twice(
+        "kernel-absent.yml",
+        &[
+            "ipadm_addr: {addrobj: kv0/v4, state: absent}",
+            "ipadm_if: {name: kv0, state: absent}",
+            "dladm_vnic: {name: kv0, link: net0, state: absent}",
+            "dladm_vnic: {name: ks0, link: kstub0, state: absent}",
+            "dladm_etherstub: {name: kstub0, state: absent}",
+            "dladm_linkprop: {link: net0, property: mtu, state: absent}",
+        ],
+    );
+    for gone in ["kv0", "ks0", "kstub0"] {
+        assert!(kernel_link(ns, gone).is_none(), "{gone} is still in the kernel");
+    }
+    assert_eq!(kernel_link(ns, "nic0").unwrap()["mtu"], 1500);
+    assert_eq!(ok(&dir, &bus, "dladm", &["show-vnic", "-p", "-o", "link"]), "");
 }
