@@ -24,7 +24,8 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::tc::{
     TcAction, TcActionAttribute, TcActionMirrorOption, TcActionOption, TcAttribute,
-    TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key, TcU32Selector, TcU32SelectorFlags,
+    TcFilterU32Option, TcHandle, TcMessage, TcOption, TcStats2, TcU32Key, TcU32Selector,
+    TcU32SelectorFlags,
 };
 
 use crate::netlink::first_attr;
@@ -163,6 +164,9 @@ pub struct Class {
     pub parent: TcId,
     /// An htb class's parameters (`None` for other kinds).
     pub htb: Option<HtbClass>,
+    /// Frames queued in it now (its queue's length, as the kernel's
+    /// statistics say; 0 where they say nothing).
+    pub queued: u32,
 }
 
 /// A u32 filter as the kernel reports it.
@@ -443,6 +447,21 @@ fn with(mut m: TcMessage, kind: &str, opts: Vec<TcOption>) -> TcMessage {
         m.attributes.push(TcAttribute::Options(opts));
     }
     m
+}
+
+/// The queue length in `m`'s statistics (0 when it has none).
+fn queued(m: &TcMessage) -> u32 {
+    m.attributes
+        .iter()
+        .find_map(|a| match a {
+            TcAttribute::Stats2(v) => v.iter().find_map(|s| match s {
+                TcStats2::Queue(q) => Some(q.qlen),
+                _ => None,
+            }),
+            TcAttribute::Stats(s) => Some(s.qlen),
+            _ => None,
+        })
+        .unwrap_or(0)
 }
 
 fn check_class(what: &str, c: &HtbClass) -> Result<(), KernelError> {
@@ -727,6 +746,7 @@ impl Netlink {
                 id: TcId::of(m.header.handle),
                 parent: TcId::of(m.header.parent),
                 htb: (kind(m) == "htb").then(|| parse_htb_class(&options(m))).flatten(),
+                queued: queued(m),
             })
             .collect())
     }

@@ -440,7 +440,9 @@ impl Kernel {
             let of = all.iter().find(|(k, _)| k.0.is_none() && k.1 == dev).map(|(_, d)| d);
             let link = of.map_or(dev.as_str(), |d| d.link.as_str());
             let line = of.map(|d| self.line(v, &d.of));
-            shaper::shape(&self.nl, &dev, link, line, &shares)?;
+            for n in shaper::shape(&self.nl, &dev, link, line, &shares)? {
+                self.note(n);
+            }
         }
         Ok(())
     }

@@ -144,19 +144,20 @@ fn same(have: Option<&HtbClass>, want: &HtbClass) -> bool {
 
 /// Brings the shaper of device `dev` (in netadmd's namespace; `link` is
 /// the link it is, for errors) to `shares` on a line of `line`, and reads
-/// it back. No shares: netadm's shaper goes, if it is there.
+/// it back. No shares: netadm's shaper goes, if it is there. Its notes for
+/// the operator: the frames a priority change dropped.
 pub(crate) fn shape(
     nl: &Netlink,
     dev: &str,
     link: &str,
     line: Option<Rate>,
     shares: &[Share],
-) -> Result<(), CoreError> {
+) -> Result<Vec<String>, CoreError> {
     let l = match nl.link_named(dev) {
         Ok(l) => l,
         // Gone (a bond deleted, a port's device missing): nothing to
         // shape; what is over it is missing too.
-        Err(netadm_kernel::KernelError::NotFound { .. }) => return Ok(()),
+        Err(netadm_kernel::KernelError::NotFound { .. }) => return Ok(vec![]),
         Err(e) => return Err(kerr(e)),
     };
     let ix = l.index;
@@ -166,7 +167,7 @@ pub(crate) fn shape(
         if ours {
             nl.del_qdisc(ix, TcId::ROOT).map_err(kerr)?;
         }
-        return Ok(());
+        return Ok(vec![]);
     }
     match &root {
         Some(q) if !ours && q.handle.major != 0 => {
@@ -181,12 +182,13 @@ pub(crate) fn shape(
     }
     let line = line.filter(|r| r.0 > 0).unwrap_or(UNKNOWN_LINE);
     let parent = TcId::new(MAJOR, 0);
-    let have: BTreeMap<TcId, Option<HtbClass>> =
-        nl.classes(ix).map_err(kerr)?.into_iter().map(|c| (c.id, c.htb)).collect();
-    let set = |id: TcId, under: TcId, c: &HtbClass| -> Result<(), CoreError> {
+    let have: BTreeMap<TcId, (Option<HtbClass>, u32)> =
+        nl.classes(ix).map_err(kerr)?.into_iter().map(|c| (c.id, (c.htb, c.queued))).collect();
+    // The frames queued in a class whose queue was emptied.
+    let set = |id: TcId, under: TcId, c: &HtbClass| -> Result<Option<u32>, CoreError> {
         let (mode, reprio) = match have.get(&id) {
-            Some(h) if same(h.as_ref(), c) => return Ok(()),
-            Some(h) => (Mode::Change, h.as_ref().is_some_and(|h| h.prio != c.prio)),
+            Some((h, _)) if same(h.as_ref(), c) => return Ok(None),
+            Some((h, _)) => (Mode::Change, h.as_ref().is_some_and(|h| h.prio != c.prio)),
             None => (Mode::Create, false),
         };
         nl.set_htb_class(ix, id, under, c, mode).map_err(kerr)?;
@@ -194,8 +196,9 @@ pub(crate) fn shape(
         // empty: under a flood, never. What it holds is dropped instead.
         if reprio && id.minor != DEFAULT && id != LINE {
             nl.empty_class(ix, id).map_err(kerr)?;
+            return Ok(Some(have.get(&id).map_or(0, |h| h.1)));
         }
-        Ok(())
+        Ok(None)
     };
     let top = HtbClass::new(line, line);
     set(LINE, parent, &top)?;
@@ -232,8 +235,13 @@ pub(crate) fn shape(
             }
         }
     }
-    for (mac, id, c, _) in &want {
-        set(*id, LINE, c)?;
+    let mut notes = vec![];
+    for (mac, id, c, l) in &want {
+        if let Some(n) = set(*id, LINE, c)?.filter(|n| *n > 0) {
+            notes.push(format!(
+                "{l}: its new priority took effect at once: the {n} frames queued for it on {dev} were dropped"
+            ));
+        }
         if !by_mac.contains_key(mac) {
             nl.add_u32_src_mac(ix, parent, id.minor, *mac, *id).map_err(kerr)?;
         }
@@ -251,7 +259,7 @@ pub(crate) fn shape(
             )));
         }
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// Stops bridge end `from` redirecting what it receives (to its ifb).
