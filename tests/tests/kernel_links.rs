@@ -894,29 +894,29 @@ fn a_high_priority_kernel_vnic_keeps_the_line_beside_a_low_priority_flood() {
         })
         .collect();
     // Each round: the priorities set, then each VNIC's share of what left
-    // by the port, Mb/s, over 2 s past the first half second.
-    // The notes of the change of v1's priority, as its verb reports them.
-    let v1_notes = std::cell::RefCell::new(String::new());
+    // by the port, Mb/s, over a window past the first half second; and the
+    // notes of v1's change, as its verb reports them.
+    let window = Duration::from_secs(2);
     let round = |p1: &str, p2: &str| {
         let set = r.ok(&["set-linkprop", "-p", &format!("priority={p1}"), "v1"]);
-        *v1_notes.borrow_mut() = set["notes"].to_string();
         r.ok(&["set-linkprop", "-p", &format!("priority={p2}"), "v2"]);
-        let seen = bytes_by_source(&tap, Duration::from_millis(500), Duration::from_secs(2));
-        let mbps = |m: &[u8; 6]| seen.get(m).copied().unwrap_or(0) as f64 * 8.0 / 2.0 / 1e6;
+        let seen = bytes_by_source(&tap, Duration::from_millis(500), window);
+        let mbps = |m: &[u8; 6]| {
+            seen.get(m).copied().unwrap_or(0) as f64 * 8.0 / window.as_secs_f64() / 1e6
+        };
         let (m1, m2) = (mbps(&macs[0]), mbps(&macs[1]));
         eprintln!("priority v1 {p1} {m1:.1} Mb/s, v2 {p2} {m2:.1} Mb/s, line {:.0}", line / 1e6);
-        (m1, m2)
+        (m1, m2, set["notes"].to_string())
     };
-    let (hi, lo) = round("high", "low");
+    let (hi, lo, _) = round("high", "low");
     assert!(hi >= 0.9 * (hi + lo), "v1 (high) got {hi:.1} Mb/s beside v2 (low) {lo:.1}");
     assert!(lo > 0.0, "v2 (low) was starved");
-    let (lo, hi) = round("low", "high");
+    let (lo, hi, said) = round("low", "high");
     assert!(hi >= 0.9 * (hi + lo), "v2 (high) got {hi:.1} Mb/s beside v1 (low) {lo:.1}");
     // v1 had the line and more offered than it took: its queue was full,
     // and emptying it is said.
-    let said = v1_notes.borrow().clone();
     assert!(said.contains("frames queued for it on tap0 were dropped"), "{said}");
-    let (m1, m2) = round("medium", "medium");
+    let (m1, m2, _) = round("medium", "medium");
     let share = m1 / (m1 + m2);
     assert!((0.3..=0.7).contains(&share), "even priorities: v1 {m1:.1} Mb/s, v2 {m2:.1}");
     drop(stop);
