@@ -130,23 +130,21 @@ fn disable_enable_if_and_down_up_addr_act_on_the_kernel_and_keep_the_configurati
     json(bus, &["create-vnic", "-l", "i40e0", "vnic0"]);
     json(bus, &["create-if", "-t", "vnic0"]);
     json(bus, &["create-addr", "-T", "addrconf", "i40e0/auto"]);
-    let before = (json(bus, &["show-addr"]), json(bus, &["show-if"]), links());
-    for (args, kind) in [
-        (&["enable-if", "i40e0"][..], "Exists"),
-        (&["enable-if", "nosuch0"], "NotFound"),
-        (&["disable-if", "vnic0"], "InvalidArgument"),
-        (&["disable-if", "nosuch0"], "NotFound"),
-        (&["disable-if", "bad name"], "InvalidName"),
-        (&["down-addr", "i40e0/nosuch"], "NotFound"),
-        (&["down-addr", "i40e0"], "InvalidName"),
-        (&["down-addr", "i40e0/auto"], "InvalidArgument"),
-        (&["up-addr", "vnic0/v4"], "NotFound"),
-    ] {
-        let (k, msg) = json_err(bus, args);
-        assert_eq!(k, kind, "{args:?}: {msg}");
-    }
-    let after = (json(bus, &["show-addr"]), json(bus, &["show-if"]), links());
-    assert!(before == after, "a refused change changed something");
+    refused(
+        bus,
+        || (json(bus, &["show-addr"]), json(bus, &["show-if"]), links()),
+        &[
+            (&["enable-if", "i40e0"], "Exists"),
+            (&["enable-if", "nosuch0"], "NotFound"),
+            (&["disable-if", "vnic0"], "InvalidArgument"),
+            (&["disable-if", "nosuch0"], "NotFound"),
+            (&["disable-if", "bad name"], "InvalidName"),
+            (&["down-addr", "i40e0/nosuch"], "NotFound"),
+            (&["down-addr", "i40e0"], "InvalidName"),
+            (&["down-addr", "i40e0/auto"], "InvalidArgument"),
+            (&["up-addr", "vnic0/v4"], "NotFound"),
+        ],
+    );
     json(bus, &["delete-addr", "i40e0/auto"]);
 
     // Persisted: a down address stays down (and out of the kernel) after
@@ -226,25 +224,27 @@ fn interface_properties_reach_the_kernel_persist_and_refuse_bad_values() {
             sysctl(ns, "ipv6", "i40e0", "mtu"),
         )
     };
-    let before = snapshot();
-    for (args, kind) in [
-        (&["set-ifprop", "-p", "mtu=1501", "-m", "ipv4", "i40e0"][..], "InvalidValue"),
-        (&["set-ifprop", "-p", "mtu=67", "-m", "ipv4", "i40e0"], "InvalidValue"),
-        (&["set-ifprop", "-p", "mtu=1279", "-m", "ipv6", "i40e0"], "InvalidValue"),
-        (&["set-ifprop", "-p", "mtu=1450", "-m", "ipv6", "i40e0"], "InvalidValue"),
-        (&["set-ifprop", "-p", "forwarding=maybe", "-m", "ipv4", "i40e0"], "InvalidValue"),
-        (&["set-ifprop", "-p", "forwarding=off,mtu=99999", "-m", "ipv4", "i40e0"], "InvalidValue"),
-        (&["set-ifprop", "-p", "colour=red", "-m", "ipv4", "i40e0"], "InvalidArgument"),
-        (&["set-ifprop", "-p", "mtu=1400", "-m", "ipx", "i40e0"], "InvalidArgument"),
-        (&["set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "i40e1"], "NotFound"),
-        (&["reset-ifprop", "-p", "colour", "-m", "ipv4", "i40e0"], "InvalidArgument"),
-        (&["show-ifprop", "-p", "colour", "i40e0"], "InvalidArgument"),
-        (&["show-ifprop", "nosuch0"], "NotFound"),
-    ] {
-        let (k, msg) = json_err(bus, args);
-        assert_eq!(k, kind, "{args:?}: {msg}");
-    }
-    assert!(snapshot() == before, "a refused change changed something");
+    refused(
+        bus,
+        snapshot,
+        &[
+            (&["set-ifprop", "-p", "mtu=1501", "-m", "ipv4", "i40e0"], "InvalidValue"),
+            (&["set-ifprop", "-p", "mtu=67", "-m", "ipv4", "i40e0"], "InvalidValue"),
+            (&["set-ifprop", "-p", "mtu=1279", "-m", "ipv6", "i40e0"], "InvalidValue"),
+            (&["set-ifprop", "-p", "mtu=1450", "-m", "ipv6", "i40e0"], "InvalidValue"),
+            (&["set-ifprop", "-p", "forwarding=maybe", "-m", "ipv4", "i40e0"], "InvalidValue"),
+            (
+                &["set-ifprop", "-p", "forwarding=off,mtu=99999", "-m", "ipv4", "i40e0"],
+                "InvalidValue",
+            ),
+            (&["set-ifprop", "-p", "colour=red", "-m", "ipv4", "i40e0"], "InvalidArgument"),
+            (&["set-ifprop", "-p", "mtu=1400", "-m", "ipx", "i40e0"], "InvalidArgument"),
+            (&["set-ifprop", "-p", "mtu=1400", "-m", "ipv4", "i40e1"], "NotFound"),
+            (&["reset-ifprop", "-p", "colour", "-m", "ipv4", "i40e0"], "InvalidArgument"),
+            (&["show-ifprop", "-p", "colour", "i40e0"], "InvalidArgument"),
+            (&["show-ifprop", "nosuch0"], "NotFound"),
+        ],
+    );
 
     // Persisted and applied again by a new netadmd; -t ones are gone.
     drop(daemon);
@@ -296,20 +296,19 @@ fn protocol_properties_are_the_namespaces_and_persist() {
     assert_eq!(prop("tcp", "ecn"), "active:--:passive");
     assert_eq!(prop("ipv4", "ttl"), "100:100:64");
 
-    let before = (json(bus, &["show-prop"]), s.links());
-    for (args, kind) in [
-        (&["set-prop", "-p", "ttl=0", "ipv4"][..], "InvalidValue"),
-        (&["set-prop", "-p", "ttl=256", "ipv4"], "InvalidValue"),
-        (&["set-prop", "-p", "ecn=sometimes", "tcp"], "InvalidValue"),
-        (&["set-prop", "-p", "colour=red", "ipv4"], "InvalidArgument"),
-        (&["set-prop", "-p", "ttl=9", "sctp"], "InvalidArgument"),
-        (&["reset-prop", "-p", "colour", "ipv4"], "InvalidArgument"),
-        (&["show-prop", "-p", "colour", "ipv4"], "InvalidArgument"),
-    ] {
-        let (k, msg) = json_err(bus, args);
-        assert_eq!(k, kind, "{args:?}: {msg}");
-    }
-    assert!((json(bus, &["show-prop"]), s.links()) == before, "a refusal changed something");
+    refused(
+        bus,
+        || (json(bus, &["show-prop"]), s.links()),
+        &[
+            (&["set-prop", "-p", "ttl=0", "ipv4"], "InvalidValue"),
+            (&["set-prop", "-p", "ttl=256", "ipv4"], "InvalidValue"),
+            (&["set-prop", "-p", "ecn=sometimes", "tcp"], "InvalidValue"),
+            (&["set-prop", "-p", "colour=red", "ipv4"], "InvalidArgument"),
+            (&["set-prop", "-p", "ttl=9", "sctp"], "InvalidArgument"),
+            (&["reset-prop", "-p", "colour", "ipv4"], "InvalidArgument"),
+            (&["show-prop", "-p", "colour", "ipv4"], "InvalidArgument"),
+        ],
+    );
     assert_eq!(net_sysctl(ns, "ipv4/ip_default_ttl"), "100");
 
     // A new netadmd in a fresh namespace state applies what persisted.
@@ -368,22 +367,21 @@ fn address_properties_change_the_kernels_address_and_persist() {
     let ifs = json(bus, &["show-if"]);
     assert_eq!(rows(&ifs, "ifname", "i40e0")[0]["state"], "ok", "not drift: {ifs}");
 
-    let before = (json(bus, &["show-addrprop"]), s.links());
-    for (args, kind) in [
-        (&["set-addrprop", "-p", "prefixlen=33", "i40e0/v4"][..], "InvalidValue"),
-        (&["set-addrprop", "-p", "prefixlen=0", "i40e0/v6"], "InvalidValue"),
-        (&["set-addrprop", "-p", "deprecated=maybe", "i40e0/v4"], "InvalidValue"),
-        (&["set-addrprop", "-p", "broadcast=192.0.2.1", "i40e0/v4"], "NotSupported"),
-        (&["set-addrprop", "-p", "colour=red", "i40e0/v4"], "InvalidArgument"),
-        (&["set-addrprop", "-p", "prefixlen=8", "i40e0/nosuch"], "NotFound"),
-        (&["reset-addrprop", "-p", "colour", "i40e0/v4"], "InvalidArgument"),
-        (&["show-addrprop", "-p", "colour", "i40e0/v4"], "InvalidArgument"),
-        (&["show-addrprop", "i40e0/nosuch"], "NotFound"),
-    ] {
-        let (k, msg) = json_err(bus, args);
-        assert_eq!(k, kind, "{args:?}: {msg}");
-    }
-    assert!((json(bus, &["show-addrprop"]), s.links()) == before, "a refusal changed something");
+    refused(
+        bus,
+        || (json(bus, &["show-addrprop"]), s.links()),
+        &[
+            (&["set-addrprop", "-p", "prefixlen=33", "i40e0/v4"], "InvalidValue"),
+            (&["set-addrprop", "-p", "prefixlen=0", "i40e0/v6"], "InvalidValue"),
+            (&["set-addrprop", "-p", "deprecated=maybe", "i40e0/v4"], "InvalidValue"),
+            (&["set-addrprop", "-p", "broadcast=192.0.2.1", "i40e0/v4"], "NotSupported"),
+            (&["set-addrprop", "-p", "colour=red", "i40e0/v4"], "InvalidArgument"),
+            (&["set-addrprop", "-p", "prefixlen=8", "i40e0/nosuch"], "NotFound"),
+            (&["reset-addrprop", "-p", "colour", "i40e0/v4"], "InvalidArgument"),
+            (&["show-addrprop", "-p", "colour", "i40e0/v4"], "InvalidArgument"),
+            (&["show-addrprop", "i40e0/nosuch"], "NotFound"),
+        ],
+    );
 
     // Persisted: a new netadmd makes the addresses so again.
     drop(daemon);

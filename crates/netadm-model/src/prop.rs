@@ -406,198 +406,82 @@ const PHYS_AGGR: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr];
 const PHYS_AGGR_VNIC: &[LinkClass] = &[LinkClass::Phys, LinkClass::Aggr, LinkClass::Vnic];
 const RINGS: PropType = PropType::Uint { min: 0, max: 384, unit: "" };
 
-/// The property table, indexed by `PropName as usize`.
-static SPECS: [PropSpec; 23] = [
-    PropSpec {
-        name: PropName::Mtu,
-        // The widest any link takes (a kernel device's 65535); each
-        // link's own range is its ports' (`View::mtu_range`).
-        ty: PropType::Uint { min: 68, max: 65535, unit: "bytes" },
-        default: Some(PropValue::Uint(1500)),
-        perm: Perm::ReadWrite,
-        classes: ALL_CLASSES,
-        description: "maximum transmission unit (IP payload bytes per frame)",
-    },
-    PropSpec {
-        name: PropName::RxRings,
-        ty: RINGS,
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: PHYS_VNIC,
-        description: "dedicated RX rings; 0 = none, share the default group (dladm \"sw\")",
-    },
-    PropSpec {
-        name: PropName::TxRings,
-        ty: RINGS,
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: PHYS_VNIC,
-        description: "dedicated TX rings; 0 = none, share the default group (dladm \"sw\")",
-    },
-    PropSpec {
-        name: PropName::RxRingsEffective,
-        ty: RINGS,
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: PHYS_VNIC,
-        description: "RX rings the link is using now",
-    },
-    PropSpec {
-        name: PropName::TxRingsEffective,
-        ty: RINGS,
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: PHYS_VNIC,
-        description: "TX rings the link is using now",
-    },
-    PropSpec {
-        name: PropName::RxRingsAvailable,
-        ty: RINGS,
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: PHYS_VNIC,
-        description: "RX rings that can still be given to links",
-    },
-    PropSpec {
-        name: PropName::TxRingsAvailable,
-        ty: RINGS,
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: PHYS_VNIC,
-        description: "TX rings that can still be given to links",
-    },
-    PropSpec {
-        name: PropName::XmitBatch,
-        ty: PropType::Bool,
-        default: Some(PropValue::Bool(true)),
-        perm: Perm::ReadWrite,
-        classes: PHYS_AGGR,
-        description: "batch TX doorbell writes (one MMIO write per burst, not per frame)",
-    },
-    PropSpec {
-        name: PropName::RxImt,
-        ty: PropType::Moderation { max: 65535, unit: "2us" },
-        // Adaptive; Linux atl1c's fixed default (hw->rx_imt = 200) is the
-        // seed's "before", still settable.
-        default: Some(PropValue::Adaptive),
-        perm: Perm::ReadWrite,
-        classes: PHYS,
-        description: "RX interrupt moderation: adaptive, or a fixed timer in 2 us units (atl1c-class NICs only)",
-    },
-    PropSpec {
-        name: PropName::TxImt,
-        ty: PropType::Uint { min: 0, max: 65535, unit: "2us" },
-        default: Some(PropValue::Uint(1000)),
-        perm: Perm::ReadWrite,
-        classes: PHYS,
-        description: "TX interrupt moderation timer in 2 us units (atl1c-class NICs only)",
-    },
-    PropSpec {
-        name: PropName::Itr,
-        ty: PropType::Moderation { max: 8160, unit: "us" },
-        default: Some(PropValue::Adaptive),
-        perm: Perm::ReadWrite,
-        classes: PHYS,
-        description: "interrupt throttle per vector: adaptive, or a fixed interval in us (i40e-class NICs only)",
-    },
-    PropSpec {
-        name: PropName::State,
-        ty: PropType::Enum(&["up", "down", "unknown"]),
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: ALL_CLASSES,
-        description: "operational link state",
-    },
-    PropSpec {
-        name: PropName::Speed,
-        ty: PropType::Uint { min: 0, max: u64::MAX, unit: "Mb/s" },
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: ALL_CLASSES,
-        description: "link speed in Mb/s",
-    },
-    PropSpec {
-        name: PropName::Duplex,
-        ty: PropType::Enum(&["full", "half", "unknown"]),
-        default: None,
-        perm: Perm::ReadOnly,
-        classes: ALL_CLASSES,
-        description: "link duplex",
-    },
-    PropSpec {
-        name: PropName::Tso,
-        ty: PropType::Bool,
-        default: Some(PropValue::Bool(true)),
-        perm: Perm::ReadWrite,
-        classes: PHYS_AGGR,
-        description: "TCP segmentation offload: the kernel hands over 64 KiB superframes, the NIC cuts them (needs tx-csum; i40e-class)",
-    },
-    PropSpec {
-        name: PropName::TxCsum,
-        ty: PropType::Bool,
-        default: Some(PropValue::Bool(true)),
-        perm: Perm::ReadWrite,
-        classes: PHYS_AGGR,
-        description: "transmit checksum offload: the NIC fills in TCP/UDP checksums",
-    },
-    PropSpec {
-        name: PropName::RxCsum,
-        ty: PropType::Bool,
-        default: Some(PropValue::Bool(true)),
-        perm: Perm::ReadWrite,
-        classes: PHYS_AGGR,
-        description: "receive checksum offload: the NIC verifies TCP/UDP checksums and says so",
-    },
-    PropSpec {
-        name: PropName::Maxbw,
-        // dladm's lower bound (1.2 Mb/s) up to 400 Gb/s.
-        ty: PropType::Bandwidth { min: 1_200_000, max: 400_000_000_000 },
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: PHYS_AGGR_VNIC,
-        description: "the most the link sends, in Mb/s (e.g. 100M, 1G); none when unset",
-    },
-    PropSpec {
-        name: PropName::Priority,
-        ty: PropType::Enum(&PRIORITIES),
-        // `high` (`DEFAULT_PRIORITY`: text has no constant PropValue).
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: PHYS_AGGR_VNIC,
-        description: "the link's claim on its port when the port is saturated: a higher priority keeps its rate (over an etherstub: its datapath thread's share of the CPU)",
-    },
-    PropSpec {
-        name: PropName::Zone,
-        ty: PropType::Text,
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: VNIC,
-        description: "the zone (network namespace: a name under /run/netns, or a path) its IP interface lives in; none: netadmd's own",
-    },
-    PropSpec {
-        name: PropName::Protection,
-        ty: PropType::Protection,
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: VNIC,
-        description: "what the VNIC may not forge: mac-nospoof (source MAC), ip-nospoof (IP/ARP senders), dhcp-nospoof (DHCP client ids, no DHCP server), restricted (only IPv4, IPv6, ARP)",
-    },
-    PropSpec {
-        name: PropName::AllowedIps,
-        ty: PropType::IpList,
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: VNIC,
-        description: "the IP senders ip-nospoof lets through (addresses or prefixes); unset: the interface's addresses, DHCP leases and link-local address",
-    },
-    PropSpec {
-        name: PropName::AllowedDhcpCids,
-        ty: PropType::CidList,
-        default: None,
-        perm: Perm::ReadWrite,
-        classes: VNIC,
-        description: "the DHCP client ids dhcp-nospoof lets through (0xHEX, a DUID, or text); unset: the VNIC's MAC",
-    },
+/// Builds the property table: one entry of [`SPECS`] a property.
+macro_rules! specs {
+    ($($name:ident $perm:ident $classes:expr, $ty:expr, $default:expr, $desc:literal;)*) => {
+        [$(PropSpec {
+            name: PropName::$name,
+            ty: {
+                #[allow(unused_imports)]
+                use PropType::*;
+                $ty
+            },
+            default: $default,
+            perm: specs!(@$perm),
+            classes: $classes,
+            description: $desc,
+        },)*]
+    };
+    (@rw) => { Perm::ReadWrite };
+    (@ro) => { Perm::ReadOnly };
+}
+
+/// The property table, indexed by `PropName as usize`. Each entry: the
+/// name, `rw` or `ro`, the link classes it applies to, its value type
+/// (a [`PropType`]), its default, and its one-line description.
+static SPECS: [PropSpec; 23] = specs![
+    // The widest any link takes (a kernel device's 65535); each
+    // link's own range is its ports' (`View::mtu_range`).
+    Mtu rw ALL_CLASSES, Uint { min: 68, max: 65535, unit: "bytes" }, Some(PropValue::Uint(1500)),
+        "maximum transmission unit (IP payload bytes per frame)";
+    RxRings rw PHYS_VNIC, RINGS, None,
+        "dedicated RX rings; 0 = none, share the default group (dladm \"sw\")";
+    TxRings rw PHYS_VNIC, RINGS, None,
+        "dedicated TX rings; 0 = none, share the default group (dladm \"sw\")";
+    RxRingsEffective ro PHYS_VNIC, RINGS, None,
+        "RX rings the link is using now";
+    TxRingsEffective ro PHYS_VNIC, RINGS, None,
+        "TX rings the link is using now";
+    RxRingsAvailable ro PHYS_VNIC, RINGS, None,
+        "RX rings that can still be given to links";
+    TxRingsAvailable ro PHYS_VNIC, RINGS, None,
+        "TX rings that can still be given to links";
+    XmitBatch rw PHYS_AGGR, Bool, Some(PropValue::Bool(true)),
+        "batch TX doorbell writes (one MMIO write per burst, not per frame)";
+    // Adaptive; Linux atl1c's fixed default (hw->rx_imt = 200) is the
+    // seed's "before", still settable.
+    RxImt rw PHYS, Moderation { max: 65535, unit: "2us" }, Some(PropValue::Adaptive),
+        "RX interrupt moderation: adaptive, or a fixed timer in 2 us units (atl1c-class NICs only)";
+    TxImt rw PHYS, Uint { min: 0, max: 65535, unit: "2us" }, Some(PropValue::Uint(1000)),
+        "TX interrupt moderation timer in 2 us units (atl1c-class NICs only)";
+    Itr rw PHYS, Moderation { max: 8160, unit: "us" }, Some(PropValue::Adaptive),
+        "interrupt throttle per vector: adaptive, or a fixed interval in us (i40e-class NICs only)";
+    State ro ALL_CLASSES, Enum(&["up", "down", "unknown"]), None,
+        "operational link state";
+    Speed ro ALL_CLASSES, Uint { min: 0, max: u64::MAX, unit: "Mb/s" }, None,
+        "link speed in Mb/s";
+    Duplex ro ALL_CLASSES, Enum(&["full", "half", "unknown"]), None,
+        "link duplex";
+    Tso rw PHYS_AGGR, Bool, Some(PropValue::Bool(true)),
+        "TCP segmentation offload: the kernel hands over 64 KiB superframes, the NIC cuts them (needs tx-csum; i40e-class)";
+    TxCsum rw PHYS_AGGR, Bool, Some(PropValue::Bool(true)),
+        "transmit checksum offload: the NIC fills in TCP/UDP checksums";
+    RxCsum rw PHYS_AGGR, Bool, Some(PropValue::Bool(true)),
+        "receive checksum offload: the NIC verifies TCP/UDP checksums and says so";
+    // dladm's lower bound (1.2 Mb/s) up to 400 Gb/s.
+    Maxbw rw PHYS_AGGR_VNIC, Bandwidth { min: 1_200_000, max: 400_000_000_000 }, None,
+        "the most the link sends, in Mb/s (e.g. 100M, 1G); none when unset";
+    // `high` (`DEFAULT_PRIORITY`: text has no constant PropValue).
+    Priority rw PHYS_AGGR_VNIC, Enum(&PRIORITIES), None,
+        "the link's claim on its port when the port is saturated: a higher priority keeps its rate (over an etherstub: its datapath thread's share of the CPU)";
+    Zone rw VNIC, Text, None,
+        "the zone (network namespace: a name under /run/netns, or a path) its IP interface lives in; none: netadmd's own";
+    Protection rw VNIC, Protection, None,
+        "what the VNIC may not forge: mac-nospoof (source MAC), ip-nospoof (IP/ARP senders), dhcp-nospoof (DHCP client ids, no DHCP server), restricted (only IPv4, IPv6, ARP)";
+    AllowedIps rw VNIC, IpList, None,
+        "the IP senders ip-nospoof lets through (addresses or prefixes); unset: the interface's addresses, DHCP leases and link-local address";
+    AllowedDhcpCids rw VNIC, CidList, None,
+        "the DHCP client ids dhcp-nospoof lets through (0xHEX, a DUID, or text); unset: the VNIC's MAC";
 ];
 
 impl PropSpec {

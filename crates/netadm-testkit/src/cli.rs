@@ -139,6 +139,19 @@ pub fn json_err(bus: &Bus, args: &[&str]) -> (String, String) {
     (e["kind"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned())
 }
 
+/// Bad input: each command in `cases` is refused with its error kind
+/// (`InvalidArgument`, `NotFound`, ...), and `state` (what the commands
+/// could have changed: show output, links.toml, the kernel) reads the same
+/// after all of them as before.
+pub fn refused<T: PartialEq>(bus: &Bus, state: impl Fn() -> T, cases: &[(&[&str], &str)]) {
+    let before = state();
+    for (args, kind) in cases {
+        let (k, msg) = json_err(bus, args);
+        assert_eq!(k, *kind, "{args:?}: {msg}");
+    }
+    assert!(state() == before, "a refused change changed something");
+}
+
 /// The rows of a `show-*` JSON array whose `key` equals `value`.
 pub fn rows<'a>(v: &'a Value, key: &str, value: &str) -> Vec<&'a Value> {
     v.as_array().expect("array").iter().filter(|r| r[key] == value).collect()

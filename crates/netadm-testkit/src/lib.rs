@@ -48,7 +48,9 @@ mod process;
 pub mod raw;
 
 pub use bus::{Bus, Policy};
-pub use cli::{Cli, illumos_links, json, json_err, netadm, netadm_as, rows, show_config, text};
+pub use cli::{
+    Cli, illumos_links, json, json_err, netadm, netadm_as, refused, rows, show_config, text,
+};
 pub use daemon::{Daemon, DaemonBuilder, SERVING};
 pub use fixtures::Hardware;
 pub use netns::{
