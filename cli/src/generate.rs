@@ -41,7 +41,7 @@ pub fn generate(dir: &Path, date: &str) -> Result<(), String> {
             .and_then(|()| std::fs::write(&path, text))
             .map_err(|e| format!("{}: {e}", path.display()))
     };
-    for who in [Personality::Netadm, Personality::Dladm, Personality::Ipadm] {
+    for who in [Personality::Netadm, Personality::Dladm, Personality::Ipadm, Personality::Dlstat] {
         let name = who.name();
         write(&format!("man/{name}.8"), &man_page(who, date))?;
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
@@ -263,6 +263,7 @@ fn man_page(who: Personality, date: &str) -> String {
         Personality::Ipadm => {
             "administer IP interfaces and addresses (netadm under illumos's name)"
         }
+        Personality::Dlstat => "show traffic counters per link (netadm under illumos's name)",
     };
     out += &section("NAME", &[&format!("{name} - {about}")]);
     out += &section("SYNOPSIS", &[]);
@@ -276,14 +277,14 @@ fn man_page(who: Personality, date: &str) -> String {
     for sub in verbs(&cmd) {
         out += &verb(name, sub);
     }
-    if who.is_illumos() {
+    if matches!(who, Personality::Dladm | Personality::Ipadm) {
         out += &long_options(who);
         out += &not_yet(who);
     }
-    if who != Personality::Ipadm {
+    if matches!(who, Personality::Netadm | Personality::Dladm) {
         out += &link_properties();
     }
-    if who != Personality::Dladm {
+    if matches!(who, Personality::Netadm | Personality::Ipadm) {
         let list: Vec<(String, String)> =
             IP_PROPERTIES.iter().map(|(t, d)| ((*t).to_owned(), (*d).to_owned())).collect();
         out += &items("IP PROPERTIES", &list);
@@ -302,8 +303,9 @@ fn man_page(who: Personality, date: &str) -> String {
         Personality::Netadm => NETADM_EXAMPLES,
         Personality::Dladm => DLADM_EXAMPLES,
         Personality::Ipadm => IPADM_EXAMPLES,
+        Personality::Dlstat => DLSTAT_EXAMPLES,
     });
-    let others: Vec<String> = ["netadm", "dladm", "ipadm", "netadmd"]
+    let others: Vec<String> = ["netadm", "dladm", "ipadm", "dlstat", "netadmd"]
         .iter()
         .filter(|o| **o != name)
         .map(|o| format!("{o}(8)"))
@@ -330,6 +332,10 @@ fn description(who: Personality) -> Vec<&'static str> {
         Personality::Ipadm => vec![
             "ipadm is netadm(8) started under that name (/usr/sbin/ipadm is a link to it): it accepts the IP interface, address and property verbs of illumos's ipadm that netadm has, under illumos's names (create-ip, delete-ip, ... as well as netadm's create-if, ...), with their long options, so illumos scripts and Ansible's community.network ipadm modules run against netadm. Mutating verbs print nothing on success unless --json. delete-if and delete-addr remove a temporary object without -t, as illumos's do.",
             common,
+        ],
+        Personality::Dlstat => vec![
+            "dlstat is netadm(8) started under that name (/usr/sbin/dlstat is a link to it), netadm's dlstat verb: what each link received and sent (IPKTS RBYTES OPKTS OBYTES), as illumos's dlstat prints it. show-link (the default) shows every link but etherstubs, show-phys the physical links, show-aggr each aggregation's ports, show-vnic the VNICs. -r shows the receive side, -t the transmit side, each with its drops; -i INTERVAL repeats, showing what each interval counted (-c COUNT stops after COUNT tables).",
+            "A physical link's and an aggregation port's counters are its port's; a VNIC's or VLAN's are its kernel device's (its IP interface over emulated links; its macvlan, veth or VLAN device over kernel ones), zero while it has none.",
         ],
     }
 }
@@ -437,6 +443,12 @@ const DLADM_EXAMPLES: &[(&str, &str)] = &[
         "dladm create-etherstub stub0\ndladm create-vnic -l stub0 vnic1\ndladm create-vnic -l stub0 -p maxbw=50M vnic2",
     ),
     ("One property's value, for a script:", "dladm show-linkprop -c -o value -p mtu aggr0"),
+];
+
+const DLSTAT_EXAMPLES: &[(&str, &str)] = &[
+    ("Every link's counters so far:", "dlstat"),
+    ("What each port of aggr0 received, second by second:", "dlstat show-aggr -r -i 1 aggr0"),
+    ("One VNIC's bytes sent, for a script:", "dlstat show-vnic -t -p -o obytes vnic0"),
 ];
 
 const IPADM_EXAMPLES: &[(&str, &str)] = &[

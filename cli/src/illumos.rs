@@ -30,6 +30,8 @@ pub enum Personality {
     Dladm,
     /// `ipadm`: the IP interface and address verbs.
     Ipadm,
+    /// `dlstat`: traffic counters per link (netadm's `dlstat` verb).
+    Dlstat,
 }
 
 /// dladm verbs netadm has, under the same names.
@@ -176,6 +178,7 @@ impl Personality {
         match arg0.and_then(|a| Path::new(a).file_name()).and_then(|n| n.to_str()) {
             Some("dladm") => Self::Dladm,
             Some("ipadm") => Self::Ipadm,
+            Some("dlstat") => Self::Dlstat,
             _ => Self::Netadm,
         }
     }
@@ -186,6 +189,7 @@ impl Personality {
             Self::Netadm => "netadm",
             Self::Dladm => "dladm",
             Self::Ipadm => "ipadm",
+            Self::Dlstat => "dlstat",
         }
     }
 
@@ -203,7 +207,7 @@ impl Personality {
     /// Whether `verb`'s successful output is printed: illumos's mutating
     /// verbs say nothing (scripts read their exit status).
     pub fn prints(self, verb: &str, json: bool) -> bool {
-        !self.is_illumos() || json || verb.starts_with("show-")
+        !self.is_illumos() || json || verb.starts_with("show-") || verb == "dlstat"
     }
 
     /// Rewrites the command line `args` (`args[0]` the program) into
@@ -222,6 +226,13 @@ impl Personality {
                 a if a.starts_with("--bus=") => at += 1,
                 _ => break,
             }
+        }
+        if self == Self::Dlstat {
+            // dlstat has one verb, netadm's `dlstat`: its subcommand
+            // (show-link, show-aggr, ...) is that verb's first operand.
+            args[0] = name.to_owned();
+            args.insert(at, "dlstat".to_owned());
+            return Ok(args);
         }
         let Some(verb) = args.get(at).cloned() else {
             if self == Self::Dladm {
@@ -303,6 +314,7 @@ impl Personality {
             Self::Netadm => true,
             Self::Dladm => DLADM.contains(&verb),
             Self::Ipadm => IPADM.iter().any(|(_, n)| *n == verb),
+            Self::Dlstat => verb == "dlstat",
         };
         let hide: Vec<String> =
             cmd.get_subcommands().map(|s| s.get_name().to_owned()).filter(|v| !keep(v)).collect();
@@ -413,6 +425,19 @@ mod tests {
         assert_eq!(Personality::from_argv0(Some("ipadm")), Personality::Ipadm);
         assert_eq!(Personality::from_argv0(Some("/x/netadm")), Personality::Netadm);
         assert_eq!(Personality::from_argv0(None), Personality::Netadm);
+        assert_eq!(Personality::from_argv0(Some("/usr/sbin/dlstat")), Personality::Dlstat);
+        let t = |args: &[&str]| {
+            let mut v = vec!["dlstat".to_owned()];
+            v.extend(args.iter().map(|a| a.to_string()));
+            Personality::Dlstat.translate(v).unwrap()
+        };
+        // dlstat's subcommands are operands of netadm's dlstat verb.
+        assert_eq!(t(&[]), ["dlstat", "dlstat"]);
+        assert_eq!(
+            t(&["--json", "show-aggr", "-r", "aggr0"]),
+            ["dlstat", "--json", "dlstat", "show-aggr", "-r", "aggr0"]
+        );
+        assert_eq!(t(&["-i", "1", "net0"]), ["dlstat", "dlstat", "-i", "1", "net0"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod apply;
 mod complete;
 mod demo;
 mod dispatch;
+mod dlstat;
 mod error;
 #[cfg(feature = "gen")]
 mod generate;
@@ -208,6 +209,32 @@ enum Verb {
     },
     /// Show datalinks.
     ShowLink(LinkShow),
+    /// Show traffic counters per link, as dlstat(8):
+    /// `dlstat [show-link|show-phys|show-aggr|show-vnic] [LINK]`.
+    Dlstat {
+        /// Receive side only: IPKTS RBYTES IDROPS.
+        #[arg(short = 'r', conflicts_with = "tx")]
+        rx: bool,
+        /// Transmit side only: OPKTS OBYTES ODROPS.
+        #[arg(short = 't')]
+        tx: bool,
+        /// Repeat every INTERVAL seconds, showing what each interval
+        /// counted (the first table: everything so far).
+        #[arg(short = 'i', value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+        interval: Option<u64>,
+        /// With -i: stop after COUNT tables (default: until interrupted).
+        #[arg(short = 'c', value_name = "COUNT", requires = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+        #[command(flatten)]
+        show: ShowOpts,
+        /// show-link (the default), show-phys, show-aggr or show-vnic; or
+        /// the link.
+        #[arg(value_name = "SUBCOMMAND")]
+        what: Option<String>,
+        /// Show only this link (of show-aggr: this aggregation).
+        #[arg(id = "name", value_name = "LINK")]
+        link: Option<String>,
+    },
     /// Rename a datalink.
     RenameLink {
         /// Temporary: do not persist the change.
@@ -885,6 +912,70 @@ async fn run(
                 }
             };
             ctx.table(show.format(json), show::LINK_STATS_COLUMNS, table).await
+        }
+        Verb::Dlstat { rx, tx, interval, count, show, what, link } => {
+            let (object, link) = dlstat::Object::parse(what, link)?;
+            let side = match (rx, tx) {
+                (true, _) => dlstat::Side::Rx,
+                (_, true) => dlstat::Side::Tx,
+                _ => dlstat::Side::Both,
+            };
+            let fmt = show.format(json);
+            render::render(&Table { columns: dlstat::columns(object, side), rows: vec![] }, &fmt)?;
+            // The links it shows, and the counters (a physical link's or an
+            // aggregation port's from the ports, others' from the links').
+            let fetch = async || -> Result<_, CliError> {
+                let (names, aggrs, stats) = match object {
+                    dlstat::Object::Link => {
+                        let s = p.show_link_stats().await.map_err(err)?;
+                        (s.iter().map(|s| s.link.clone()).collect(), vec![], s)
+                    }
+                    dlstat::Object::Phys => {
+                        let phys = p.show_phys().await.map_err(err)?;
+                        let s = p.show_stats().await.map_err(err)?;
+                        (phys.into_iter().map(|p| p.link).collect(), vec![], s)
+                    }
+                    dlstat::Object::Vnic => {
+                        let vnics = p.show_vnic().await.map_err(err)?;
+                        let s = p.show_link_stats().await.map_err(err)?;
+                        (vnics.into_iter().map(|v| v.link).collect(), vec![], s)
+                    }
+                    dlstat::Object::Aggr => {
+                        let a = p.show_aggr().await.map_err(err)?;
+                        let s = p.show_stats().await.map_err(err)?;
+                        (vec![], a, s)
+                    }
+                };
+                let names: Vec<String> = match &link {
+                    Some(l) if object == dlstat::Object::Aggr => vec![l.clone()],
+                    Some(l) => show::pick(names, Some(l), |n| n.as_str(), object.what())?,
+                    None => names,
+                };
+                let aggrs = match &link {
+                    Some(l) if object == dlstat::Object::Aggr => {
+                        show::pick(aggrs, Some(l), |a| a.link.as_str(), object.what())?
+                    }
+                    _ => aggrs,
+                };
+                Ok((names, aggrs, stats))
+            };
+            let (names, aggrs, mut before) = fetch().await?;
+            let t = dlstat::table(object, side, &names, &aggrs, &before, None);
+            let Some(secs) = interval else { return render::render(&t, &fmt) };
+            let mut out = std::io::stdout();
+            let _ = out.write_all(render::render(&t, &fmt)?.as_bytes());
+            let mut shown = 1;
+            while count.is_none_or(|c| shown < c) {
+                // The interval the operator asked for (-i), between reads.
+                tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+                let (names, aggrs, now) = fetch().await?;
+                let t = dlstat::table(object, side, &names, &aggrs, &now, Some(&before));
+                let _ = out.write_all(render::render(&t, &fmt)?.as_bytes());
+                let _ = out.flush();
+                before = now;
+                shown += 1;
+            }
+            Ok(String::new())
         }
         Verb::ShowPhys(PhysShow { stats: true, show, link, .. }) => {
             let rows =

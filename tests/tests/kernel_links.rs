@@ -448,8 +448,7 @@ impl Pinger {
 
 /// The far side's receive counter of `d` in `ns`, bytes.
 fn rx_bytes(ns: &str, d: &str) -> u64 {
-    let v: Value = serde_json::from_str(&ip(ns, &["-s", "-j", "link", "show", "dev", d])).unwrap();
-    v[0]["stats64"]["rx"]["bytes"].as_u64().unwrap()
+    link_counts(ns, d)[1]
 }
 
 /// The rate far0 receives, Mb/s of whole frames (what maxbw counts),

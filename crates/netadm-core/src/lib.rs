@@ -433,6 +433,8 @@ impl Core {
     reads! {
         /// Traffic counters of every physical link and aggregation.
         fn show_stats() -> Vec<StatsRow>;
+        /// Traffic counters of every link but etherstubs (`dlstat`).
+        fn show_link_stats() -> Vec<StatsRow>;
         /// What link protection dropped and let through on each protected
         /// VNIC (and each that was protected since netadmd started).
         fn show_protect_stats() -> Vec<ProtectRow>;

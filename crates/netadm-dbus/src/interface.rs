@@ -219,6 +219,10 @@ macro_rules! interface {
             read show_traffic() -> Vec<TrafficInfo> = "show-traffic";
             /// Traffic counters of every physical link and aggregation.
             read show_stats() -> Vec<LinkStats> = "show-link -s, show-phys -s";
+            /// Traffic counters of every link but etherstubs: a physical
+            /// link's and an aggregation's from their ports, a VNIC's or
+            /// VLAN's from its device (zero while it has none).
+            read show_link_stats() -> Vec<LinkStats> = "dlstat";
             /// What link protection dropped (by reason) and let through on
             /// each VNIC it guards.
             read show_protect_stats() -> Vec<ProtectStats> = "show-link -s (protection)";

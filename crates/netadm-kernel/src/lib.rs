@@ -84,8 +84,8 @@ pub use ethtool::{
 };
 pub use events::{Events, Touched};
 pub use links::{
-    BondChange, BondMode, BondPort, BondSpec, BondState, LacpRate, LinkDetail, LinkKind,
-    MacVlanMode, NewLink, OperState, XmitHashPolicy, lacp,
+    BondChange, BondMode, BondPort, BondSpec, BondState, LacpRate, LinkCounters, LinkDetail,
+    LinkKind, MacVlanMode, NewLink, OperState, XmitHashPolicy, lacp,
 };
 pub use netlink::{KernelLink, Netlink};
 pub use netns::{NETNS_DIR, Netns};

@@ -934,6 +934,57 @@ impl Netlink {
         let all = self.wait("list links", async move { req.try_collect::<Vec<_>>().await })?;
         Ok(all.iter().map(LinkDetail::parse).collect())
     }
+
+    /// Every link's traffic counters in the connection's namespace, by
+    /// name (one dump; the kernel's `IFLA_STATS64`, as `ip -s link`).
+    pub fn link_counters(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, LinkCounters>, KernelError> {
+        let req = self.handle().link().get().execute();
+        let all = self.wait("list links", async move { req.try_collect::<Vec<_>>().await })?;
+        Ok(all.iter().filter_map(LinkCounters::parse).collect())
+    }
+}
+
+/// A link's traffic counters as the kernel keeps them (`ip -s link`), in
+/// the device's own sense: `rx` is what it received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Frames dropped on receive.
+    pub rx_dropped: u64,
+    /// Frames dropped on send.
+    pub tx_dropped: u64,
+}
+
+impl LinkCounters {
+    /// The name and counters a link message carries (none without both).
+    fn parse(m: &LinkMessage) -> Option<(String, Self)> {
+        let name = m.attributes.iter().find_map(|a| match a {
+            LinkAttribute::IfName(n) => Some(n.clone()),
+            _ => None,
+        })?;
+        let s = m.attributes.iter().find_map(|a| match a {
+            LinkAttribute::Stats64(s) => Some(s),
+            _ => None,
+        })?;
+        let c = LinkCounters {
+            rx_packets: s.rx_packets,
+            rx_bytes: s.rx_bytes,
+            tx_packets: s.tx_packets,
+            tx_bytes: s.tx_bytes,
+            rx_dropped: s.rx_dropped,
+            tx_dropped: s.tx_dropped,
+        };
+        Some((name, c))
+    }
 }
 
 #[cfg(test)]

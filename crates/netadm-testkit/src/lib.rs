@@ -54,8 +54,8 @@ pub use cli::{
 pub use daemon::{Daemon, DaemonBuilder, SERVING};
 pub use fixtures::Hardware;
 pub use netns::{
-    Netns, Scratch, bridged_far_side, enter, ip, kernel_far_side, netadm_far_side, sweep_stale,
-    veth, veth_nic,
+    Netns, Scratch, bridged_far_side, enter, ip, kernel_far_side, link_counts, netadm_far_side,
+    sweep_stale, veth, veth_nic,
 };
 pub use process::{Lines, Reaped, command, dhcp_server, in_netns, run, sh, words};
 

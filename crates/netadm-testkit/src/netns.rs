@@ -104,6 +104,16 @@ pub fn ip(ns: &str, args: &[&str]) -> String {
     run(&[&["ip", "-n", ns][..], args].concat()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// What device `dev` in `ns` received and sent, as the kernel counts it
+/// (`ip -s link`): [rx packets, rx bytes, tx packets, tx bytes].
+pub fn link_counts(ns: &str, dev: &str) -> [u64; 4] {
+    let out = ip(ns, &["-s", "-j", "link", "show", "dev", dev]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let s = &v[0]["stats64"];
+    let n = |side: &str, what: &str| s[side][what].as_u64().unwrap_or_else(|| panic!("{v}"));
+    [n("rx", "packets"), n("rx", "bytes"), n("tx", "packets"), n("tx", "bytes")]
+}
+
 /// Kills (SIGKILL) every process in namespace `name`.
 fn kill_inside(name: &str) {
     for p in run(&["ip", "netns", "pids", name]).unwrap_or_default().split_whitespace() {

@@ -128,6 +128,36 @@ impl Mirror {
             .collect()
     }
 
+    /// The kernel's counters of the devices named as `links`, each in its
+    /// zone (`None`: netadmd's own namespace): a VNIC's or VLAN's device
+    /// (its interface's TAP over emulated links; its macvlan, veth end or
+    /// 802.1Q device over kernel ones). One dump a namespace; a link whose
+    /// device is not there (no IP interface over emulated links, a zone
+    /// that is gone) has none.
+    pub(crate) fn device_counters(
+        &self,
+        links: &[(LinkName, Option<String>)],
+    ) -> BTreeMap<LinkName, netadm_kernel::LinkCounters> {
+        let mut by_zone: BTreeMap<Option<&str>, Vec<&LinkName>> = BTreeMap::new();
+        for (n, z) in links {
+            by_zone.entry(z.as_deref()).or_default().push(n);
+        }
+        let mut out = BTreeMap::new();
+        for (z, names) in by_zone {
+            let dump = match z {
+                None => self.nl.link_counters(),
+                Some(z) => self.zone(z).and_then(|z| z.nl.link_counters()),
+            };
+            let Ok(mut dump) = dump else { continue };
+            for n in names {
+                if let Some(c) = dump.remove(n.as_str()) {
+                    out.insert(n.clone(), c);
+                }
+            }
+        }
+        out
+    }
+
     /// Zone `z`, opened (again, if its name no longer names the namespace
     /// opened before).
     fn zone(&self, z: &str) -> Result<Arc<Zone>, KernelError> {

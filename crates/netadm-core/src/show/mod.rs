@@ -130,6 +130,38 @@ impl Reads<'_> {
             .collect()
     }
 
+    /// Traffic counters of every link but etherstubs (`dlstat`): a
+    /// physical link's and an aggregation's are their ports' (as
+    /// [`Reads::show_stats`]); a VNIC's or VLAN's are its kernel device's,
+    /// in its zone, in the link's own sense (what the zone's stack sent is
+    /// what the VNIC sent), zero while it has none.
+    pub(crate) fn show_link_stats(&self) -> Vec<crate::StatsRow> {
+        let v = self.running_view();
+        let vnics: Vec<(LinkName, Option<String>)> =
+            v.st.vnic
+                .keys()
+                .map(|n| (n.clone(), crate::mirror::zone_of(&v, &Link::Vnic(n.clone()))))
+                .collect();
+        let devices = match &self.m.mirror {
+            Some(m) => m.device_counters(&vnics),
+            None => BTreeMap::new(),
+        };
+        let mut rows = self.show_stats();
+        rows.extend(vnics.iter().map(|(n, _)| {
+            let c = devices.get(n).copied().unwrap_or_default();
+            crate::StatsRow {
+                link: n.to_string(),
+                ipackets: c.rx_packets,
+                rbytes: c.rx_bytes,
+                opackets: c.tx_packets,
+                obytes: c.tx_bytes,
+                idrops: c.rx_dropped,
+                odrops: c.tx_dropped,
+            }
+        }));
+        rows
+    }
+
     /// What link protection counted on each VNIC it guards or guarded:
     /// the datapath's guards for emulated VNICs, the kernel's counters
     /// for kernel ones.
