@@ -8,11 +8,14 @@ D=${DESTDIR:-}
 B=${BINDIR:-target/release}
 install -Dm755 "$B/netadmd" "$D/usr/sbin/netadmd"
 install -Dm755 "$B/netadm" "$D/usr/bin/netadm"
-# dladm, ipadm and dlstat are netadm under illumos's names (it reads argv[0]),
+# dladm, ipadm, dlstat, flowadm and flowstat are netadm under illumos's
+# names (it reads argv[0]),
 # where illumos has them.
 ln -sf ../bin/netadm "$D/usr/sbin/dladm"
 ln -sf ../bin/netadm "$D/usr/sbin/ipadm"
 ln -sf ../bin/netadm "$D/usr/sbin/dlstat"
+ln -sf ../bin/netadm "$D/usr/sbin/flowadm"
+ln -sf ../bin/netadm "$D/usr/sbin/flowstat"
 install -Dm644 systemd/netadmd.service "$D/usr/lib/systemd/system/netadmd.service"
 install -Dm644 systemd/org.netadm.Netadm1.conf "$D/usr/share/dbus-1/system.d/org.netadm.Netadm1.conf"
 install -Dm644 systemd/org.netadm.Netadm1.service "$D/usr/share/dbus-1/system-services/org.netadm.Netadm1.service"

@@ -3,7 +3,7 @@
 //! INTERVAL] [LINK]`). Pure: what to ask for and how one answer (or two,
 //! an interval apart) becomes a table; the bus calls are in `main.rs`.
 
-use netadm_dbus::{AggrInfo, LinkStats};
+use netadm_dbus::{AggrInfo, FlowStats, LinkStats};
 
 use crate::error::CliError;
 use crate::render::{Cell, Row, Table};
@@ -19,6 +19,8 @@ pub enum Object {
     Aggr,
     /// `show-vnic`: VNICs.
     Vnic,
+    /// flowstat's: flows.
+    Flow,
 }
 
 impl Object {
@@ -54,8 +56,35 @@ impl Object {
             Self::Phys => "physical link",
             Self::Aggr => "aggregation",
             Self::Vnic => "VNIC",
+            Self::Flow => "flow",
         }
     }
+}
+
+/// The side `-r` (`rx`) or `-t` (`tx`) asks for.
+pub fn side(rx: bool, tx: bool) -> Side {
+    match (rx, tx) {
+        (true, _) => Side::Rx,
+        (_, true) => Side::Tx,
+        _ => Side::Both,
+    }
+}
+
+/// Flows' counters as a link's, by flow name (a flow drops only on send:
+/// what its limits policed).
+pub fn flow_counts(flows: &[FlowStats]) -> Vec<LinkStats> {
+    flows
+        .iter()
+        .map(|f| LinkStats {
+            link: f.flow.clone(),
+            ipackets: f.ipackets,
+            rbytes: f.rbytes,
+            opackets: f.opackets,
+            obytes: f.obytes,
+            idrops: 0,
+            odrops: f.odrops,
+        })
+        .collect()
 }
 
 /// Which side dlstat shows: both (its default), receive (`-r`) or
@@ -72,6 +101,13 @@ pub enum Side {
 
 /// The columns of `object`'s table on `side`, dlstat's names.
 pub fn columns(object: Object, side: Side) -> &'static [&'static str] {
+    if object == Object::Flow {
+        return match side {
+            Side::Both => &["FLOW", "IPKTS", "RBYTES", "OPKTS", "OBYTES"],
+            Side::Rx => &["FLOW", "IPKTS", "RBYTES"],
+            Side::Tx => &["FLOW", "OPKTS", "OBYTES", "ODROPS"],
+        };
+    }
     match (object == Object::Aggr, side) {
         (false, Side::Both) => &["LINK", "IPKTS", "RBYTES", "OPKTS", "OBYTES"],
         (false, Side::Rx) => &["LINK", "IPKTS", "RBYTES", "IDROPS"],
@@ -137,7 +173,8 @@ pub fn table(
             })
             .collect(),
         _ => {
-            links.iter().map(|l| counters(Row::new().cell("LINK", Cell::text(l)), &of(l))).collect()
+            let key = if object == Object::Flow { "FLOW" } else { "LINK" };
+            links.iter().map(|l| counters(Row::new().cell(key, Cell::text(l)), &of(l))).collect()
         }
     };
     Table { columns: columns(object, side), rows }

@@ -41,7 +41,14 @@ pub fn generate(dir: &Path, date: &str) -> Result<(), String> {
             .and_then(|()| std::fs::write(&path, text))
             .map_err(|e| format!("{}: {e}", path.display()))
     };
-    for who in [Personality::Netadm, Personality::Dladm, Personality::Ipadm, Personality::Dlstat] {
+    for who in [
+        Personality::Netadm,
+        Personality::Dladm,
+        Personality::Ipadm,
+        Personality::Dlstat,
+        Personality::Flowadm,
+        Personality::Flowstat,
+    ] {
         let name = who.name();
         write(&format!("man/{name}.8"), &man_page(who, date))?;
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
@@ -264,6 +271,8 @@ fn man_page(who: Personality, date: &str) -> String {
             "administer IP interfaces and addresses (netadm under illumos's name)"
         }
         Personality::Dlstat => "show traffic counters per link (netadm under illumos's name)",
+        Personality::Flowadm => "administer flows (netadm under illumos's name)",
+        Personality::Flowstat => "show what each flow carried (netadm under illumos's name)",
     };
     out += &section("NAME", &[&format!("{name} - {about}")]);
     out += &section("SYNOPSIS", &[]);
@@ -304,13 +313,16 @@ fn man_page(who: Personality, date: &str) -> String {
         Personality::Dladm => DLADM_EXAMPLES,
         Personality::Ipadm => IPADM_EXAMPLES,
         Personality::Dlstat => DLSTAT_EXAMPLES,
+        Personality::Flowadm => FLOWADM_EXAMPLES,
+        Personality::Flowstat => FLOWSTAT_EXAMPLES,
     });
-    let others: Vec<String> = ["netadm", "dladm", "ipadm", "dlstat", "netadmd"]
-        .iter()
-        .filter(|o| **o != name)
-        .map(|o| format!("{o}(8)"))
-        .chain(["netadm.toml(5)".to_owned(), "systemctl(1)".to_owned()])
-        .collect();
+    let others: Vec<String> =
+        ["netadm", "dladm", "ipadm", "dlstat", "flowadm", "flowstat", "netadmd"]
+            .iter()
+            .filter(|o| **o != name)
+            .map(|o| format!("{o}(8)"))
+            .chain(["netadm.toml(5)".to_owned(), "systemctl(1)".to_owned()])
+            .collect();
     out += &section("SEE ALSO", &[&others.join(", ")]);
     // Doc comments mark names with backticks, which a page does not.
     out.replace('`', "")
@@ -336,6 +348,13 @@ fn description(who: Personality) -> Vec<&'static str> {
         Personality::Dlstat => vec![
             "dlstat is netadm(8) started under that name (/usr/sbin/dlstat is a link to it), netadm's dlstat verb: what each link received and sent (IPKTS RBYTES OPKTS OBYTES), as illumos's dlstat prints it. show-link (the default) shows every link but etherstubs, show-phys the physical links, show-aggr each aggregation's ports, show-vnic the VNICs. -r shows the receive side, -t the transmit side, each with its drops; -i INTERVAL repeats, showing what each interval counted (-c COUNT stops after COUNT tables).",
             "A physical link's and an aggregation port's counters are its port's; a VNIC's or VLAN's are its kernel device's (its IP interface over emulated links; its macvlan, veth or VLAN device over kernel ones), zero while it has none.",
+        ],
+        Personality::Flowadm => vec![
+            "flowadm is netadm(8) started under that name (/usr/sbin/flowadm is a link to it): the flow verbs of illumos's flowadm. A flow is the traffic of one link that matches its attributes (transport, local_ip, remote_ip, local_port, remote_port, dsfield; seen from the link: local is its own side), which its properties govern: maxbw limits what it sends, priority (low, medium, high; medium unless set) is its claim on the port when the port is saturated. A frame belongs to the most specific flow that matches it. Flows are enforced on netadm's datapath (links over its own ports); kernel links refuse them (NotSupported). Mutating verbs print nothing on success unless --json.",
+            common,
+        ],
+        Personality::Flowstat => vec![
+            "flowstat is netadm(8) started under that name (/usr/sbin/flowstat is a link to it), netadm's flowstat verb: what each flow carried (IPKTS RBYTES OPKTS OBYTES), in its link's sense. -r shows the receive side, -t the transmit side, -l LINK the flows of one link; -i INTERVAL repeats, showing what each interval counted (-c COUNT stops after COUNT tables).",
         ],
     }
 }
@@ -450,6 +469,20 @@ const DLSTAT_EXAMPLES: &[(&str, &str)] = &[
     ("What each port of aggr0 received, second by second:", "dlstat show-aggr -r -i 1 aggr0"),
     ("One VNIC's bytes sent, for a script:", "dlstat show-vnic -t -p -o obytes vnic0"),
 ];
+
+const FLOWADM_EXAMPLES: &[(&str, &str)] = &[
+    (
+        "SSH on vnic0 limited to 10 Mb/s, and DNS sent first when the port is full:",
+        "flowadm add-flow -l vnic0 -a transport=tcp,local_port=22 -p maxbw=10M ssh\nflowadm add-flow -l vnic0 -a transport=udp,remote_port=53 -p priority=high dns",
+    ),
+    (
+        "The flows of vnic0, and their properties:",
+        "flowadm show-flow -l vnic0\nflowadm show-flowprop -l vnic0",
+    ),
+];
+
+const FLOWSTAT_EXAMPLES: &[(&str, &str)] =
+    &[("What each flow sent, second by second:", "flowstat -t -i 1")];
 
 const IPADM_EXAMPLES: &[(&str, &str)] = &[
     (

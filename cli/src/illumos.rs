@@ -32,7 +32,18 @@ pub enum Personality {
     Ipadm,
     /// `dlstat`: traffic counters per link (netadm's `dlstat` verb).
     Dlstat,
+    /// `flowadm`: the flow verbs.
+    Flowadm,
+    /// `flowstat`: what each flow carried (netadm's `flowstat` verb).
+    Flowstat,
 }
+
+/// flowadm verbs netadm has, under the same names.
+pub(crate) const FLOWADM: &[&str] =
+    &["add-flow", "remove-flow", "show-flow", "set-flowprop", "reset-flowprop", "show-flowprop"];
+
+/// flowadm verbs netadm does not have yet.
+pub(crate) const FLOWADM_NOT_YET: &[&str] = &["show-usage"];
 
 /// dladm verbs netadm has, under the same names.
 const DLADM: &[&str] = &[
@@ -169,6 +180,8 @@ pub(crate) const LONG: &[(&str, &str)] = &[
     ("release", "-r"),
     ("wait", "-w"),
     ("module", "-m"),
+    // flowadm's -a.
+    ("attr", "-a"),
 ];
 
 impl Personality {
@@ -179,6 +192,8 @@ impl Personality {
             Some("dladm") => Self::Dladm,
             Some("ipadm") => Self::Ipadm,
             Some("dlstat") => Self::Dlstat,
+            Some("flowadm") => Self::Flowadm,
+            Some("flowstat") => Self::Flowstat,
             _ => Self::Netadm,
         }
     }
@@ -190,6 +205,8 @@ impl Personality {
             Self::Dladm => "dladm",
             Self::Ipadm => "ipadm",
             Self::Dlstat => "dlstat",
+            Self::Flowadm => "flowadm",
+            Self::Flowstat => "flowstat",
         }
     }
 
@@ -207,7 +224,7 @@ impl Personality {
     /// Whether `verb`'s successful output is printed: illumos's mutating
     /// verbs say nothing (scripts read their exit status).
     pub fn prints(self, verb: &str, json: bool) -> bool {
-        !self.is_illumos() || json || verb.starts_with("show-") || verb == "dlstat"
+        !self.is_illumos() || json || verb.starts_with("show-") || verb.ends_with("stat")
     }
 
     /// Rewrites the command line `args` (`args[0]` the program) into
@@ -227,11 +244,12 @@ impl Personality {
                 _ => break,
             }
         }
-        if self == Self::Dlstat {
-            // dlstat has one verb, netadm's `dlstat`: its subcommand
-            // (show-link, show-aggr, ...) is that verb's first operand.
+        if matches!(self, Self::Dlstat | Self::Flowstat) {
+            // dlstat and flowstat are one verb each, netadm's of their
+            // name: dlstat's subcommand (show-link, show-aggr, ...) is
+            // that verb's first operand.
             args[0] = name.to_owned();
-            args.insert(at, "dlstat".to_owned());
+            args.insert(at, name.to_owned());
             return Ok(args);
         }
         let Some(verb) = args.get(at).cloned() else {
@@ -247,6 +265,10 @@ impl Personality {
         let netadm_verb = match self {
             Self::Dladm if DLADM.contains(&verb.as_str()) => verb.clone(),
             Self::Dladm if DLADM_NOT_YET.contains(&verb.as_str()) => {
+                return Err(not_yet(verb));
+            }
+            Self::Flowadm if FLOWADM.contains(&verb.as_str()) => verb.clone(),
+            Self::Flowadm if FLOWADM_NOT_YET.contains(&verb.as_str()) => {
                 return Err(not_yet(verb));
             }
             Self::Ipadm if IPADM_NOT_YET.contains(&verb.as_str()) => {
@@ -314,7 +336,8 @@ impl Personality {
             Self::Netadm => true,
             Self::Dladm => DLADM.contains(&verb),
             Self::Ipadm => IPADM.iter().any(|(_, n)| *n == verb),
-            Self::Dlstat => verb == "dlstat",
+            Self::Dlstat | Self::Flowstat => verb == self.name(),
+            Self::Flowadm => FLOWADM.contains(&verb),
         };
         let hide: Vec<String> =
             cmd.get_subcommands().map(|s| s.get_name().to_owned()).filter(|v| !keep(v)).collect();
@@ -348,7 +371,8 @@ impl Personality {
 /// The short option netadm spells illumos's `--opt` with.
 fn long_option(verb: &str, opt: &str) -> Result<&'static str, CliError> {
     if opt == "parsable"
-        && ["show-linkprop", "show-ifprop", "show-addrprop", "show-prop"].contains(&verb)
+        && ["show-linkprop", "show-ifprop", "show-addrprop", "show-prop", "show-flowprop"]
+            .contains(&verb)
     {
         return Ok("-c");
     }

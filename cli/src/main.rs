@@ -173,6 +173,33 @@ struct PhysShow {
     link: Option<String>,
 }
 
+/// The options of `dlstat` and `flowstat`.
+#[derive(Debug, Args)]
+struct StatOpts {
+    /// Receive side only: IPKTS RBYTES (and drops).
+    #[arg(short = 'r', conflicts_with = "tx")]
+    rx: bool,
+    /// Transmit side only: OPKTS OBYTES (and drops).
+    #[arg(short = 't')]
+    tx: bool,
+    /// Repeat every INTERVAL seconds, showing what each interval counted
+    /// (the first table: everything so far).
+    #[arg(short = 'i', value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+    /// With -i: stop after COUNT tables (default: until interrupted).
+    #[arg(short = 'c', value_name = "COUNT", requires = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+    #[command(flatten)]
+    show: ShowOpts,
+}
+
+impl StatOpts {
+    /// The side asked for, and the output format.
+    fn parts(&self, json: bool) -> (dlstat::Side, Format) {
+        (dlstat::side(self.rx, self.tx), self.show.format(json))
+    }
+}
+
 /// The arguments of `show-link`.
 #[derive(Debug, Args)]
 struct LinkShow {
@@ -209,24 +236,107 @@ enum Verb {
     },
     /// Show datalinks.
     ShowLink(LinkShow),
+    /// Add a flow (flowadm add-flow): the traffic of a link that matches
+    /// its attributes, limited by its own maxbw and sent at its own
+    /// priority.
+    AddFlow {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// The link it is on.
+        #[arg(short = 'l', value_name = "LINK")]
+        link: String,
+        /// What it matches, ATTR=VALUE,... (may repeat): transport,
+        /// local_ip, remote_ip, local_port, remote_port, dsfield.
+        #[arg(short = 'a', value_name = "ATTR=VALUE,...", required = true)]
+        attrs: Vec<String>,
+        /// Flow properties, PROP=VALUE,... (may repeat): maxbw, priority.
+        #[arg(short = 'p', value_name = "PROP=VALUE,...")]
+        props: Vec<String>,
+        /// Flow name.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: String,
+    },
+    /// Remove a flow, or every flow on a link (-l LINK).
+    RemoveFlow {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Every flow on this link.
+        #[arg(
+            short = 'l',
+            value_name = "LINK",
+            conflicts_with = "name",
+            required_unless_present = "name"
+        )]
+        link: Option<String>,
+        /// Flow name.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: Option<String>,
+    },
+    /// Show flows: FLOW LINK IPADDR PROTO LPORT RPORT DSFLD.
+    ShowFlow {
+        #[command(flatten)]
+        show: ShowOpts,
+        /// Only the flows on this link.
+        #[arg(short = 'l', value_name = "LINK")]
+        link: Option<String>,
+        /// Show only this flow.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: Option<String>,
+    },
+    /// Set flow properties (maxbw, priority).
+    SetFlowprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP=VALUE,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP=VALUE,...", required = true)]
+        props: Vec<String>,
+        /// Flow name.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: String,
+    },
+    /// Reset flow properties to their defaults (all without -p).
+    ResetFlowprop {
+        /// Temporary: do not persist the change.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// PROP,... (may repeat).
+        #[arg(short = 'p', value_name = "PROP,...", id = "names")]
+        props: Vec<String>,
+        /// Flow name.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: String,
+    },
+    /// Show flow properties: FLOW PROPERTY VALUE DEFAULT POSSIBLE.
+    ShowFlowprop {
+        #[command(flatten)]
+        show: PropShowOpts,
+        /// Only the flows on this link.
+        #[arg(short = 'l', value_name = "LINK")]
+        link: Option<String>,
+        /// Show only this flow.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: Option<String>,
+    },
+    /// Show what each flow carried, as flowstat(8): FLOW IPKTS RBYTES
+    /// OPKTS OBYTES.
+    Flowstat {
+        #[command(flatten)]
+        stat: StatOpts,
+        /// Only the flows on this link.
+        #[arg(short = 'l', value_name = "LINK")]
+        link: Option<String>,
+        /// Show only this flow.
+        #[arg(id = "name", value_name = "FLOW")]
+        flow: Option<String>,
+    },
     /// Show traffic counters per link, as dlstat(8):
     /// `dlstat [show-link|show-phys|show-aggr|show-vnic] [LINK]`.
     Dlstat {
-        /// Receive side only: IPKTS RBYTES IDROPS.
-        #[arg(short = 'r', conflicts_with = "tx")]
-        rx: bool,
-        /// Transmit side only: OPKTS OBYTES ODROPS.
-        #[arg(short = 't')]
-        tx: bool,
-        /// Repeat every INTERVAL seconds, showing what each interval
-        /// counted (the first table: everything so far).
-        #[arg(short = 'i', value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
-        interval: Option<u64>,
-        /// With -i: stop after COUNT tables (default: until interrupted).
-        #[arg(short = 'c', value_name = "COUNT", requires = "interval", value_parser = clap::value_parser!(u64).range(1..))]
-        count: Option<u64>,
         #[command(flatten)]
-        show: ShowOpts,
+        stat: StatOpts,
         /// show-link (the default), show-phys, show-aggr or show-vnic; or
         /// the link.
         #[arg(value_name = "SUBCOMMAND")]
@@ -879,6 +989,38 @@ fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Prints the table `table` makes of what `fetch` reads: once, or with
+/// `interval` every INTERVAL seconds (`count` tables, or until
+/// interrupted), each of what the interval counted (`table` is given the
+/// read before).
+async fn every<T, Fut>(
+    fmt: &Format,
+    interval: Option<u64>,
+    count: Option<u64>,
+    fetch: impl Fn() -> Fut,
+    table: impl Fn(&T, Option<&T>) -> Table,
+) -> Result<String, CliError>
+where
+    Fut: Future<Output = Result<T, CliError>>,
+{
+    let mut before = fetch().await?;
+    let first = render::render(&table(&before, None), fmt)?;
+    let Some(secs) = interval else { return Ok(first) };
+    let mut out = std::io::stdout();
+    let _ = out.write_all(first.as_bytes());
+    let mut shown = 1;
+    while count.is_none_or(|c| shown < c) {
+        // The interval the operator asked for (-i), between reads.
+        tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+        let now = fetch().await?;
+        let _ = out.write_all(render::render(&table(&now, Some(&before)), fmt)?.as_bytes());
+        let _ = out.flush();
+        before = now;
+        shown += 1;
+    }
+    Ok(String::new())
+}
+
 /// Runs `verb` (parsed from `matches`, defined by `command`): the verbs
 /// whose command line differs from their bus method's shape are written
 /// out here; every other comes from the interface's declaration
@@ -913,14 +1055,9 @@ async fn run(
             };
             ctx.table(show.format(json), show::LINK_STATS_COLUMNS, table).await
         }
-        Verb::Dlstat { rx, tx, interval, count, show, what, link } => {
+        Verb::Dlstat { stat, what, link } => {
             let (object, link) = dlstat::Object::parse(what, link)?;
-            let side = match (rx, tx) {
-                (true, _) => dlstat::Side::Rx,
-                (_, true) => dlstat::Side::Tx,
-                _ => dlstat::Side::Both,
-            };
-            let fmt = show.format(json);
+            let (side, fmt) = stat.parts(json);
             render::render(&Table { columns: dlstat::columns(object, side), rows: vec![] }, &fmt)?;
             // The links it shows, and the counters (a physical link's or an
             // aggregation port's from the ports, others' from the links').
@@ -945,6 +1082,8 @@ async fn run(
                         let s = p.show_stats().await.map_err(err)?;
                         (vec![], a, s)
                     }
+                    // Not one of dlstat's subcommands (Object::parse).
+                    dlstat::Object::Flow => return Err(CliError::invalid_argument("use flowstat")),
                 };
                 let names: Vec<String> = match &link {
                     Some(l) if object == dlstat::Object::Aggr => vec![l.clone()],
@@ -959,23 +1098,30 @@ async fn run(
                 };
                 Ok((names, aggrs, stats))
             };
-            let (names, aggrs, mut before) = fetch().await?;
-            let t = dlstat::table(object, side, &names, &aggrs, &before, None);
-            let Some(secs) = interval else { return render::render(&t, &fmt) };
-            let mut out = std::io::stdout();
-            let _ = out.write_all(render::render(&t, &fmt)?.as_bytes());
-            let mut shown = 1;
-            while count.is_none_or(|c| shown < c) {
-                // The interval the operator asked for (-i), between reads.
-                tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
-                let (names, aggrs, now) = fetch().await?;
-                let t = dlstat::table(object, side, &names, &aggrs, &now, Some(&before));
-                let _ = out.write_all(render::render(&t, &fmt)?.as_bytes());
-                let _ = out.flush();
-                before = now;
-                shown += 1;
-            }
-            Ok(String::new())
+            type Read = (Vec<String>, Vec<netadm_dbus::AggrInfo>, Vec<netadm_dbus::LinkStats>);
+            let table = |(names, aggrs, now): &Read, before: Option<&Read>| {
+                dlstat::table(object, side, names, aggrs, now, before.map(|b| &b.2[..]))
+            };
+            every(&fmt, stat.interval, stat.count, fetch, table).await
+        }
+        Verb::Flowstat { stat, link, flow } => {
+            let (side, fmt) = stat.parts(json);
+            let object = dlstat::Object::Flow;
+            render::render(&Table { columns: dlstat::columns(object, side), rows: vec![] }, &fmt)?;
+            let fetch = async || -> Result<_, CliError> {
+                let mut flows = p.show_flow_stats().await.map_err(err)?;
+                if let Some(l) = &link {
+                    flows.retain(|f| &f.link == l);
+                }
+                let flows = show::pick(flows, flow.as_deref(), |f| f.flow.as_str(), "flow")?;
+                let names = flows.iter().map(|f| f.flow.clone()).collect();
+                Ok((names, dlstat::flow_counts(&flows)))
+            };
+            type Read = (Vec<String>, Vec<netadm_dbus::LinkStats>);
+            let table = |(names, now): &Read, before: Option<&Read>| {
+                dlstat::table(object, side, names, &[], now, before.map(|b| &b.1[..]))
+            };
+            every(&fmt, stat.interval, stat.count, fetch, table).await
         }
         Verb::ShowPhys(PhysShow { stats: true, show, link, .. }) => {
             let rows =

@@ -5,9 +5,10 @@
 //! the printing in [`crate::render`].
 
 use netadm_dbus::{
-    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherInfo, EtherstubInfo, HistoryEntry, IfInfo,
-    IfPropInfo, LinkInfo, LinkStats, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, ProtectStats,
-    ProtoPropInfo, TrafficInfo, VlanInfo, VnicInfo,
+    AddrInfo, AddrPropInfo, AggrInfo, AggrPortInfo, EtherInfo, EtherstubInfo, FlowInfo,
+    FlowPropInfo, FlowStats, HistoryEntry, IfInfo, IfPropInfo, LinkInfo, LinkStats, PhysInfo,
+    PhysLocInfo, PhysMacInfo, PropInfo, ProtectStats, ProtoPropInfo, TrafficInfo, VlanInfo,
+    VnicInfo,
 };
 
 use serde_json::Value;
@@ -238,6 +239,32 @@ rows! {
         OBYTES: Cell::num(p.obytes),
     } extra { enforced: p.enforced.as_str() };
 
+    /// `show-flow`: flowadm's columns; IPADDR is `LCL:` the link's
+    /// address or prefix and `RMT:` the far end's. JSON has each attribute
+    /// under its own name too.
+    FlowInfo as f, "flow" flow {
+        FLOW: Cell::text(&f.flow), LINK: Cell::text(&f.link), IPADDR: Cell::text_or_dash(ipaddr(f)),
+        PROTO: Cell::text_or_dash(&f.transport), LPORT: Cell::text_or_dash(&f.local_port),
+        RPORT: Cell::text_or_dash(&f.remote_port), DSFLD: Cell::text_or_dash(&f.dsfield),
+    } extra {
+        transport: f.transport.as_str(), local_ip: f.local_ip.as_str(),
+        remote_ip: f.remote_ip.as_str(), local_port: f.local_port.as_str(),
+        remote_port: f.remote_port.as_str(), dsfield: f.dsfield.as_str(),
+    };
+
+    /// What each flow carried (`flowstat` prints these through `dlstat.rs`).
+    FlowStats as s, "flow" flow {
+        FLOW: Cell::text(&s.flow), IPKTS: Cell::num(s.ipackets), RBYTES: Cell::num(s.rbytes),
+        OPKTS: Cell::num(s.opackets), OBYTES: Cell::num(s.obytes), ODROPS: Cell::num(s.odrops),
+    } extra { link: s.link.as_str() };
+
+    /// `show-flowprop`.
+    FlowPropInfo as p {
+        FLOW: Cell::text(&p.flow), PROPERTY: Cell::text(&p.property),
+        VALUE: Cell::text_or_dash(&p.value), DEFAULT: Cell::text_or_dash(&p.default),
+        POSSIBLE: Cell::text_or_dash(&p.possible),
+    };
+
     /// `show-traffic`.
     TrafficInfo as t, "traffic on link" link {
         LINK: Cell::text(&t.link), STATE: Cell::text(if t.running { "running" } else { "stopped" }),
@@ -361,6 +388,14 @@ pub fn aggr_extended(v: &[AggrInfo], links: &[LinkInfo], phys: &[PhysInfo]) -> T
             .cell("PORTSTATE", Cell::text(&p.state))
     };
     per_port(v, EXTENDED_COLUMNS, aggr, port)
+}
+
+/// show-flow's IPADDR: `LCL:ADDR` and `RMT:ADDR` where given.
+fn ipaddr(f: &FlowInfo) -> String {
+    let sides = [("LCL", &f.local_ip), ("RMT", &f.remote_ip)];
+    let given: Vec<String> =
+        sides.iter().filter(|(_, a)| !a.is_empty()).map(|(s, a)| format!("{s}:{a}")).collect();
+    given.join(",")
 }
 
 /// The columns of `show-link -s`: [`LinkStats`]'s, and PDROPS, what link

@@ -10,9 +10,10 @@ use crate::auth::Authorizer;
 use crate::wire::{Answer, Lend, ToWire};
 use netadm_dbus::{
     AddrInfo, AddrInfoV1, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherInfo,
-    EtherstubInfo, EtherstubInfoV1, HistoryEntry, IfInfo, IfInfoV1, IfPropInfo, LinkInfo,
-    LinkStats, Links, OpResult, PhysInfo, PhysLocInfo, PhysMacInfo, PropInfo, PropNames, Props,
-    ProtectStats, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo, VnicInfo, link_path,
+    EtherstubInfo, EtherstubInfoV1, FlowInfo, FlowPropInfo, FlowStats, HistoryEntry, IfInfo,
+    IfInfoV1, IfPropInfo, LinkInfo, LinkStats, Links, OpResult, PhysInfo, PhysLocInfo, PhysMacInfo,
+    PropInfo, PropNames, Props, ProtectStats, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo,
+    VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;

@@ -188,4 +188,9 @@ fn dlstat_counts_a_kernel_vnic_in_its_zone_and_a_kernel_port_by_its_nic() {
     let port = dlstat_counts(&p[0]);
     assert!(between(n0, port, n1), "net0: dlstat {port:?}, nic0 {n0:?}..{n1:?}");
     assert!(port[2] >= vnic[2], "net0 sent less than zv0 over it: {port:?} {vnic:?}");
+
+    // Flows are netadm's datapath's: on a kernel link, refused by name.
+    let (k, m) = json_err(bus, &["add-flow", "-l", "zv0", "-a", "transport=udp", "f0"]);
+    assert_eq!(k, "NotSupported", "{m}");
+    assert!(m.contains("kernel links (zv0)"), "{m}");
 }

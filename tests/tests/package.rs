@@ -134,13 +134,16 @@ fn the_package_installs_upgrades_removes_and_purges_in_a_booted_root() {
     let conffiles = c.ok(&["dpkg-query", "-W", "-f", "${Conffiles}", "netadm"]);
     assert!(conffiles.contains("/etc/netadm/netadm.toml"), "conffiles: {conffiles}");
     assert!(c.ok(&["readlink", "/usr/sbin/ipadm"]).trim() == "../bin/netadm");
-    assert!(c.ok(&["readlink", "/usr/sbin/dlstat"]).trim() == "../bin/netadm");
+    for illumos in ["dlstat", "flowadm", "flowstat"] {
+        let to = c.ok(&["readlink", &format!("/usr/sbin/{illumos}")]);
+        assert_eq!(to.trim(), "../bin/netadm", "/usr/sbin/{illumos}");
+    }
     let counted = c.ok(&["dlstat", "show-phys", "-p", "-o", "link"]);
     assert!(counted.lines().any(|l| l == "i40e0"), "dlstat show-phys: {counted}");
     // The manual and tab completion.
     let page = c.ok(&["env", "MANPAGER=cat", "MANWIDTH=80", "man", "dladm"]);
     assert!(page.contains("show-ether") && page.contains("EXIT STATUS"), "man dladm: {page}");
-    for topic in ["netadm", "ipadm", "dlstat", "netadmd", "netadm.toml"] {
+    for topic in ["netadm", "ipadm", "dlstat", "flowadm", "flowstat", "netadmd", "netadm.toml"] {
         c.ok(&["env", "MANPAGER=cat", "man", "-w", topic]);
     }
     let offered = complete(&c, "dladm show-link");

@@ -22,6 +22,7 @@ mod document;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub mod failpoint;
+mod flow_attrs;
 mod hardware;
 mod links;
 mod location;
@@ -38,8 +39,9 @@ pub use hardware::{
     StubKind, Wire,
 };
 pub use links::{
-    AddrConf, AddrError, AddrType, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError,
-    MAC_MODES, MacModeError, PhysConf, Section, VnicConf, check_mac_mode, parse_addr_prefix,
+    AddrConf, AddrError, AddrType, AggrConf, EtherstubConf, FlowConf, IfConf, LinkState,
+    LinkStateError, MAC_MODES, MacModeError, PhysConf, Section, VnicConf, check_mac_mode,
+    parse_addr_prefix,
 };
 pub use props::LinkProps;
 pub use store::{

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netadm_model::{AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkName, MacAddr, VlanId};
+use netadm_model::{
+    AddrObj, AggrPolicy, FlowAttrs, FlowName, LacpMode, LacpTimer, LinkName, MacAddr, VlanId,
+};
 
 use crate::hardware::StubKind;
 use crate::props::LinkProps;
@@ -46,6 +48,9 @@ pub struct LinkState {
     /// Protocol properties (`ipadm set-prop`), `PROTO.PROP` to value.
     #[serde(default, skip_serializing_if = "Section::is_empty")]
     pub proto: Section<String, String>,
+    /// Flows (`flowadm add-flow`), by flow name.
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub flow: Section<FlowName, FlowConf>,
 }
 
 impl LinkState {
@@ -83,6 +88,7 @@ impl LinkState {
             && self.interface.ptr_eq(&other.interface)
             && self.address.ptr_eq(&other.address)
             && self.proto.ptr_eq(&other.proto)
+            && self.flow.ptr_eq(&other.flow)
     }
 }
 
@@ -98,6 +104,7 @@ impl Default for LinkState {
             interface: Section::new(),
             address: Section::new(),
             proto: Section::new(),
+            flow: Section::new(),
         }
     }
 }
@@ -173,6 +180,21 @@ impl VnicConf {
     ) -> Self {
         Self { over, mac, mac_mode: mac_mode.to_owned(), vid, vlan, props: BTreeMap::new() }
     }
+}
+
+/// A flow (`[flow.NAME]`, flowadm's): the traffic of `link` that matches
+/// `attrs`, governed by `props` (`maxbw`, `priority`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConf {
+    /// The link it is on.
+    pub link: LinkName,
+    /// What it matches (`transport = "tcp"`, `local_port = "22"`, ...).
+    #[serde(with = "crate::flow_attrs")]
+    pub attrs: FlowAttrs,
+    /// Its properties, typed as the link properties of the same names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::props")]
+    pub props: LinkProps,
 }
 
 /// An etherstub (`[etherstub.NAME]`): a virtual switch without a port.

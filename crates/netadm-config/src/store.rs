@@ -18,12 +18,12 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use netadm_model::{AddrObj, LinkName};
+use netadm_model::{AddrObj, FlowName, LinkName};
 use serde::{Deserialize, Serialize};
 
 use crate::links::{
-    AddrConf, AggrConf, EtherstubConf, IfConf, LinkState, LinkStateError, PhysConf, Section,
-    VnicConf, check_mac_mode,
+    AddrConf, AggrConf, EtherstubConf, FlowConf, IfConf, LinkState, LinkStateError, PhysConf,
+    Section, VnicConf, check_mac_mode,
 };
 use crate::location::{Location, Snippet, decode};
 
@@ -175,6 +175,8 @@ pub enum Entry {
     Address(AddrObj, Option<AddrConf>),
     /// `[proto] "PROTO.PROP"`.
     Proto(String, Option<String>),
+    /// `[flow.NAME]`.
+    Flow(FlowName, Option<FlowConf>),
 }
 
 impl Entry {
@@ -194,6 +196,7 @@ impl Entry {
             Entry::Interface(k, v) => put(&mut st.interface, k, v),
             Entry::Address(k, v) => put(&mut st.address, k, v),
             Entry::Proto(k, v) => put(&mut st.proto, k, v),
+            Entry::Flow(k, v) => put(&mut st.flow, k, v),
         }
     }
 
@@ -232,6 +235,7 @@ pub fn diff(old: &LinkState, new: &LinkState) -> Vec<Entry> {
     section(&old.interface, &new.interface, Entry::Interface, &mut out);
     section(&old.proto, &new.proto, Entry::Proto, &mut out);
     section(&old.address, &new.address, Entry::Address, &mut out);
+    section(&old.flow, &new.flow, Entry::Flow, &mut out);
     out
 }
 

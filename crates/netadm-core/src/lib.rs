@@ -47,7 +47,7 @@ use kernel::Kernel;
 use machine::Machine;
 use pipeline::{Op, Pipeline};
 use show::Reads;
-use verbs::{ip, links, props, vnics};
+use verbs::{flows, ip, links, props, vnics};
 
 pub use error::{CoreError, ErrorKind};
 /// The failpoint registry, for the fault-injection tests.
@@ -296,6 +296,21 @@ impl Core {
         "reset-addrprop" => fn reset_addr_prop(
             addrobj: &str, names: &[String],
         ) = ip::reset_addr_prop;
+        /// `add-flow -l LINK -a ATTR=VALUE,... [-p PROP=VALUE,...] FLOW`.
+        "add-flow" => fn add_flow(
+            flow: &str, link: &str, attrs: &BTreeMap<String, String>,
+            props: &BTreeMap<String, String>,
+        ) = flows::add_flow;
+        /// `remove-flow FLOW`, or `remove-flow -l LINK` (its every flow).
+        "remove-flow" => fn remove_flow(flow: &str, link: &str) = flows::remove_flow;
+        /// `set-flowprop -p PROP=VALUE,... FLOW`.
+        "set-flowprop" => fn set_flow_prop(
+            flow: &str, props: &BTreeMap<String, String>,
+        ) = flows::set_flow_prop;
+        /// `reset-flowprop [-p PROP,...] FLOW`: every property without `-p`.
+        "reset-flowprop" => fn reset_flow_prop(
+            flow: &str, names: &[String],
+        ) = flows::reset_flow_prop;
     }
 
     /// `create-addr -T static -a ADDR/PREFIX IF/TAG` (or `-T dhcp`, `-T
@@ -435,6 +450,16 @@ impl Core {
         fn show_stats() -> Vec<StatsRow>;
         /// Traffic counters of every link but etherstubs (`dlstat`).
         fn show_link_stats() -> Vec<StatsRow>;
+        /// `show-flow`: flow `flow` (every one when empty), on `link`
+        /// only when given.
+        fn show_flow(flow: &str, link: &str) -> Result<Vec<FlowRow>, CoreError>;
+        /// `show-flowprop`: the properties of flow `flow` (every flow's
+        /// when empty, on `link` only when given), limited to `names`.
+        fn show_flow_prop(
+            flow: &str, link: &str, names: &[String],
+        ) -> Result<Vec<FlowPropRow>, CoreError>;
+        /// `flowstat`: what each flow carried.
+        fn show_flow_stats() -> Vec<FlowStatsRow>;
         /// What link protection dropped and let through on each protected
         /// VNIC (and each that was protected since netadmd started).
         fn show_protect_stats() -> Vec<ProtectRow>;

@@ -15,6 +15,7 @@
 
 pub mod classify;
 mod endpoint;
+pub mod flow;
 pub mod frame;
 pub mod generator;
 pub mod headers;

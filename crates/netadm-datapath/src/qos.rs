@@ -15,12 +15,13 @@
 //! rate, is the limit), the lower ones yield for 20 ms. The device still
 //! sends no faster than its line rate; this decides whose frames it gets.
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use netadm_nic::Offload;
 
+use crate::flow::{Flow, Flows};
 use crate::generator::Tx;
 
 /// A token bucket in bytes, filled at a rate in bits per second (0: no
@@ -99,18 +100,27 @@ impl Bucket {
 /// The number of priorities: low, medium, high.
 pub const PRIORITIES: usize = 3;
 
-/// One link's limit and priority, shared by everything sending from it
-/// and changed in place when its properties change.
+/// One link's limit and priority, and its flows, shared by everything
+/// sending from it and changed in place when its configuration changes.
 #[derive(Debug)]
 pub struct LinkQos {
     /// `maxbw`, over the bytes of the frames it sends.
     pub bucket: Bucket,
     priority: AtomicU8,
+    /// Its flows, the most specific first; `any` says whether there are
+    /// any (a link without is not looked into).
+    flows: RwLock<Flows>,
+    any: AtomicBool,
 }
 
 impl Default for LinkQos {
     fn default() -> Self {
-        Self { bucket: Bucket::default(), priority: AtomicU8::new(PRIORITIES as u8 - 1) }
+        Self {
+            bucket: Bucket::default(),
+            priority: AtomicU8::new(PRIORITIES as u8 - 1),
+            flows: RwLock::new(Arc::from(Vec::new())),
+            any: AtomicBool::new(false),
+        }
     }
 }
 
@@ -124,6 +134,23 @@ impl LinkQos {
     /// The priority, 0 low .. 2 high.
     pub fn priority(&self) -> usize {
         usize::from(self.priority.load(Ordering::Relaxed))
+    }
+
+    /// Sets its flows, the most specific first.
+    pub fn set_flows(&self, flows: Vec<Arc<Flow>>) {
+        let any = !flows.is_empty();
+        *self.flows.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::from(flows);
+        self.any.store(any, Ordering::Release);
+    }
+
+    /// The flow the frame `frame` belongs to, sent by the link
+    /// (`outbound`) or received by it.
+    pub fn flow_of(&self, frame: &[u8], outbound: bool) -> Option<Arc<Flow>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let flows = self.flows.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        crate::flow::flow_of(&flows, frame, outbound)
     }
 }
 
@@ -261,12 +288,16 @@ pub struct ShapedTx {
     inner: Arc<dyn Tx>,
     link: Arc<LinkQos>,
     port: Option<Arc<PortQos>>,
+    /// The priority of the last frame sent or refused when it was a
+    /// flow's, whose share of the port [`Tx::retry_in`] waits for;
+    /// [`OWN`] when it was the link's own (its priority as it is now).
+    refused: AtomicUsize,
 }
 
 impl ShapedTx {
     /// `inner`, limited by `link` and, with `port`, by its priority there.
     pub fn new(inner: Arc<dyn Tx>, link: Arc<LinkQos>, port: Option<Arc<PortQos>>) -> Self {
-        Self { inner, link, port }
+        Self { inner, link, port, refused: AtomicUsize::new(OWN) }
     }
 
     fn take(&self, prio: usize, len: usize, off: Offload) -> bool {
@@ -290,9 +321,13 @@ impl ShapedTx {
     }
 }
 
+/// [`ShapedTx`]'s `refused` when the last frame was the link's own.
+const OWN: usize = usize::MAX;
+
 impl Tx for ShapedTx {
     fn send(&self, flow: u32, frames: &[&[u8]]) -> usize {
         let prio = self.link.priority();
+        self.refused.store(OWN, Ordering::Relaxed);
         let k = frames.iter().take_while(|f| self.take(prio, f.len(), Offload::NONE)).count();
         if k == 0 {
             return 0;
@@ -310,26 +345,62 @@ impl Tx for ShapedTx {
     }
 
     fn send_offload(&self, flow: u32, frame: &[u8], off: Offload) -> bool {
-        let prio = self.link.priority();
-        if !self.take(prio, frame.len(), off) {
+        let Some(f) = self.link.flow_of(frame, true) else {
+            let prio = self.link.priority();
+            self.refused.store(OWN, Ordering::Relaxed);
+            if !self.take(prio, frame.len(), off) {
+                return false;
+            }
+            let sent = self.inner.send_offload(flow, frame, off);
+            if !sent {
+                self.give_back(prio, frame.len(), off);
+                if let Some(p) = &self.port {
+                    p.pressed(prio);
+                }
+            }
+            return sent;
+        };
+        // A flow's frame: policed by the flow's maxbw and its priority's
+        // share of the port (dropped: taken, not sent), held back by the
+        // link's maxbw and a full ring.
+        let prio = f.qos.priority();
+        self.refused.store(prio, Ordering::Relaxed);
+        let (len, wire) = (frame.len() as u64, wire_bytes(frame.len(), off));
+        if !f.qos.bucket.take(len) {
+            f.dropped();
+            return true;
+        }
+        if !self.link.bucket.take(len) {
+            f.qos.bucket.give_back(len);
             return false;
         }
-        let sent = self.inner.send_offload(flow, frame, off);
-        if !sent {
+        if let Some(p) = &self.port
+            && !p.admit(prio, wire)
+        {
+            f.qos.bucket.give_back(len);
+            self.link.bucket.give_back(len);
+            f.dropped();
+            return true;
+        }
+        if !self.inner.send_offload(flow, frame, off) {
             self.give_back(prio, frame.len(), off);
+            f.qos.bucket.give_back(len);
             if let Some(p) = &self.port {
                 p.pressed(prio);
             }
+            return false;
         }
-        sent
+        f.count(frame.len(), true);
+        true
     }
 
     fn retry_in(&self) -> Option<Duration> {
-        let port = self.port.as_ref().and_then(|p| p.wait(self.link.priority()));
-        match (self.link.bucket.wait(), port) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        let prio = match self.refused.load(Ordering::Relaxed) {
+            OWN => self.link.priority(),
+            flow => flow,
+        };
+        let port = self.port.as_ref().and_then(|p| p.wait(prio));
+        [self.link.bucket.wait(), port].into_iter().flatten().max()
     }
 
     fn busy_poll(&self) -> Option<u32> {

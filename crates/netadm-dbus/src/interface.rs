@@ -223,6 +223,29 @@ macro_rules! interface {
             /// link's and an aggregation's from their ports, a VNIC's or
             /// VLAN's from its device (zero while it has none).
             read show_link_stats() -> Vec<LinkStats> = "dlstat";
+            /// Adds flow `name` on `link`: its traffic that matches `attrs`
+            /// (transport, local_ip, remote_ip, local_port, remote_port,
+            /// dsfield), governed by `props` (maxbw, priority).
+            mutate add_flow(name: String, link: String, attrs: Props, props: Props, temporary: bool)
+                -> OpResult = "add-flow";
+            /// Removes flow `name`, or (`name` empty) every flow on `link`.
+            mutate remove_flow(name: String, link: String, temporary: bool) -> OpResult
+                = "remove-flow";
+            /// Sets flow properties.
+            mutate set_flow_prop(name: String, props: Props, temporary: bool) -> OpResult
+                = "set-flowprop";
+            /// Resets flow properties to their defaults (all when `names` is
+            /// empty).
+            mutate reset_flow_prop(name: String, names: PropNames, temporary: bool) -> OpResult
+                = "reset-flowprop";
+            /// Flow `name` (every flow when empty), on `link` only when given.
+            read show_flow(name: String, link: String) -> Vec<FlowInfo> = "show-flow";
+            /// The properties of flow `name` (every flow's when empty, on
+            /// `link` only when given), limited to `names` when not empty.
+            read show_flow_prop(name: String, link: String, names: PropNames) -> Vec<FlowPropInfo>
+                = "show-flowprop";
+            /// What each flow carried, in its link's sense.
+            read show_flow_stats() -> Vec<FlowStats> = "flowstat";
             /// What link protection dropped (by reason) and let through on
             /// each VNIC it guards.
             read show_protect_stats() -> Vec<ProtectStats> = "show-link -s (protection)";

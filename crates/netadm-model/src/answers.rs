@@ -414,6 +414,61 @@ macro_rules! answers {
                 odrops: u64,
             }
 
+            /// A flow (`show-flow`): its link and what it matches, each
+            /// attribute empty where not given.
+            FlowRow => FlowInfo [Eq] {
+                /// Flow name.
+                flow: String,
+                /// The link it is on.
+                link: String,
+                /// `tcp`, `udp`, `sctp`, `icmp` or `icmpv6`.
+                transport: String,
+                /// The link's own address or prefix.
+                local_ip: String,
+                /// The far end's address or prefix.
+                remote_ip: String,
+                /// The link's own port.
+                local_port: String,
+                /// The far end's port.
+                remote_port: String,
+                /// The DS field, `0xVALUE[:0xMASK]`.
+                dsfield: String,
+            }
+
+            /// One property of a flow (`show-flowprop`).
+            FlowPropRow => FlowPropInfo [Eq] {
+                /// Flow name.
+                flow: String,
+                /// Property name: `maxbw` or `priority`.
+                property: String,
+                /// Current value (`--` when none).
+                value: String,
+                /// Default value (`--` when none).
+                default: String,
+                /// Possible values.
+                possible: String,
+            }
+
+            /// What a flow carried (`flowstat`), in its link's sense: `ipackets`
+            /// what the link received of it.
+            FlowStatsRow => FlowStats [Eq] {
+                /// Flow name.
+                flow: String,
+                /// The link it is on.
+                link: String,
+                /// Frames received.
+                ipackets: u64,
+                /// Bytes received.
+                rbytes: u64,
+                /// Frames sent.
+                opackets: u64,
+                /// Bytes sent.
+                obytes: u64,
+                /// Frames its limits dropped on send: over its maxbw, or over
+                /// its priority's share of a saturated port.
+                odrops: u64,
+            }
+
             /// What link protection dropped on a VNIC, by reason, and what it let
             /// through (`show-link -s`): a row for every VNIC that has protection
             /// or had it since netadmd started.

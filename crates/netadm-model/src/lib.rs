@@ -20,6 +20,7 @@ mod keyword;
 mod addrobj;
 mod aggr;
 mod answers;
+mod flow;
 mod link;
 mod mac;
 mod prop;
@@ -31,6 +32,7 @@ mod word;
 
 pub use addrobj::{AddrObj, AddrObjError};
 pub use aggr::{AggrLayer, AggrPolicy, AggrPolicyError, LacpMode, LacpTimer};
+pub use flow::{DsField, FLOW_ATTRS, FlowAttrs, FlowError, FlowName, Transport};
 pub use keyword::KeywordError;
 pub use link::{LinkClass, LinkName, LinkNameError};
 pub use mac::{MacAddr, MacAddrError};

@@ -16,7 +16,8 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::ser::{Serialize, Serializer};
 
 use crate::{
-    AddrObj, AggrPolicy, LacpMode, LacpTimer, LinkClass, LinkName, MacAddr, PropName, VlanId,
+    AddrObj, AggrPolicy, FlowName, LacpMode, LacpTimer, LinkClass, LinkName, MacAddr, PropName,
+    VlanId,
 };
 
 /// Deserializes any `T: FromStr` from a string (or an integer's decimal form).
@@ -83,6 +84,7 @@ display_from_str! {
     LacpMode => "a LACP mode (off, active or passive)",
     LacpTimer => "a LACP timer (short or long)",
     PropName => "a link property name",
+    FlowName => "a flow name",
 }
 
 #[cfg(test)]

@@ -157,10 +157,11 @@ pub fn rows<'a>(v: &'a Value, key: &str, value: &str) -> Vec<&'a Value> {
     v.as_array().expect("array").iter().filter(|r| r[key] == value).collect()
 }
 
-/// Makes `dladm`, `ipadm` and `dlstat` in `dir`, symbolic links to the workspace's
-/// `netadm` (as `systemd/install.sh` installs them); returns `dir`.
+/// Makes `dladm`, `ipadm`, `dlstat`, `flowadm` and `flowstat` in `dir`,
+/// symbolic links to the workspace's `netadm` (as `systemd/install.sh`
+/// installs them); returns `dir`.
 pub fn illumos_links(dir: &Path) -> PathBuf {
-    for name in ["dladm", "ipadm", "dlstat"] {
+    for name in ["dladm", "ipadm", "dlstat", "flowadm", "flowstat"] {
         std::os::unix::fs::symlink(bin("netadm"), dir.join(name))
             .unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()));
     }

@@ -190,6 +190,13 @@ impl Datapath {
         self.qos.link(v, l)
     }
 
+    /// What each flow carried on the datapath, by name.
+    pub(crate) fn flow_counts(
+        &self,
+    ) -> std::collections::BTreeMap<netadm_model::FlowName, netadm_datapath::flow::FlowCounts> {
+        self.qos.flow_counts()
+    }
+
     /// The aggregation's transmit path, created on first use.
     pub(crate) fn aggr_tx(&self, v: &View<'_>, aggr: &LinkName) -> Arc<AggrTx> {
         let mut m = self.aggr_tx.lock().unwrap();

@@ -1,14 +1,17 @@
 //! `maxbw` and `priority` on the datapath: each link's limit and priority
-//! (`netadm_datapath::qos::LinkQos`) and each port's or aggregation's
-//! priorities (`PortQos`), shared by every sender on them (TAP readers,
-//! generators) and changed in place when the configuration changes.
+//! (`netadm_datapath::qos::LinkQos`), its flows' (`Flow`), and each
+//! port's or aggregation's priorities (`PortQos`), shared by every sender
+//! on them (TAP readers, generators) and changed in place when the
+//! configuration changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use netadm_config::{FlowConf, LinkProps};
 use netadm_datapath::Tx;
+use netadm_datapath::flow::{Flow, FlowCounts, FlowMatch};
 use netadm_datapath::qos::{LinkQos, PortQos, ShapedTx};
-use netadm_model::{PRIORITIES, PropName, PropValue};
+use netadm_model::{FlowAttrs, FlowName, PRIORITIES, PropName, PropValue};
 
 use crate::view::{Link, View};
 
@@ -16,19 +19,48 @@ use crate::view::{Link, View};
 pub(crate) struct Qos {
     links: Mutex<HashMap<Link, Arc<LinkQos>>>,
     ports: Mutex<HashMap<Link, Arc<PortQos>>>,
+    /// Every flow by name, kept while it is configured (with what it
+    /// counted) and made anew when its attributes change.
+    flows: Mutex<BTreeMap<FlowName, Arc<Flow>>>,
+}
+
+/// `maxbw` (b/s, 0: none) and priority (0 low .. 2 high, `default` when
+/// unset) in properties `props`.
+fn limits(props: Option<&LinkProps>, default: usize) -> (u64, usize) {
+    let maxbw = match props.and_then(|p| p.get(&PropName::Maxbw)) {
+        Some(PropValue::Bandwidth(b)) => *b,
+        _ => 0,
+    };
+    let prio = props
+        .and_then(|p| p.get(&PropName::Priority))
+        .and_then(|p| PRIORITIES.iter().position(|x| Some(*x) == p.as_text()))
+        .unwrap_or(default);
+    (maxbw, prio)
 }
 
 /// A link's `maxbw` (b/s, 0: none) and priority (0 low .. 2 high).
 pub(crate) fn settings(v: &View<'_>, l: &Link) -> (u64, usize) {
-    let maxbw = match v.prop(l, PropName::Maxbw) {
-        Some(PropValue::Bandwidth(b)) => b,
-        _ => 0,
-    };
-    let prio = v
-        .prop(l, PropName::Priority)
-        .and_then(|p| PRIORITIES.iter().position(|x| Some(*x) == p.as_text()))
-        .unwrap_or(PRIORITIES.len() - 1);
-    (maxbw, prio)
+    let props: LinkProps = [PropName::Maxbw, PropName::Priority]
+        .into_iter()
+        .filter_map(|p| v.prop(l, p).map(|x| (p, x)))
+        .collect();
+    limits(Some(&props), PRIORITIES.len() - 1)
+}
+
+/// A flow's priority when none is set: flowadm's, `medium`.
+pub(crate) const FLOW_PRIORITY: usize = 1;
+
+/// What a flow's attributes match, as the datapath matches it.
+fn matcher(a: &FlowAttrs) -> FlowMatch {
+    let net = |p: Option<netadm_model::IpPrefix>| p.map(|p| (p.addr, p.len));
+    FlowMatch {
+        proto: a.transport.map(|t| t.protocol()),
+        local: net(a.local_ip),
+        remote: net(a.remote_ip),
+        local_port: a.local_port,
+        remote_port: a.remote_port,
+        dsfield: a.dsfield.map(|d| (d.value, d.mask)),
+    }
 }
 
 impl Qos {
@@ -42,7 +74,40 @@ impl Qos {
         };
         let (maxbw, prio) = settings(v, l);
         link.set(maxbw, prio);
+        link.set_flows(self.flows_of(v, l));
         link
+    }
+
+    /// Link `l`'s flows under `v`, kept or made, each limited as its
+    /// properties say, the most specific first (then by name).
+    fn flows_of(&self, v: &View<'_>, l: &Link) -> Vec<Arc<Flow>> {
+        let mut mine: Vec<(&FlowName, &FlowConf)> =
+            v.st.flow
+                .iter()
+                .filter(|(_, c)| v.resolve(c.link.as_str()).as_ref() == Some(l))
+                .collect();
+        mine.sort_by_key(|(n, c)| (std::cmp::Reverse(c.attrs.specificity()), (*n).clone()));
+        let mut flows = self.flows.lock().unwrap();
+        mine.into_iter()
+            .map(|(n, c)| {
+                let m = matcher(&c.attrs);
+                let f = flows
+                    .entry(n.clone())
+                    .or_insert_with(|| Arc::new(Flow::new(n.as_str(), m.clone())));
+                if f.matcher != m {
+                    *f = Arc::new(Flow::new(n.as_str(), m));
+                }
+                let (maxbw, prio) = limits(Some(&c.props), FLOW_PRIORITY);
+                f.qos.set(maxbw, prio);
+                f.clone()
+            })
+            .collect()
+    }
+
+    /// What each flow carried on the datapath, by name.
+    pub(crate) fn flow_counts(&self) -> BTreeMap<FlowName, FlowCounts> {
+        let flows = self.flows.lock().unwrap();
+        flows.iter().map(|(n, f)| (n.clone(), f.counts())).collect()
     }
 
     /// `tx`, `l`'s transmit path, limited by its `maxbw` and given its
@@ -61,11 +126,13 @@ impl Qos {
     /// to the running configuration; forgets links that are gone.
     pub(crate) fn sync(&self, v: &View<'_>) {
         let alive = |l: &Link| v.resolve(v.name_of(l).as_str()).as_ref() == Some(l);
+        self.flows.lock().unwrap().retain(|n, _| v.st.flow.contains_key(n));
         let mut links = self.links.lock().unwrap();
         links.retain(|l, _| alive(l));
         for (l, q) in links.iter() {
             let (maxbw, prio) = settings(v, l);
             q.set(maxbw, prio);
+            q.set_flows(self.flows_of(v, l));
         }
         drop(links);
         let mut ports = self.ports.lock().unwrap();

@@ -692,11 +692,14 @@ impl Mirror {
                     itap.set_offload(offload.0, offload.1).map_err(kerr)?;
                     i.offload = offload;
                 }
-                i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap)));
+                // What it receives is counted by its link's flows.
+                let qos = txs.link_qos(&vt, &l);
+                i.switch.set_endpoint(i.vid, i.mac, Some(writer(&itap, qos.clone())));
                 let under = vt.ports_under(&l);
                 for p in vt.hw.ports() {
                     if under.contains(&p.device) {
-                        p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(writer(&itap)));
+                        let w = writer(&itap, qos.clone());
+                        p.classifier.set_vlan_endpoint(i.vid, i.mac, Some(w));
                     } else {
                         p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                     }

@@ -109,8 +109,20 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             // link's maxbw.
             if let Some(q) = &local {
                 follow_priority(q, &mut priority);
+                // A flow's limit polices (see netadm_datapath::flow), then
+                // the link's holds the sender back.
+                let flow = q.flow_of(frame, true);
+                if let Some(f) = &flow
+                    && !f.qos.bucket.take(frame.len() as u64)
+                {
+                    f.dropped();
+                    continue;
+                }
                 if !admit(q, frame.len(), stop) {
                     return;
+                }
+                if let Some(f) = &flow {
+                    f.count(frame.len(), true);
                 }
             }
             if switch.forward(vid, mac, frame, off) == Forward::Delivered {
@@ -174,10 +186,14 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
     }
 }
 
-/// Writes the frames it is given to `tap`, as received.
-pub(crate) fn writer(tap: &Arc<Tap>) -> netadm_datapath::classify::Endpoint {
+/// Writes the frames it is given to `tap`, as received, each counted by
+/// the flow of `qos`'s link it belongs to.
+pub(crate) fn writer(tap: &Arc<Tap>, qos: Arc<LinkQos>) -> netadm_datapath::classify::Endpoint {
     let tap = tap.clone();
     Arc::new(move |f: &[u8], off| {
+        if let Some(flow) = qos.flow_of(f, false) {
+            flow.count(f.len(), false);
+        }
         let _ = tap.write_frame(f, off);
     })
 }

@@ -1,6 +1,7 @@
 //! The read-only verbs (`show-*`). Each works on a snapshot of the running
 //! configuration and never waits for a mutation.
 
+mod flows;
 mod phys;
 
 use crate::{
@@ -310,7 +311,9 @@ impl Reads<'_> {
                     out.insert(n.to_string());
                     Some(n.clone())
                 }
-                Entry::Interface(..) | Entry::Address(..) | Entry::Proto(..) => None,
+                Entry::Interface(..) | Entry::Address(..) | Entry::Proto(..) | Entry::Flow(..) => {
+                    None
+                }
             };
             if let Some(l) = under {
                 out.extend(after.vnics_over(&l).into_iter().map(ToString::to_string));

@@ -216,6 +216,11 @@ pub(crate) fn rename_link(cx: &mut Cx<'_>, old: &str, new: &str) -> Result<Chang
         for k in over {
             st.vnic.get_mut(&k).expect("listed").over = n.clone();
         }
+        let flows: Vec<_> =
+            st.flow.iter().filter(|(_, f)| f.link == o).map(|(k, _)| k.clone()).collect();
+        for k in flows {
+            st.flow.get_mut(&k).expect("listed").link = n.clone();
+        }
         Ok(())
     })
 }

@@ -5,6 +5,7 @@
 //! the persistent one, to a new `LinkState` ([`Cx::change`]). Nothing
 //! changes until the pipeline has the result.
 
+pub(crate) mod flows;
 pub(crate) mod ip;
 pub(crate) mod links;
 pub(crate) mod props;
@@ -50,6 +51,7 @@ fn port_free(v: &View<'_>, port: &LinkName) -> Result<LinkName, CoreError> {
         return Err(CoreError::busy(format!("{port} has VNICs over it: {}", names.join(", "))));
     }
     no_interface(v, port)?;
+    no_flows(v, port)?;
     Ok(device)
 }
 
@@ -96,7 +98,21 @@ fn no_dependents(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
             )));
         }
     }
+    no_flows(v, link)?;
     no_interface(v, link)
+}
+
+/// Refuses while flows are on link `link` (dladm: "link busy").
+fn no_flows(v: &View<'_>, link: &LinkName) -> Result<(), CoreError> {
+    let flows: Vec<&str> =
+        v.st.flow.iter().filter(|(_, c)| &c.link == link).map(|(f, _)| f.as_str()).collect();
+    if !flows.is_empty() {
+        return Err(CoreError::busy(format!(
+            "{link} has flows: {}; remove-flow -l {link} first",
+            flows.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses while link `link` carries an IP interface.

@@ -189,6 +189,7 @@ fn delete_vnic_link(cx: &mut Cx<'_>, link: &str, vlan: bool) -> Result<Change, C
             )));
         }
         no_interface(v, &n)?;
+        super::no_flows(v, &n)?;
         st.vnic.remove(&n);
         Ok(())
     })

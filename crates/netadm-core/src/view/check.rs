@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use netadm_config::VnicConf;
-use netadm_model::{AddrObj, LinkName};
+use netadm_config::{FlowConf, VnicConf};
+use netadm_model::{AddrObj, FlowName, LinkName, PropName};
 
 use crate::CoreError;
 use crate::view::{Link, View};
@@ -109,6 +109,49 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
             )));
         }
     }
+    for (f, conf) in &v.st.flow {
+        check_flow(v, f, conf)?;
+    }
+    Ok(())
+}
+
+/// Flow `f`: on a link that exists and sends through netadm's datapath
+/// (a physical link, an aggregation, a VNIC or VLAN, not an aggregation's
+/// port), its attributes no other flow of the link's, and a priority only
+/// where a port is shared (not over an etherstub).
+pub(crate) fn check_flow(v: &View<'_>, f: &FlowName, conf: &FlowConf) -> Result<(), CoreError> {
+    let link = &conf.link;
+    let Some(l) = v.resolve(link.as_str()) else {
+        return Err(CoreError::not_found(format!("flow {f}: link {link} does not exist")));
+    };
+    if matches!(l, Link::Etherstub(_)) {
+        return Err(CoreError::invalid_argument(format!(
+            "flow {f}: {link} is an etherstub, which sends nothing of its own; put the flow on a VNIC over it"
+        )));
+    }
+    if let Some(a) = v.aggr_of(link) {
+        return Err(CoreError::busy(format!(
+            "flow {f}: {link} is a port of {a}; put the flow on {a}"
+        )));
+    }
+    if v.on_kernel(&l) {
+        return Err(CoreError::not_supported(format!(
+            "flow {f}: flows on kernel links ({link}) are not built yet; they are enforced on links over netadm's own ports"
+        )));
+    }
+    if conf.props.contains_key(&PropName::Priority)
+        && matches!(v.switch_of(&l), Some(Link::Etherstub(_)))
+    {
+        return Err(CoreError::not_supported(format!(
+            "flow {f}: priority over an etherstub: there is no port to share, and {link}'s priority is its datapath thread's CPU share, one for the link"
+        )));
+    }
+    let same = v.st.flow.iter().find(|(g, c)| *g != f && c.link == *link && c.attrs == conf.attrs);
+    if let Some((g, _)) = same {
+        return Err(CoreError::exists(format!(
+            "flow {f}: flow {g} on {link} has the same attributes"
+        )));
+    }
     Ok(())
 }
 
@@ -193,6 +236,11 @@ pub(crate) fn check_change(vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError
             )));
         }
     }
+    for (f, _, b) in from.flow.diff(&to.flow) {
+        if let Some(conf) = b {
+            check_flow(vt, f, conf)?;
+        }
+    }
     for name in &gone {
         check_users(vf, vt, name)?;
     }
@@ -205,6 +253,17 @@ pub(crate) fn check_change(vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError
 /// lookup; a port or an aggregation is looked for among the VNICs.
 fn check_users(vf: &View<'_>, vt: &View<'_>, name: &LinkName) -> Result<(), CoreError> {
     let to = vt.st;
+    let flows: Vec<&str> =
+        to.flow.iter().filter(|(_, c)| &c.link == name).map(|(f, _)| f.as_str()).collect();
+    if !flows.is_empty() && vt.resolve(name.as_str()).is_none() {
+        return Err(CoreError::busy(format!(
+            "{name} has flows: {}; remove-flow them first",
+            flows.join(", ")
+        )));
+    }
+    for (f, c) in to.flow.iter().filter(|(_, c)| &c.link == name) {
+        check_flow(vt, f, c)?;
+    }
     if to.interface.contains_key(name) {
         check_interface(vt, name)?;
     }
@@ -260,6 +319,9 @@ fn check_aggr(
             return Err(CoreError::busy(format!(
                 "port {p} of {a} has a VNIC or IP interface over it"
             )));
+        }
+        if let Some((f, _)) = to.flow.iter().find(|(_, c)| &c.link == p) {
+            return Err(CoreError::busy(format!("port {p} of {a} has flow {f} on it")));
         }
     }
     Ok(())
