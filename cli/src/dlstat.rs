@@ -157,7 +157,8 @@ pub fn table(
 ) -> Table {
     let find = |v: &[LinkStats], l: &str| v.iter().find(|s| s.link == l).cloned();
     let of = |l: &str| {
-        let n = find(now, l).unwrap_or_else(|| LinkStats { link: l.to_owned(), ..zero() });
+        let n =
+            find(now, l).unwrap_or_else(|| LinkStats { link: l.to_owned(), ..Default::default() });
         since(&n, before.and_then(|b| find(b, l)).as_ref())
     };
     let rows = match object {
@@ -178,18 +179,6 @@ pub fn table(
         }
     };
     Table { columns: columns(object, side), rows }
-}
-
-fn zero() -> LinkStats {
-    LinkStats {
-        link: String::new(),
-        ipackets: 0,
-        rbytes: 0,
-        opackets: 0,
-        obytes: 0,
-        idrops: 0,
-        odrops: 0,
-    }
 }
 
 #[cfg(test)]

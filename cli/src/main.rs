@@ -173,6 +173,10 @@ struct PhysShow {
     link: Option<String>,
 }
 
+/// One read of `dlstat` or `flowstat`: the names shown, show-aggr's
+/// aggregations, and the counters.
+type StatRead = (Vec<String>, Vec<netadm_dbus::AggrInfo>, Vec<netadm_dbus::LinkStats>);
+
 /// The options of `dlstat` and `flowstat`.
 #[derive(Debug, Args)]
 struct StatOpts {
@@ -914,6 +918,59 @@ impl Ctx {
         render::render(&table.await?, &fmt)
     }
 
+    /// `dlstat` and `flowstat`: the counters of `object` (the one named
+    /// `name`; of flows, those on link `on` only when given), as `stat`
+    /// says to print them.
+    async fn stat(
+        &self,
+        stat: &StatOpts,
+        object: dlstat::Object,
+        name: Option<String>,
+        on: Option<String>,
+    ) -> Result<String, CliError> {
+        use dlstat::Object;
+        let (side, fmt) = stat.parts(self.json);
+        render::render(&Table { columns: dlstat::columns(object, side), rows: vec![] }, &fmt)?;
+        let (p, err) = (&self.proxy, |e| self.err(e));
+        // What it shows (by name), the aggregations of show-aggr, and the
+        // counters: a physical link's or an aggregation port's from the
+        // ports, a VNIC's from its device, a flow's from the datapath.
+        let fetch = async || -> Result<StatRead, CliError> {
+            let (names, aggrs, stats): (Vec<String>, _, _) = match object {
+                Object::Link => {
+                    let s = p.show_link_stats().await.map_err(err)?;
+                    (s.iter().map(|s| s.link.clone()).collect(), vec![], s)
+                }
+                Object::Phys => {
+                    let phys = p.show_phys().await.map_err(err)?;
+                    let s = p.show_stats().await.map_err(err)?;
+                    (phys.into_iter().map(|p| p.link).collect(), vec![], s)
+                }
+                Object::Vnic => {
+                    let vnics = p.show_vnic().await.map_err(err)?;
+                    let s = p.show_link_stats().await.map_err(err)?;
+                    (vnics.into_iter().map(|v| v.link).collect(), vec![], s)
+                }
+                Object::Aggr => {
+                    let a = p.show_aggr().await.map_err(err)?;
+                    let a = show::pick(a, name.as_deref(), |a| a.link.as_str(), object.what())?;
+                    return Ok((vec![], a, p.show_stats().await.map_err(err)?));
+                }
+                Object::Flow => {
+                    let mut f = p.show_flow_stats().await.map_err(err)?;
+                    f.retain(|f| on.as_ref().is_none_or(|l| &f.link == l));
+                    (f.iter().map(|f| f.flow.clone()).collect(), vec![], dlstat::flow_counts(&f))
+                }
+            };
+            let names = show::pick(names, name.as_deref(), |n| n.as_str(), object.what())?;
+            Ok((names, aggrs, stats))
+        };
+        let table = |(names, aggrs, now): &StatRead, before: Option<&StatRead>| {
+            dlstat::table(object, side, names, aggrs, now, before.map(|b| &b.2[..]))
+        };
+        every(&fmt, stat.interval, stat.count, fetch, table).await
+    }
+
     /// Runs a mutating call (with a progress bar when slow and on a
     /// terminal) and formats its result for `object`, labelled `label` for
     /// people.
@@ -990,9 +1047,12 @@ fn refs(v: &[String]) -> Vec<&str> {
 }
 
 /// Prints the table `table` makes of what `fetch` reads: once, or with
-/// `interval` every INTERVAL seconds (`count` tables, or until
-/// interrupted), each of what the interval counted (`table` is given the
-/// read before).
+/// `interval` at every INTERVAL seconds' tick of a schedule started with
+/// the first read (`count` tables, or until interrupted: SIGINT ends it
+/// at once, not at the next tick), each of what the interval counted
+/// (`table` is given the read before). The ticks are deadlines on the
+/// clock, not a delay after each read: a slow read does not push the
+/// next one back.
 async fn every<T, Fut>(
     fmt: &Format,
     interval: Option<u64>,
@@ -1003,15 +1063,21 @@ async fn every<T, Fut>(
 where
     Fut: Future<Output = Result<T, CliError>>,
 {
+    let start = tokio::time::Instant::now();
     let mut before = fetch().await?;
     let first = render::render(&table(&before, None), fmt)?;
     let Some(secs) = interval else { return Ok(first) };
+    let period = std::time::Duration::from_secs(secs);
+    let mut ticks = tokio::time::interval_at(start + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut out = std::io::stdout();
     let _ = out.write_all(first.as_bytes());
     let mut shown = 1;
     while count.is_none_or(|c| shown < c) {
-        // The interval the operator asked for (-i), between reads.
-        tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = tokio::signal::ctrl_c() => break,
+        }
         let now = fetch().await?;
         let _ = out.write_all(render::render(&table(&now, Some(&before)), fmt)?.as_bytes());
         let _ = out.flush();
@@ -1057,71 +1123,10 @@ async fn run(
         }
         Verb::Dlstat { stat, what, link } => {
             let (object, link) = dlstat::Object::parse(what, link)?;
-            let (side, fmt) = stat.parts(json);
-            render::render(&Table { columns: dlstat::columns(object, side), rows: vec![] }, &fmt)?;
-            // The links it shows, and the counters (a physical link's or an
-            // aggregation port's from the ports, others' from the links').
-            let fetch = async || -> Result<_, CliError> {
-                let (names, aggrs, stats) = match object {
-                    dlstat::Object::Link => {
-                        let s = p.show_link_stats().await.map_err(err)?;
-                        (s.iter().map(|s| s.link.clone()).collect(), vec![], s)
-                    }
-                    dlstat::Object::Phys => {
-                        let phys = p.show_phys().await.map_err(err)?;
-                        let s = p.show_stats().await.map_err(err)?;
-                        (phys.into_iter().map(|p| p.link).collect(), vec![], s)
-                    }
-                    dlstat::Object::Vnic => {
-                        let vnics = p.show_vnic().await.map_err(err)?;
-                        let s = p.show_link_stats().await.map_err(err)?;
-                        (vnics.into_iter().map(|v| v.link).collect(), vec![], s)
-                    }
-                    dlstat::Object::Aggr => {
-                        let a = p.show_aggr().await.map_err(err)?;
-                        let s = p.show_stats().await.map_err(err)?;
-                        (vec![], a, s)
-                    }
-                    // Not one of dlstat's subcommands (Object::parse).
-                    dlstat::Object::Flow => return Err(CliError::invalid_argument("use flowstat")),
-                };
-                let names: Vec<String> = match &link {
-                    Some(l) if object == dlstat::Object::Aggr => vec![l.clone()],
-                    Some(l) => show::pick(names, Some(l), |n| n.as_str(), object.what())?,
-                    None => names,
-                };
-                let aggrs = match &link {
-                    Some(l) if object == dlstat::Object::Aggr => {
-                        show::pick(aggrs, Some(l), |a| a.link.as_str(), object.what())?
-                    }
-                    _ => aggrs,
-                };
-                Ok((names, aggrs, stats))
-            };
-            type Read = (Vec<String>, Vec<netadm_dbus::AggrInfo>, Vec<netadm_dbus::LinkStats>);
-            let table = |(names, aggrs, now): &Read, before: Option<&Read>| {
-                dlstat::table(object, side, names, aggrs, now, before.map(|b| &b.2[..]))
-            };
-            every(&fmt, stat.interval, stat.count, fetch, table).await
+            ctx.stat(&stat, object, link, None).await
         }
         Verb::Flowstat { stat, link, flow } => {
-            let (side, fmt) = stat.parts(json);
-            let object = dlstat::Object::Flow;
-            render::render(&Table { columns: dlstat::columns(object, side), rows: vec![] }, &fmt)?;
-            let fetch = async || -> Result<_, CliError> {
-                let mut flows = p.show_flow_stats().await.map_err(err)?;
-                if let Some(l) = &link {
-                    flows.retain(|f| &f.link == l);
-                }
-                let flows = show::pick(flows, flow.as_deref(), |f| f.flow.as_str(), "flow")?;
-                let names = flows.iter().map(|f| f.flow.clone()).collect();
-                Ok((names, dlstat::flow_counts(&flows)))
-            };
-            type Read = (Vec<String>, Vec<netadm_dbus::LinkStats>);
-            let table = |(names, now): &Read, before: Option<&Read>| {
-                dlstat::table(object, side, names, &[], now, before.map(|b| &b.1[..]))
-            };
-            every(&fmt, stat.interval, stat.count, fetch, table).await
+            ctx.stat(&stat, dlstat::Object::Flow, flow, link).await
         }
         Verb::ShowPhys(PhysShow { stats: true, show, link, .. }) => {
             let rows =

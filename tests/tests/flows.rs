@@ -192,15 +192,6 @@ fn udp_flow(bus: &Bus, port: u16, prop: &str, name: &str) {
     json(bus, &["add-flow", "-l", "v0", "-a", &attrs, "-p", prop, name]);
 }
 
-/// Stops the senders when dropped, also on a failed assertion.
-struct Stop(Arc<AtomicBool>);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 /// UDP datagrams of 1400 bytes from namespace `ns` to 192.0.2.2:`port`,
 /// from `sockets` sockets (one flow each), each at `mbps` Mb/s of frames,
 /// until `stop`.
@@ -250,7 +241,7 @@ fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood
     // What the far end sees to each port, Mb/s, while senders offer
     // (port, sockets, Mb/s each), over 3 s past the first half second.
     let rates = |offered: &[(u16, usize, f64)]| -> Vec<f64> {
-        let stop = Stop(Arc::new(AtomicBool::new(false)));
+        let stop = Stop::default();
         for (port, sockets, mbps) in offered {
             send(a.name(), *port, *sockets, *mbps, &stop.0);
         }

@@ -870,13 +870,7 @@ fn a_high_priority_kernel_vnic_keeps_the_line_beside_a_low_priority_flood() {
         ip(z, &[&["neigh", "replace", FAR0][..], &lladdr].concat());
     }
     // The floods stop when the test ends, also on a failed assertion.
-    struct Stop(Arc<AtomicBool>);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let stop = Stop(Arc::new(AtomicBool::new(false)));
+    let stop = Stop::default();
     let floods: Vec<_> = [&z1, &z2]
         .into_iter()
         .map(|z| {

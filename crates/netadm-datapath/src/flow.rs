@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::headers::{Headers, Ip, Net};
+use crate::protect::in_prefix;
 use crate::qos::LinkQos;
 
 /// What a flow matches, seen from its link: `local` is the link's side
@@ -34,20 +35,6 @@ pub struct FlowMatch {
     pub dsfield: Option<(u8, u8)>,
 }
 
-fn within(ip: IpAddr, (net, len): (IpAddr, u8)) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            u32::from(a) & m == u32::from(n)
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            u128::from(a) & m == u128::from(n)
-        }
-        _ => false,
-    }
-}
-
 impl FlowMatch {
     /// Whether the IP packet `ip` matches, sent by the link (`outbound`)
     /// or received by it.
@@ -56,8 +43,8 @@ impl FlowMatch {
         let (local, remote) = if outbound { (src, dst) } else { (dst, src) };
         let ports = ip.ports().map(|(s, d)| if outbound { (s, d) } else { (d, s) });
         self.proto.is_none_or(|p| p == ip.proto)
-            && self.local.is_none_or(|n| within(local, n))
-            && self.remote.is_none_or(|n| within(remote, n))
+            && self.local.is_none_or(|(n, len)| in_prefix(n, len, local))
+            && self.remote.is_none_or(|(n, len)| in_prefix(n, len, remote))
             && self.local_port.is_none_or(|p| ports.is_some_and(|(l, _)| l == p))
             && self.remote_port.is_none_or(|p| ports.is_some_and(|(_, r)| r == p))
             && self.dsfield.is_none_or(|(v, m)| ip.dsfield & m == v)

@@ -79,7 +79,7 @@ pub struct Policy {
 }
 
 /// Whether prefix (`net`, `len`) holds `ip`.
-fn in_prefix(net: IpAddr, len: u8, ip: IpAddr) -> bool {
+pub(crate) fn in_prefix(net: IpAddr, len: u8, ip: IpAddr) -> bool {
     match (net, ip) {
         (IpAddr::V4(n), IpAddr::V4(a)) => {
             let m = u32::MAX.checked_shl(32 - u32::from(len.min(32))).unwrap_or(0);

@@ -397,7 +397,7 @@ macro_rules! answers {
             }
 
             /// Traffic counters of a link (`show-link -s`, `show-phys -s`).
-            StatsRow => LinkStats [Eq] {
+            StatsRow => LinkStats [Default, Eq] {
                 /// Link name.
                 link: String,
                 /// Frames received.

@@ -57,7 +57,7 @@ pub use netns::{
     Netns, Scratch, bridged_far_side, enter, ip, kernel_far_side, link_counts, netadm_far_side,
     sweep_stale, veth, veth_nic,
 };
-pub use process::{Lines, Reaped, command, dhcp_server, in_netns, run, sh, words};
+pub use process::{Lines, Reaped, Stop, command, dhcp_server, in_netns, run, sh, words};
 
 /// What went wrong starting, waiting for or running a process. Its
 /// `Debug` is its message, so that a test's `unwrap()` says it plainly.

@@ -76,6 +76,17 @@ pub fn words(line: &str) -> Vec<String> {
     line.split_whitespace().map(String::from).collect()
 }
 
+/// A flag that tells a test's senders to stop, raised on drop: they stop
+/// when the test ends, also on a failed assertion.
+#[derive(Debug, Default)]
+pub struct Stop(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A child process killed and reaped on drop.
 #[derive(Debug)]
 pub struct Reaped(pub Child);

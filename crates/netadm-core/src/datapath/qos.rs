@@ -81,11 +81,16 @@ impl Qos {
     /// Link `l`'s flows under `v`, kept or made, each limited as its
     /// properties say, the most specific first (then by name).
     fn flows_of(&self, v: &View<'_>, l: &Link) -> Vec<Arc<Flow>> {
-        let mut mine: Vec<(&FlowName, &FlowConf)> =
-            v.st.flow
-                .iter()
-                .filter(|(_, c)| v.resolve(c.link.as_str()).as_ref() == Some(l))
-                .collect();
+        let mine = v.st.flow.iter().filter(|(_, c)| v.resolve(c.link.as_str()).as_ref() == Some(l));
+        self.made(mine.collect())
+    }
+
+    /// The flows of configuration entries `mine` (one link's), kept or
+    /// made, the most specific first.
+    fn made(&self, mut mine: Vec<(&FlowName, &FlowConf)>) -> Vec<Arc<Flow>> {
+        if mine.is_empty() {
+            return vec![];
+        }
         mine.sort_by_key(|(n, c)| (std::cmp::Reverse(c.attrs.specificity()), (*n).clone()));
         let mut flows = self.flows.lock().unwrap();
         mine.into_iter()
@@ -127,12 +132,19 @@ impl Qos {
     pub(crate) fn sync(&self, v: &View<'_>) {
         let alive = |l: &Link| v.resolve(v.name_of(l).as_str()).as_ref() == Some(l);
         self.flows.lock().unwrap().retain(|n, _| v.st.flow.contains_key(n));
+        // Each flow's link resolved once, not once for every link.
+        let mut by_link: HashMap<Link, Vec<(&FlowName, &FlowConf)>> = HashMap::new();
+        for (n, c) in &v.st.flow {
+            if let Some(l) = v.resolve(c.link.as_str()) {
+                by_link.entry(l).or_default().push((n, c));
+            }
+        }
         let mut links = self.links.lock().unwrap();
         links.retain(|l, _| alive(l));
         for (l, q) in links.iter() {
             let (maxbw, prio) = settings(v, l);
             q.set(maxbw, prio);
-            q.set_flows(self.flows_of(v, l));
+            q.set_flows(self.made(by_link.remove(l).unwrap_or_default()));
         }
         drop(links);
         let mut ports = self.ports.lock().unwrap();

@@ -7,7 +7,7 @@ use netadm_model::{FlowName, PRIORITIES, PropName};
 
 use super::Reads;
 use crate::datapath::qos::FLOW_PRIORITY;
-use crate::verbs::flows::{FLOW_PROPS, flow_name};
+use crate::verbs::flows::{FLOW_PROPS, flow_name, flow_prop};
 use crate::{CoreError, FlowPropRow, FlowRow, FlowStatsRow};
 
 impl Reads<'_> {
@@ -61,16 +61,7 @@ impl Reads<'_> {
         link: &str,
         names: &[String],
     ) -> Result<Vec<FlowPropRow>, CoreError> {
-        let names: Vec<PropName> = names
-            .iter()
-            .map(|n| {
-                n.parse::<PropName>().ok().filter(|p| FLOW_PROPS.contains(p)).ok_or_else(|| {
-                    CoreError::invalid_argument(format!(
-                        "flow property {n:?}: a flow has maxbw and priority"
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let names: Vec<PropName> = names.iter().map(|n| flow_prop(n)).collect::<Result<_, _>>()?;
         let mut out = vec![];
         for (n, c) in self.flows(flow, link)? {
             for p in FLOW_PROPS.into_iter().filter(|p| names.is_empty() || names.contains(p)) {

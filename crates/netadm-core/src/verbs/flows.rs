@@ -23,7 +23,7 @@ pub(crate) fn flow_name(s: &str) -> Result<FlowName, CoreError> {
 }
 
 /// A flow property's name: one of [`FLOW_PROPS`].
-fn flow_prop(s: &str) -> Result<PropName, CoreError> {
+pub(crate) fn flow_prop(s: &str) -> Result<PropName, CoreError> {
     s.parse::<PropName>().ok().filter(|p| FLOW_PROPS.contains(p)).ok_or_else(|| {
         CoreError::invalid_argument(format!("flow property {s:?}: a flow has maxbw and priority"))
     })
