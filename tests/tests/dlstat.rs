@@ -189,8 +189,10 @@ fn dlstat_counts_a_kernel_vnic_in_its_zone_and_a_kernel_port_by_its_nic() {
     assert!(between(n0, port, n1), "net0: dlstat {port:?}, nic0 {n0:?}..{n1:?}");
     assert!(port[2] >= vnic[2], "net0 sent less than zv0 over it: {port:?} {vnic:?}");
 
-    // Flows are netadm's datapath's: on a kernel link, refused by name.
-    let (k, m) = json_err(bus, &["add-flow", "-l", "zv0", "-a", "transport=udp", "f0"]);
-    assert_eq!(k, "NotSupported", "{m}");
-    assert!(m.contains("kernel links (zv0)"), "{m}");
+    // A flow on a kernel VNIC counts what its class sent: the pings, ICMP.
+    json(bus, &["add-flow", "-l", "zv0", "-a", "transport=icmp", "f0"]);
+    ping(z.name(), 3, "0.05");
+    let f = json(bus, &["flowstat", "f0"]);
+    assert!(f[0]["opkts"].as_u64().unwrap() >= 3, "{f}");
+    json(bus, &["remove-flow", "f0"]);
 }

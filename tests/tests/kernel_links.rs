@@ -17,7 +17,11 @@
 //! reach each other without their unicast reaching the wire; MTU,
 //! channels and offloads read back from the kernel; maxbw holds within
 //! 5 %, and a high-priority VNIC keeps the line (a TAP at 100 Mb/s the
-//! test reads) beside a low-priority flood; a ping loses nothing while netadmd is killed and restarted, and no
+//! test reads) beside a low-priority flood; flows on a kernel VNIC hold
+//! their maxbw and a high-priority flow its rate beside a low flood on
+//! the same VNIC, flowstat counts what they send and receive, and a
+//! flow over a kernel etherstub is refused; a ping loses nothing while
+//! netadmd is killed and restarted, and no
 //! device is made again; apply round trips, and a commit-confirmed apply
 //! is put back in the kernel by `rollback` and by its deadline; bad
 //! requests are typed errors that leave `ip`, `tc` and links.toml as they
@@ -33,6 +37,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use netadm_datapath::headers::build::{eth, ipv4, udp};
 use netadm_testkit::raw::Raw;
 use netadm_testkit::*;
 use serde_json::Value;
@@ -817,13 +822,15 @@ fn tap_nic(name: &str) -> std::fs::File {
     file
 }
 
-/// Bytes of whole frames read from `tap` by source MAC, from `skip` after
+/// Bytes of whole frames read from `tap`, by what `key` says of each
+/// frame (frames it says nothing of are not counted), from `skip` after
 /// the call for `window`.
-fn bytes_by_source(
+fn bytes_by<K: Ord>(
     tap: &std::fs::File,
     skip: Duration,
     window: Duration,
-) -> std::collections::BTreeMap<[u8; 6], u64> {
+    key: impl Fn(&[u8]) -> Option<K>,
+) -> std::collections::BTreeMap<K, u64> {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let start = Instant::now();
@@ -840,52 +847,48 @@ fn bytes_by_source(
             if now >= to {
                 break;
             }
-            if n >= 14 && now >= from {
-                let src: [u8; 6] = buf[6..12].try_into().unwrap();
-                *out.entry(src).or_default() += n as u64;
+            if n >= 14
+                && now >= from
+                && let Some(k) = key(&buf[..n])
+            {
+                *out.entry(k).or_default() += n as u64;
             }
         }
     }
     out
 }
 
+/// A frame's source MAC.
+fn source(f: &[u8]) -> Option<[u8; 6]> {
+    f[6..12].try_into().ok()
+}
+
+/// The destination port of an IPv4 UDP datagram's frame.
+fn udp_port(f: &[u8]) -> Option<u16> {
+    if f.len() < 42 || f[12..14] != [8, 0] || f[23] != 17 {
+        return None;
+    }
+    let at = 14 + usize::from(f[14] & 0x0f) * 4 + 2;
+    Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]))
+}
+
 #[test]
 fn a_high_priority_kernel_vnic_keeps_the_line_beside_a_low_priority_flood() {
     // net0 is a TAP at 100 Mb/s that the test reads: the shaper's line.
-    let Some(mut r) = Rig::new("pr", fixtures::kernel(&["tap0"])) else { return };
-    let tap = r.a.enter(|| tap_nic("tap0"));
-    let a = r.a().to_owned();
-    sh(&["ip", "netns", "exec", &a, "ethtool", "-s", "tap0", "speed", "100", "duplex", "full"]);
-    ip(&a, &["link", "set", "tap0", "up"]);
-    r.start();
+    let Some((mut r, tap, z1)) = tap_rig("pr") else { return };
     let line = 100e6;
-    let (z1, z2) = (r.zone("1"), r.zone("2"));
-    r.vnic_with_addr("net0", "v1", Some(&z1), "192.0.2.1/24");
+    let z2 = r.zone("2");
     r.vnic_with_addr("net0", "v2", Some(&z2), "192.0.2.3/24");
     let macs = [vnic_mac(&r.bus, "v1"), vnic_mac(&r.bus, "v2")];
     // Both tenants flood a neighbour that is never asked for (nothing
     // answers on a TAP the test only reads).
-    for (z, d) in [(&z1, "v1"), (&z2, "v2")] {
-        let lladdr = ["lladdr", "02:00:00:00:00:02", "dev", d, "nud", "permanent"];
-        ip(z, &[&["neigh", "replace", FAR0][..], &lladdr].concat());
-    }
+    let lladdr = ["lladdr", "02:00:00:00:00:02", "dev", "v2", "nud", "permanent"];
+    ip(&z2, &[&["neigh", "replace", FAR0][..], &lladdr].concat());
     // The floods stop when the test ends, also on a failed assertion.
     let stop = Stop::default();
-    let floods: Vec<_> = [&z1, &z2]
-        .into_iter()
-        .map(|z| {
-            let (z, stop) = (z.clone(), stop.0.clone());
-            std::thread::spawn(move || {
-                enter(&z, || {
-                    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-                    let frame = [0u8; 1400];
-                    while !stop.load(Ordering::Relaxed) {
-                        let _ = s.send_to(&frame, (FAR0, 9));
-                    }
-                })
-            })
-        })
-        .collect();
+    for z in [&z1, &z2] {
+        stop.udp(z, FAR0, 9, 1, f64::INFINITY);
+    }
     // Each round: the priorities set, then each VNIC's share of what left
     // by the port, Mb/s, over a window past the first half second; and the
     // notes of v1's change, as its verb reports them.
@@ -893,7 +896,7 @@ fn a_high_priority_kernel_vnic_keeps_the_line_beside_a_low_priority_flood() {
     let round = |p1: &str, p2: &str| {
         let set = r.ok(&["set-linkprop", "-p", &format!("priority={p1}"), "v1"]);
         r.ok(&["set-linkprop", "-p", &format!("priority={p2}"), "v2"]);
-        let seen = bytes_by_source(&tap, Duration::from_millis(500), window);
+        let seen = bytes_by(&tap, Duration::from_millis(500), window, source);
         let mbps = |m: &[u8; 6]| {
             seen.get(m).copied().unwrap_or(0) as f64 * 8.0 / window.as_secs_f64() / 1e6
         };
@@ -912,10 +915,134 @@ fn a_high_priority_kernel_vnic_keeps_the_line_beside_a_low_priority_flood() {
     let (m1, m2, _) = round("medium", "medium");
     let share = m1 / (m1 + m2);
     assert!((0.3..=0.7).contains(&share), "even priorities: v1 {m1:.1} Mb/s, v2 {m2:.1}");
-    drop(stop);
-    for f in floods {
-        f.join().unwrap();
+}
+
+/// A TAP at 100 Mb/s in `a`, read by the test, as kernel port net0; VNIC
+/// v1 over it in a zone with 192.0.2.1/24, whose frames to FAR0 go to the
+/// TAP (nothing answers there: its neighbour is set). The rig, the TAP,
+/// the zone.
+fn tap_rig(tag: &str) -> Option<(Rig, std::fs::File, String)> {
+    let mut r = Rig::new(tag, fixtures::kernel(&["tap0"]))?;
+    let tap = r.a.enter(|| tap_nic("tap0"));
+    let a = r.a().to_owned();
+    sh(&["ip", "netns", "exec", &a, "ethtool", "-s", "tap0", "speed", "100", "duplex", "full"]);
+    ip(&a, &["link", "set", "tap0", "up"]);
+    r.start();
+    let z = r.zone("1");
+    r.vnic_with_addr("net0", "v1", Some(&z), "192.0.2.1/24");
+    let lladdr = ["lladdr", "02:00:00:00:00:02", "dev", "v1", "nud", "permanent"];
+    ip(&z, &[&["neigh", "replace", FAR0][..], &lladdr].concat());
+    Some((r, tap, z))
+}
+
+#[test]
+fn flows_on_a_kernel_vnic_hold_their_maxbw_and_a_high_priority_flow_keeps_its_rate() {
+    let Some((mut r, tap, z)) = tap_rig("fl") else { return };
+    let a = r.a().to_owned();
+    // What the TAP sees to each UDP port, Mb/s, while senders in the zone
+    // offer (port, sockets, Mb/s each), over 2 s past the first half.
+    let rates = |offered: &[(u16, usize, f64)]| -> Vec<f64> {
+        let stop = Stop::default();
+        for (port, sockets, mbps) in offered {
+            stop.udp(&z, FAR0, *port, *sockets, *mbps);
+        }
+        let window = Duration::from_secs(2);
+        let seen = bytes_by(&tap, Duration::from_millis(500), window, udp_port);
+        let mbps = |p: &u16| *seen.get(p).unwrap_or(&0) as f64 * 8.0 / 2.0 / 1e6;
+        offered.iter().map(|(p, ..)| mbps(p)).collect()
+    };
+    let flow = |port: u16, prop: &str, name: &str| {
+        let attrs = format!("transport=udp,remote_port={port}");
+        r.ok(&["add-flow", "-l", "v1", "-a", &attrs, "-p", prop, name]);
+    };
+    let qdiscs = || sh(&["tc", "-n", &a, "qdisc", "show", "dev", "tap0"]);
+
+    // maxbw: UDP to port 5001 at 20 Mb/s of the 40 offered; port 5003 is
+    // no flow's, and goes at what it offers.
+    flow(5001, "maxbw=20M", "lim");
+    let classes = sh(&["tc", "-n", &a, "class", "show", "dev", "tap0"]);
+    assert!(classes.contains("rate 20Mbit ceil 20Mbit"), "{classes}");
+    let r1 = rates(&[(5001, 1, 40.0), (5003, 1, 10.0)]);
+    assert_flow_limit("kernel flow lim", r1[0], 20.0, r1[1], 10.0);
+    // flowstat: what its class sent, whole frames.
+    let st = r.ok(&["flowstat", "lim"]);
+    let (opkts, obytes) = (st[0]["opkts"].as_u64().unwrap(), st[0]["obytes"].as_u64().unwrap());
+    assert!(opkts > 0 && obytes >= opkts * 1442, "flowstat lim: {st}");
+    // What arrives for it is counted where it is shaped: 25 datagrams from
+    // the far side's port 5001 (its remote port) come in by the TAP, and 5
+    // from port 5003 that are not its.
+    let (v1, far) = (vnic_mac(&r.bus, "v1"), [0x02, 0, 0, 0, 0, 0x02]);
+    let dgram = |sport: u16| {
+        let ip = ipv4(
+            FAR0.parse().unwrap(),
+            "192.0.2.1".parse().unwrap(),
+            17,
+            &udp(sport, 7, &[0; 100]),
+        );
+        [eth(v1, far, 0x0800), ip].concat()
+    };
+    let ipkts = || r.ok(&["flowstat", "lim"])[0]["ipkts"].as_u64().unwrap();
+    assert_eq!(ipkts(), 0, "lim counted what it did not receive");
+    for sport in [[5001; 25].as_slice(), &[5003; 5]].concat() {
+        std::io::Write::write_all(&mut &tap, &dgram(sport)).unwrap();
     }
+    wait_for("lim to count 25 datagrams", || ipkts() >= 25);
+    let st = r.ok(&["flowstat", "-r", "lim"]);
+    assert_eq!(st[0]["ipkts"], 25, "{st}");
+    assert_eq!(st[0]["rbytes"], 25 * dgram(5001).len(), "{st}");
+
+    // Priority: hi (port 5001) wants 60 Mb/s of the line's 100; lo (port
+    // 5002, low) floods it from two sockets.
+    r.ok(&["remove-flow", "lim"]);
+    flow(5001, "priority=high", "hi");
+    flow(5002, "priority=low", "lo");
+    let offered = [(5001, 1, 60.0), (5002, 2, f64::INFINITY)];
+    let r2 = rates(&offered);
+    let (hi, lo) = (r2[0], r2[1]);
+    eprintln!(
+        "kernel flows: hi (high) {hi:.1} Mb/s of 60, lo (low, flooding) {lo:.1}; the line 100"
+    );
+    assert!(hi >= 0.95 * 60.0, "the high-priority flow got {hi:.1} of 60 Mb/s");
+    assert!(lo > 1.0, "the low-priority flow was starved: {lo:.1} Mb/s");
+    // The control: at even priorities the flood takes its half.
+    r.ok(&["set-flowprop", "-p", "priority=medium", "hi"]);
+    r.ok(&["set-flowprop", "-p", "priority=medium", "lo"]);
+    let r3 = rates(&offered);
+    eprintln!("kernel flows at even priorities: hi {:.1} Mb/s of 60, lo {:.1}", r3[0], r3[1]);
+    assert!(r3[0] < 0.95 * 60.0, "hi kept {:.1} of 60 Mb/s without its priority", r3[0]);
+
+    // netadmd restarted finds the flows' classes again by their filters:
+    // nothing is made anew, and flowstat goes on from what they sent.
+    let classes = || sh(&["tc", "-n", &a, "class", "show", "dev", "tap0"]);
+    let (before, sent) = (classes(), r.ok(&["flowstat", "hi"])[0]["opkts"].as_u64().unwrap());
+    r.stop();
+    r.start();
+    assert_eq!(classes(), before);
+    let now = r.ok(&["flowstat", "hi"])[0]["opkts"].as_u64().unwrap();
+    assert!(sent > 0 && now >= sent, "flowstat hi: {now} frames after the restart, {sent} before");
+
+    // Flows gone, and v1 asking nothing else: netadm's shaper goes, with
+    // the rules that counted what they received and their counters.
+    let nft = || sh(&["ip", "netns", "exec", &a, "nft", "list", "table", "netdev", "netadm"]);
+    assert!(qdiscs().contains("htb 6e61:"), "{}", qdiscs());
+    assert!(
+        nft().contains("hook ingress device \"tap0\"") && nft().contains("counter flow_"),
+        "{}",
+        nft()
+    );
+    r.ok(&["remove-flow", "-l", "v1"]);
+    assert!(!qdiscs().contains("htb"), "{}", qdiscs());
+    assert!(!nft().contains("tap0") && !nft().contains("flow_"), "{}", nft());
+
+    // Over a kernel etherstub a flow cannot be told apart: refused, and
+    // nothing changes.
+    r.ok(&["create-etherstub", "stub0"]);
+    r.ok(&["create-vnic", "-l", "stub0", "sv0"]);
+    let before = (r.links_toml(), kernel_text(&[&a]));
+    let (kind, msg) = r.err(&["add-flow", "-l", "sv0", "-a", "transport=udp", "f0"]);
+    assert_eq!(kind, "NotSupported", "{msg}");
+    assert!(msg.contains("kernel etherstub stub0"), "{msg}");
+    assert_eq!((r.links_toml(), kernel_text(&[&a])), before);
 }
 
 /// A network over both ports, in `a` and two zones: net0 at MTU 9000,

@@ -91,7 +91,9 @@ pub use netlink::{KernelLink, Netlink};
 pub use netns::{NETNS_DIR, Netns};
 pub use packet::PacketSocket;
 pub use tap::Tap;
-pub use tc::{Class, HtbClass, Mode, Qdisc, QdiscKind, Rate, Tbf, TcId, U32Filter};
+pub use tc::{
+    Class, ClassCounts, HtbClass, Mode, Qdisc, QdiscKind, Rate, Tbf, TcId, U32Filter, U32Key,
+};
 pub use wake::{eventfd, wake};
 
 /// Why a kernel operation failed.

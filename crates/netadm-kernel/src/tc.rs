@@ -167,6 +167,33 @@ pub struct Class {
     /// Frames queued in it now (its queue's length, as the kernel's
     /// statistics say; 0 where they say nothing).
     pub queued: u32,
+    /// What it has sent since it was made: frames, bytes, and frames it
+    /// dropped (its queue full).
+    pub sent: ClassCounts,
+}
+
+/// What a class has sent since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// Frames sent.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Frames dropped.
+    pub drops: u64,
+}
+
+/// One 32-bit key of a u32 selector: the word at `off` bytes from the
+/// network header (negative: into the Ethernet header), under `mask`,
+/// equals `val` (both as the word reads in network byte order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct U32Key {
+    /// Offset from the network header, a multiple of 4.
+    pub off: i32,
+    /// The bits compared.
+    pub mask: u32,
+    /// Their wanted value.
+    pub val: u32,
 }
 
 /// A u32 filter as the kernel reports it.
@@ -184,6 +211,8 @@ pub struct U32Filter {
     pub src_mac: Option<[u8; 6]>,
     /// The device a mirred action redirects matching packets to.
     pub redirect: Option<u32>,
+    /// Its selector's keys, as the kernel holds them.
+    pub keys: Vec<U32Key>,
 }
 
 // Attribute numbers (linux/pkt_sched.h).
@@ -370,7 +399,7 @@ fn parse_qdisc(m: &TcMessage) -> Qdisc {
 
 /// The source MAC a selector matches, if it is the two keys
 /// [`Netlink::add_u32_src_mac`] writes.
-fn src_mac_of(keys: &[TcU32Key]) -> Option<[u8; 6]> {
+fn src_mac_of(keys: &[U32Key]) -> Option<[u8; 6]> {
     let [a, b] = keys else { return None };
     if (a.off, a.mask, b.off, b.mask) != (-8, u32::MAX, -4, 0xffff_0000) {
         return None;
@@ -382,15 +411,14 @@ fn src_mac_of(keys: &[TcU32Key]) -> Option<[u8; 6]> {
 /// The two u32 keys that match source MAC `mac` at egress: offsets are
 /// from the network header, which the Ethernet source ends 2 bytes (the
 /// EtherType) before (`tc ... u32 match ether src MAC`).
-fn src_mac_keys(mac: [u8; 6]) -> Vec<TcU32Key> {
-    let key = |mask, val, off| {
-        let mut k = TcU32Key::default();
-        (k.mask, k.val, k.off) = (mask, val, off);
-        k
-    };
+fn src_mac_keys(mac: [u8; 6]) -> Vec<U32Key> {
     vec![
-        key(u32::MAX, u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]), -8),
-        key(0xffff_0000, u32::from_be_bytes([mac[4], mac[5], 0, 0]), -4),
+        U32Key {
+            off: -8,
+            mask: u32::MAX,
+            val: u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]),
+        },
+        U32Key { off: -4, mask: 0xffff_0000, val: u32::from_be_bytes([mac[4], mac[5], 0, 0]) },
     ]
 }
 
@@ -401,6 +429,7 @@ fn parse_filter(m: &TcMessage) -> Option<U32Filter> {
         class: None,
         src_mac: None,
         redirect: None,
+        keys: vec![],
     };
     let mut selector = false;
     for a in &m.attributes {
@@ -410,7 +439,12 @@ fn parse_filter(m: &TcMessage) -> Option<U32Filter> {
                 TcOption::U32(TcFilterU32Option::ClassId(c)) => f.class = Some(TcId::of(*c)),
                 TcOption::U32(TcFilterU32Option::Selector(s)) => {
                     selector = true;
-                    f.src_mac = src_mac_of(&s.keys);
+                    f.keys = s
+                        .keys
+                        .iter()
+                        .map(|k| U32Key { off: k.off, mask: k.mask, val: k.val })
+                        .collect();
+                    f.src_mac = src_mac_of(&f.keys);
                 }
                 TcOption::U32(TcFilterU32Option::Action(acts)) => f.redirect = redirect_of(acts),
                 _ => {}
@@ -462,6 +496,33 @@ fn queued(m: &TcMessage) -> u32 {
             _ => None,
         })
         .unwrap_or(0)
+}
+
+/// `TCA_STATS_PKT64`: the packet count past 32 bits.
+const TCA_STATS_PKT64: u16 = 8;
+
+/// What `m`'s statistics say it sent and dropped.
+fn sent(m: &TcMessage) -> ClassCounts {
+    let mut c = ClassCounts::default();
+    for a in &m.attributes {
+        let TcAttribute::Stats2(v) = a else { continue };
+        for s in v {
+            match s {
+                TcStats2::Basic(b) => {
+                    c.bytes = b.bytes;
+                    c.packets = c.packets.max(u64::from(b.packets));
+                }
+                TcStats2::Queue(q) => c.drops = u64::from(q.drops),
+                TcStats2::Other(n) if n.kind() == TCA_STATS_PKT64 => {
+                    let mut v = vec![0; n.value_len()];
+                    n.emit_value(&mut v);
+                    c.packets = u64_of(&v).unwrap_or(c.packets);
+                }
+                _ => {}
+            }
+        }
+    }
+    c
 }
 
 fn check_class(what: &str, c: &HtbClass) -> Result<(), KernelError> {
@@ -672,10 +733,39 @@ impl Netlink {
         mac: [u8; 6],
         class: TcId,
     ) -> Result<(), KernelError> {
-        let op = format!("add u32 filter {prio} (source MAC) to {class} on link {ifindex}");
+        self.add_u32_match(ifindex, parent, prio, &src_mac_keys(mac), class)
+    }
+
+    /// Adds a u32 filter at `parent` (an htb qdisc, or one of its classes:
+    /// its frames are then classified among its children), priority
+    /// `prio`, sending the frames that match every one of `keys` to class
+    /// `class`. No keys, or a key of mask 0: every frame.
+    pub fn add_u32_match(
+        &self,
+        ifindex: u32,
+        parent: TcId,
+        prio: u16,
+        keys: &[U32Key],
+        class: TcId,
+    ) -> Result<(), KernelError> {
+        let op = format!("add u32 filter {prio} at {parent} to {class} on link {ifindex}");
+        if keys.len() > 128 || keys.iter().any(|k| k.off % 4 != 0) {
+            let reason = "at most 128 keys, each at an offset a multiple of 4";
+            return Err(KernelError::Invalid { what: op, reason: reason.into() });
+        }
         let mut sel = TcU32Selector::default();
         sel.flags = TcU32SelectorFlags::Terminal;
-        sel.keys = src_mac_keys(mac);
+        sel.keys = keys
+            .iter()
+            .map(|k| {
+                let mut t = TcU32Key::default();
+                (t.mask, t.val, t.off) = (k.mask, k.val & k.mask, k.off);
+                t
+            })
+            .collect();
+        if sel.keys.is_empty() {
+            sel.keys.push(TcU32Key::default());
+        }
         sel.nkeys = sel.keys.len() as u8;
         let opts = [TcFilterU32Option::ClassId(class.netlink()), TcFilterU32Option::Selector(sel)];
         self.u32_filter(&op, ifindex, parent, prio, |r| r.u32(&opts))
@@ -747,6 +837,7 @@ impl Netlink {
                 parent: TcId::of(m.header.parent),
                 htb: (kind(m) == "htb").then(|| parse_htb_class(&options(m))).flatten(),
                 queued: queued(m),
+                sent: sent(m),
             })
             .collect())
     }

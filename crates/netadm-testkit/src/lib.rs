@@ -286,6 +286,23 @@ pub fn try_wait_for(
     Ok(())
 }
 
+/// Asserts that a flow limited to `maxbw` Mb/s was measured within 5 %
+/// of it (`got`), while traffic in no flow, offered at `offered` Mb/s,
+/// passed (`other`, at least 90 % of it); prints both first, for the
+/// record (`what` names the flow).
+pub fn assert_flow_limit(what: &str, got: f64, maxbw: f64, other: f64, offered: f64) {
+    let err = (got - maxbw) / maxbw;
+    eprintln!(
+        "{what} (maxbw {maxbw}M): {got:.3} Mb/s ({:+.1} %); no flow's: {other:.2} Mb/s of {offered}",
+        err * 100.0
+    );
+    assert!(err.abs() <= 0.05, "{what} sent {got:.3} Mb/s, maxbw {maxbw} ({err:+.3})");
+    assert!(
+        other >= 0.9 * offered,
+        "traffic in no flow was held back: {other:.2} Mb/s of {offered}"
+    );
+}
+
 /// Waits until `cond` holds, for at most 30 s; panics after that.
 pub fn wait_for(what: &str, cond: impl FnMut() -> bool) {
     try_wait_for(what, Duration::from_secs(30), cond).unwrap_or_else(|e| panic!("{e}"));

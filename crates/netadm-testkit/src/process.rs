@@ -87,6 +87,36 @@ impl Drop for Stop {
     }
 }
 
+impl Stop {
+    /// Sends UDP datagrams of 1400 bytes from namespace `ns` to
+    /// `to`:`port` until this flag is raised, from `sockets` sockets (one
+    /// flow each), each at `mbps` Mb/s of Ethernet frames (the datagram
+    /// and its UDP, IPv4 and Ethernet headers), or as fast as it can at
+    /// `f64::INFINITY`. A pacing sender that falls behind catches up.
+    pub fn udp(&self, ns: &str, to: &str, port: u16, sockets: usize, mbps: f64) {
+        for _ in 0..sockets {
+            let (ns, to, stop) = (ns.to_owned(), to.to_owned(), self.0.clone());
+            std::thread::spawn(move || {
+                crate::enter(&ns, || {
+                    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+                    let data = [0u8; 1400];
+                    let frame_bits = (1400 + 8 + 20 + 14) as f64 * 8.0;
+                    let (t0, mut sent) = (std::time::Instant::now(), 0u64);
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let due = t0.elapsed().as_secs_f64() * mbps * 1e6 / frame_bits;
+                        if (sent as f64) < due {
+                            let _ = s.send_to(&data, (to.as_str(), port));
+                            sent += 1;
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            });
+        }
+    }
+}
+
 /// A child process killed and reaped on drop.
 #[derive(Debug)]
 pub struct Reaped(pub Child);

@@ -26,7 +26,7 @@ pub(crate) struct Qos {
 
 /// `maxbw` (b/s, 0: none) and priority (0 low .. 2 high, `default` when
 /// unset) in properties `props`.
-fn limits(props: Option<&LinkProps>, default: usize) -> (u64, usize) {
+pub(crate) fn limits(props: Option<&LinkProps>, default: usize) -> (u64, usize) {
     let maxbw = match props.and_then(|p| p.get(&PropName::Maxbw)) {
         Some(PropValue::Bandwidth(b)) => *b,
         _ => 0,
@@ -49,6 +49,21 @@ pub(crate) fn settings(v: &View<'_>, l: &Link) -> (u64, usize) {
 
 /// A flow's priority when none is set: flowadm's, `medium`.
 pub(crate) const FLOW_PRIORITY: usize = 1;
+
+/// Link `l`'s flows under `v`, in the order a frame is matched against
+/// them: the most specific first, then by name.
+pub(crate) fn flows_on<'a>(v: &View<'a>, l: &Link) -> Vec<(&'a FlowName, &'a FlowConf)> {
+    let st = v.st;
+    let mut mine: Vec<_> =
+        st.flow.iter().filter(|(_, c)| v.resolve(c.link.as_str()).as_ref() == Some(l)).collect();
+    in_match_order(&mut mine);
+    mine
+}
+
+/// One link's flows put in the order a frame is matched against them.
+fn in_match_order(flows: &mut [(&FlowName, &FlowConf)]) {
+    flows.sort_by_key(|(n, c)| (std::cmp::Reverse(c.attrs.specificity()), (*n).clone()));
+}
 
 /// What a flow's attributes match, as the datapath matches it.
 fn matcher(a: &FlowAttrs) -> FlowMatch {
@@ -79,19 +94,17 @@ impl Qos {
     }
 
     /// Link `l`'s flows under `v`, kept or made, each limited as its
-    /// properties say, the most specific first (then by name).
+    /// properties say, in the order they match.
     fn flows_of(&self, v: &View<'_>, l: &Link) -> Vec<Arc<Flow>> {
-        let mine = v.st.flow.iter().filter(|(_, c)| v.resolve(c.link.as_str()).as_ref() == Some(l));
-        self.made(mine.collect())
+        self.made(flows_on(v, l))
     }
 
-    /// The flows of configuration entries `mine` (one link's), kept or
-    /// made, the most specific first.
-    fn made(&self, mut mine: Vec<(&FlowName, &FlowConf)>) -> Vec<Arc<Flow>> {
+    /// The flows of configuration entries `mine` (one link's, in the
+    /// order they match), kept or made.
+    fn made(&self, mine: Vec<(&FlowName, &FlowConf)>) -> Vec<Arc<Flow>> {
         if mine.is_empty() {
             return vec![];
         }
-        mine.sort_by_key(|(n, c)| (std::cmp::Reverse(c.attrs.specificity()), (*n).clone()));
         let mut flows = self.flows.lock().unwrap();
         mine.into_iter()
             .map(|(n, c)| {
@@ -144,7 +157,9 @@ impl Qos {
         for (l, q) in links.iter() {
             let (maxbw, prio) = settings(v, l);
             q.set(maxbw, prio);
-            q.set_flows(self.made(by_link.remove(l).unwrap_or_default()));
+            let mut mine = by_link.remove(l).unwrap_or_default();
+            in_match_order(&mut mine);
+            q.set_flows(self.made(mine));
         }
         drop(links);
         let mut ports = self.ports.lock().unwrap();

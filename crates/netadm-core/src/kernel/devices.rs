@@ -12,6 +12,8 @@ use netadm_config::StubKind;
 use netadm_kernel::{BondMode, BondSpec, LacpRate, XmitHashPolicy};
 use netadm_model::{AggrLayer, LacpMode, LacpTimer, LinkName, PropName, PropValue};
 
+use super::shaper::{FlowShare, htb_prio};
+use crate::datapath::qos::{FLOW_PRIORITY, flows_on, limits};
 use crate::view::{Link, View};
 
 /// Where a device lives: a zone (network namespace) by name, or netadmd's
@@ -94,6 +96,9 @@ pub(crate) struct Dev {
     /// A port's or a VNIC's link properties the kernel carries (channels,
     /// offloads, bandwidth).
     pub props: BTreeMap<PropName, PropValue>,
+    /// The flows of the link it is, in the order they match (a port's,
+    /// an aggregation's, a VNIC's over either).
+    pub flows: Vec<FlowShare>,
 }
 
 impl Dev {
@@ -184,6 +189,20 @@ pub(crate) fn devices(
         let Some(all) = v.props(l) else { return BTreeMap::new() };
         all.iter().filter(|(k, _)| KERNEL_PROPS.contains(k)).map(|(k, v)| (*k, v.clone())).collect()
     };
+    let flows = |l: &Link| -> Vec<FlowShare> {
+        flows_on(v, l)
+            .into_iter()
+            .map(|(name, c)| {
+                let (maxbw, rank) = limits(Some(&c.props), FLOW_PRIORITY);
+                FlowShare {
+                    name: name.clone(),
+                    attrs: c.attrs.clone(),
+                    maxbw,
+                    prio: htb_prio(rank),
+                }
+            })
+            .collect()
+    };
     for (d, ifname) in ports {
         let link = Link::Phys(d.clone());
         if !want(&link) {
@@ -201,6 +220,7 @@ pub(crate) fn devices(
                 master: v.aggr_of(&name).map(ToString::to_string),
                 layer: 0,
                 props: props(&link),
+                flows: flows(&link),
             },
         );
     }
@@ -220,6 +240,7 @@ pub(crate) fn devices(
                 master: None,
                 layer: 1,
                 props: props(&link),
+                flows: flows(&link),
             },
         );
     }
@@ -238,6 +259,7 @@ pub(crate) fn devices(
                 master: None,
                 layer: 1,
                 props: BTreeMap::new(),
+                flows: vec![],
             },
         );
     }
@@ -266,6 +288,7 @@ pub(crate) fn devices(
                     master: None,
                     layer: 2,
                     props: BTreeMap::new(),
+                    flows: vec![],
                 },
             );
             continue;
@@ -287,6 +310,7 @@ pub(crate) fn devices(
                             master: None,
                             layer: 5,
                             props: BTreeMap::from([(PropName::Maxbw, bw)]),
+                            flows: vec![],
                         },
                     );
                 }
@@ -307,6 +331,7 @@ pub(crate) fn devices(
                             master: None,
                             layer: VNIC_TAG_LAYER,
                             props: BTreeMap::new(),
+                            flows: vec![],
                         });
                         name
                     }
@@ -320,6 +345,10 @@ pub(crate) fn devices(
             Dev {
                 link: n.clone(),
                 props: props(&link),
+                flows: match what {
+                    What::Macvlan { .. } => flows(&link),
+                    _ => vec![],
+                },
                 of: link,
                 what,
                 mtu,

@@ -40,8 +40,9 @@
 //! is a bytecode of expressions (payload offsets, registers, set lookups)
 //! that would be hand-encoded here, with nothing maintained to check it
 //! against; `nft` compiles the rules, applies a file as one transaction,
-//! and prints the ruleset back as JSON. It is a package dependency
-//! (`nftables`); without it, protection on a kernel VNIC is refused.
+//! and prints the ruleset back as JSON. The package recommends it
+//! (`nftables`: links over netadm's own ports do not need it); without
+//! it, protection and flows on a kernel VNIC are refused (NotSupported).
 //!
 //! What the kernel's rules do not do that the datapath does: a DHCPv4
 //! client identifier (option 61) and a DHCPv6 DUID sit at varying
@@ -69,7 +70,7 @@ use crate::protect::{Want, want};
 use crate::view::{Link, View};
 
 /// The table netadm's rules live in.
-const TABLE: &str = "netdev netadm";
+pub(super) const TABLE: &str = "netdev netadm";
 
 /// The host end of protected VNIC `vnic`'s veth pair (over a port).
 pub(crate) fn guard_end(vnic: &LinkName) -> String {
@@ -308,18 +309,18 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
 
 /// What every file starts with: the table (made if missing), so that
 /// what follows may delete in it.
-fn head() -> String {
+pub(super) fn head() -> String {
     format!("add table {TABLE}\n")
 }
 
 /// Runs `nft` on `input` (a file on stdin, or `args` alone); its stdout.
-fn nft(args: &[&str], input: Option<&str>) -> Result<String, CoreError> {
+pub(super) fn nft(args: &[&str], input: Option<&str>) -> Result<String, CoreError> {
     let mut c = Command::new("nft");
     c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             CoreError::not_supported(
-                "link protection on kernel links needs nftables' nft, which is not installed",
+                "link protection and flows on kernel links need nftables' nft, which is not installed",
             )
         } else {
             CoreError::hardware(format!("nft: {e}"))
@@ -343,7 +344,7 @@ fn nft(args: &[&str], input: Option<&str>) -> Result<String, CoreError> {
 
 /// netadm's table as nft prints it (`nft -j`): its objects; none when the
 /// table is not there.
-fn table() -> Result<Vec<serde_json::Value>, CoreError> {
+pub(super) fn table() -> Result<Vec<serde_json::Value>, CoreError> {
     let out = match nft(&["-j", "list", "table", TABLE], None) {
         Ok(o) => o,
         Err(e) if e.message.contains("No such file") => return Ok(vec![]),
@@ -356,7 +357,7 @@ fn table() -> Result<Vec<serde_json::Value>, CoreError> {
 
 /// The names of the objects of kind `kind` (`chain`, `set`, `counter`)
 /// in `objs` whose name starts with `prefix`.
-fn named<'a>(objs: &'a [serde_json::Value], kind: &str, prefix: &str) -> Vec<&'a str> {
+pub(super) fn named<'a>(objs: &'a [serde_json::Value], kind: &str, prefix: &str) -> Vec<&'a str> {
     objs.iter()
         .filter_map(|o| o[kind]["name"].as_str())
         .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}_")))
@@ -458,7 +459,10 @@ impl Kernel {
 
 /// Reads back each chain of `shape` (name, device, rules): there, hooked
 /// on ingress of that device, with that many rules.
-fn verify(objs: &[serde_json::Value], shape: &[(String, String, usize)]) -> Result<(), CoreError> {
+pub(super) fn verify(
+    objs: &[serde_json::Value],
+    shape: &[(String, String, usize)],
+) -> Result<(), CoreError> {
     for (chain, dev, rules) in shape {
         let c = objs.iter().find(|o| o["chain"]["name"].as_str() == Some(chain));
         // nft's JSON names a netdev chain's device in later versions
@@ -473,7 +477,7 @@ fn verify(objs: &[serde_json::Value], shape: &[(String, String, usize)]) -> Resu
         let n = objs.iter().filter(|o| o["rule"]["chain"].as_str() == Some(chain)).count();
         if !hooked || n != *rules {
             return Err(CoreError::hardware(format!(
-                "link protection: read back, chain {chain} of table {TABLE} is {}; expected it on {dev}'s ingress with {rules} rules",
+                "read back, chain {chain} of table {TABLE} is {}; expected it on {dev}'s ingress with {rules} rules",
                 match c {
                     None => "missing".to_owned(),
                     Some(_) if !hooked => "hooked elsewhere".to_owned(),

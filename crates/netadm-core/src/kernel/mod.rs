@@ -21,6 +21,7 @@
 mod bond;
 pub(crate) mod devices;
 pub(crate) mod guard;
+mod inbound;
 pub(crate) mod port;
 pub(crate) mod shaper;
 
@@ -31,10 +32,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use netadm_config::{HardwareConfig, PortClass};
 use netadm_kernel::{
-    ChannelCounts, Ethtool, Events, KernelError, LinkDetail, LinkKind, Netlink, Netns, NewLink,
-    Offload, Rate, Touched,
+    ChannelCounts, Class, ClassCounts, Ethtool, Events, KernelError, LinkDetail, LinkKind, Netlink,
+    Netns, NewLink, Offload, Rate, TcId, Touched,
 };
-use netadm_model::{LinkName, PropName, PropValue};
+use netadm_model::{FlowName, LinkName, PropName, PropValue};
 
 use crate::ports::PhysPort;
 use crate::timing::Timing;
@@ -86,6 +87,9 @@ pub(crate) struct Kernel {
     /// bond's MTU changed member by member, its settings in place),
     /// handed to the verb's timing by [`Kernel::drive`].
     notes: Mutex<Vec<String>>,
+    /// Each kernel flow's class, and the device it is on: where flowstat
+    /// reads what it sent.
+    flows: Mutex<BTreeMap<FlowName, (String, TcId)>>,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -138,6 +142,7 @@ impl Kernel {
             events: Events::open().map_err(kerr)?,
             stop: netadm_kernel::eventfd().map_err(kerr)?,
             rules: guard::Rules::default(),
+            flows: Mutex::default(),
             notes: Mutex::default(),
         }))
     }
@@ -307,6 +312,12 @@ impl Kernel {
         for (n, _, _) in from.vnic.diff(&to.vnic) {
             links.insert(Link::Vnic(n.clone()));
         }
+        // A flow is its link's: the link's shaper changes.
+        for (_, x, y) in from.flow.diff(&to.flow) {
+            for (c, v) in [(x, vf), (y, vt)] {
+                links.extend(c.and_then(|c| v.resolve(c.link.as_str())));
+            }
+        }
         for u in &under {
             for v in [vf, vt] {
                 links.extend(v.vnics_over(u).into_iter().map(|n| Link::Vnic(n.clone())));
@@ -436,15 +447,57 @@ impl Kernel {
             return Ok(());
         }
         let all = wanted(v, &self.ifnames, |_| true);
+        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        let before: Vec<FlowName> = flows.keys().cloned().collect();
         for (dev, shares) in shaper::shares(&all, lowers) {
             let of = all.iter().find(|(k, _)| k.0.is_none() && k.1 == dev).map(|(_, d)| d);
             let link = of.map_or(dev.as_str(), |d| d.link.as_str());
             let line = of.map(|d| self.line(v, &d.of));
-            for n in shaper::shape(&self.nl, &dev, link, line, &shares)? {
+            let done = shaper::shape(&self.nl, &dev, link, line, &shares)?;
+            for n in done.notes {
                 self.note(n);
             }
+            // What its flows receive is counted where they are shaped
+            // (nft is asked only where there are or were flows).
+            let had = flows.values().any(|(d, _)| *d == dev);
+            if had || !done.flows.is_empty() {
+                let inbound: Vec<([u8; 6], &shaper::FlowShare)> =
+                    done.flows.iter().map(|(f, mac, _)| (*mac, f)).collect();
+                inbound::count(&dev, &inbound)?;
+            }
+            flows.retain(|_, (d, _)| *d != dev);
+            flows.extend(done.flows.into_iter().map(|(f, _, c)| (f.name, (dev.clone(), c))));
+        }
+        // The counters of flows no longer anywhere go.
+        if before.iter().any(|f| !flows.contains_key(f)) {
+            inbound::forget(&flows.keys().collect())?;
         }
         Ok(())
+    }
+
+    /// What each kernel flow has sent, by its class's counters (frames,
+    /// bytes, frames dropped over its limits), and received, by its
+    /// counting rule's counter (frames, bytes).
+    pub(crate) fn flow_counts(&self) -> BTreeMap<FlowName, (ClassCounts, (u64, u64))> {
+        let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let mut by_dev: BTreeMap<&str, Vec<Class>> = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        if flows.is_empty() {
+            return out;
+        }
+        let received = inbound::counted(flows.keys());
+        for (f, (dev, id)) in &flows {
+            if !by_dev.contains_key(dev.as_str()) {
+                let read = self.nl.link_named(dev).and_then(|l| self.nl.classes(l.index));
+                by_dev.insert(dev, read.unwrap_or_default());
+            }
+            let sent = by_dev[dev.as_str()].iter().find(|c| c.id == *id).map(|c| c.sent);
+            out.insert(
+                f.clone(),
+                (sent.unwrap_or_default(), received.get(f).copied().unwrap_or_default()),
+            );
+        }
+        out
     }
 
     /// Before ifbs go: the bridge ends that redirect to them stop (a

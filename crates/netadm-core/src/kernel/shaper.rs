@@ -12,9 +12,21 @@
 //!   │        the kernel does not know it)
 //!   ├ 6e61:ffff  everything unclassified: floor .. line, priority high
 //!   └ 6e61:N     one link, by its source MAC (a u32 filter, pref N):
-//!                maxbw → rate = ceil = maxbw; else floor .. line;
-//!                priority high 0, medium 1, low 2
+//!     │          maxbw → rate = ceil = maxbw; else floor .. line;
+//!     │          priority high 0, medium 1, low 2
+//!     ├ 6e61:F   one of its flows (filters on 6e61:N, one per IP family,
+//!     │          in the order flows match): its maxbw and priority
+//!     └ 6e61:R   the rest of the link's frames (a last filter that
+//!                matches all): the link's priority
 //! ```
+//!
+//! A link with flows is an inner class: htb classifies its frames again
+//! with the filters on it. A flow's filter matches the link's source MAC
+//! and EtherType and the IP header's fields at their fixed offsets: ports
+//! only in an IPv4 packet with no options that is not a later fragment,
+//! or an IPv6 packet whose next header is the transport (no extension
+//! headers). What it sends is counted by its class; what it receives is
+//! not shaped (as a link's is not) and not counted by the kernel.
 //!
 //! A class's floor (1 % of the line, at least 1 Mbit/s) is what it is
 //! guaranteed; the rest of the line goes to who asks, high priority
@@ -35,12 +47,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use netadm_kernel::{HtbClass, Mode, Netlink, QdiscKind, Rate, Tbf, TcId};
-use netadm_model::{LinkName, PRIORITIES, PropName, PropValue};
+use netadm_kernel::{Class, HtbClass, Mode, Netlink, QdiscKind, Rate, Tbf, TcId, U32Key};
+use netadm_model::{FlowAttrs, FlowName, IpPrefix, LinkName, PRIORITIES, PropName, Transport};
 
 use super::devices::{Dev, Key, What};
 use super::kerr;
 use crate::CoreError;
+use crate::datapath::qos::limits;
 
 /// The handle's major of netadm's shaper: a root qdisc with another is
 /// not netadm's.
@@ -54,6 +67,10 @@ const FIRST: u16 = 2;
 /// The line rate of a device whose speed the kernel does not know.
 const UNKNOWN_LINE: Rate = Rate(100_000_000_000);
 
+/// The priority of the last filter on a link with flows: the rest of its
+/// frames.
+const REST_PREF: u16 = 0xffff;
+
 /// One link's share of a device's shaper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Share {
@@ -65,11 +82,125 @@ pub(crate) struct Share {
     pub maxbw: u64,
     /// htb's priority: 0 (high) .. 2 (low).
     pub prio: u32,
+    /// Its flows, in the order they match.
+    pub flows: Vec<FlowShare>,
+}
+
+/// One flow of a link, as its shaper takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FlowShare {
+    /// The flow.
+    pub name: FlowName,
+    /// What it matches.
+    pub attrs: FlowAttrs,
+    /// Its `maxbw`, b/s (0: none).
+    pub maxbw: u64,
+    /// htb's priority: 0 (high) .. 2 (low).
+    pub prio: u32,
+}
+
+/// htb's priority (0 first) of netadm's rank `rank` (0 low .. 2 high).
+pub(crate) fn htb_prio(rank: usize) -> u32 {
+    u32::try_from(PRIORITIES.len() - 1 - rank.min(PRIORITIES.len() - 1)).unwrap_or(0)
 }
 
 /// Whether `d` asks for shaping.
 fn shaped(d: &Dev) -> bool {
-    d.props.contains_key(&PropName::Maxbw) || d.props.contains_key(&PropName::Priority)
+    d.props.contains_key(&PropName::Maxbw)
+        || d.props.contains_key(&PropName::Priority)
+        || !d.flows.is_empty()
+}
+
+/// Whether a flow matching `a` can be IPv4, and IPv6: its addresses'
+/// family, and ICMP's.
+pub(crate) fn families(a: &FlowAttrs) -> (bool, bool) {
+    let addrs = [a.local_ip, a.remote_ip];
+    let family = |v4: bool| addrs.iter().flatten().all(|p| p.addr.is_ipv4() == v4);
+    (
+        family(true) && a.transport != Some(Transport::Icmpv6),
+        family(false) && a.transport != Some(Transport::Icmp),
+    )
+}
+
+/// The u32 selectors that pick out, of the frames sent from `mac`, those
+/// of a flow matching `a` (as seen from the sender: local is the source):
+/// one for each IP family the flow can match, each a list of keys at
+/// increasing offsets.
+pub(crate) fn selectors(mac: [u8; 6], a: &FlowAttrs) -> Vec<Vec<U32Key>> {
+    let (v4, v6) = families(a);
+    let ports = a.local_port.is_some() || a.remote_port.is_some();
+    let mut out = vec![];
+    for (ok, ethertype) in [(v4, 0x0800u16), (v6, 0x86dd)] {
+        if !ok {
+            continue;
+        }
+        let mut k: BTreeMap<i32, (u32, u32)> = BTreeMap::new();
+        let mut put = |off: i32, mask: u32, val: u32| {
+            let e = k.entry(off).or_default();
+            (e.0, e.1) = (e.0 | mask, e.1 | (val & mask));
+        };
+        let [m0, m1, m2, m3, m4, m5] = mac;
+        let et = ethertype.to_be_bytes();
+        put(-8, u32::MAX, u32::from_be_bytes([m0, m1, m2, m3]));
+        put(-4, u32::MAX, u32::from_be_bytes([m4, m5, et[0], et[1]]));
+        let v6 = ethertype == 0x86dd;
+        if let Some(d) = a.dsfield {
+            let shift = if v6 { 20 } else { 16 };
+            put(0, u32::from(d.mask) << shift, u32::from(d.value) << shift);
+        }
+        if let Some(t) = a.transport {
+            match v6 {
+                true => put(4, 0xff00, u32::from(t.protocol()) << 8),
+                false => put(8, 0x00ff_0000, u32::from(t.protocol()) << 16),
+            }
+        }
+        let (src, dst, l4) = if v6 { (8, 24, 40) } else { (12, 16, 20) };
+        for (at, p) in [(src, a.local_ip), (dst, a.remote_ip)] {
+            if let Some(p) = p {
+                for (i, (mask, val)) in prefix_words(p).into_iter().enumerate() {
+                    put(at + 4 * i as i32, mask, val);
+                }
+            }
+        }
+        if ports {
+            if !v6 {
+                // No options (the ports are at 20), not a later fragment.
+                put(0, 0x0f00_0000, 0x0500_0000);
+                put(4, 0x1fff, 0);
+            }
+            if let Some(p) = a.local_port {
+                put(l4, 0xffff_0000, u32::from(p) << 16);
+            }
+            if let Some(p) = a.remote_port {
+                put(l4, 0xffff, u32::from(p));
+            }
+        }
+        out.push(
+            k.into_iter()
+                .filter(|(_, (mask, _))| *mask != 0)
+                .map(|(off, (mask, val))| U32Key { off, mask, val })
+                .collect(),
+        );
+    }
+    out
+}
+
+/// Prefix `p` as 32-bit words of (mask, value), network order; words its
+/// length does not reach have mask 0.
+fn prefix_words(p: IpPrefix) -> Vec<(u32, u32)> {
+    let bytes: Vec<u8> = match p.addr {
+        std::net::IpAddr::V4(a) => a.octets().to_vec(),
+        std::net::IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    bytes
+        .chunks(4)
+        .enumerate()
+        .map(|(i, w)| {
+            let bits = u32::from(p.len).saturating_sub(32 * i as u32).min(32);
+            let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+            (mask, u32::from_be_bytes([w[0], w[1], w[2], w[3]]) & mask)
+        })
+        .collect()
 }
 
 /// The device in netadmd's namespace that `d`'s frames are shaped on, if
@@ -104,21 +235,14 @@ pub(crate) fn shares(
     for (k, d) in all {
         let Some(lower) = lower_of(k, d) else { continue };
         let Some(list) = out.get_mut(lower) else { continue };
-        let maxbw = match d.props.get(&PropName::Maxbw) {
-            Some(PropValue::Bandwidth(b)) => *b,
-            _ => 0,
-        };
-        let rank = d
-            .props
-            .get(&PropName::Priority)
-            .and_then(|p| PRIORITIES.iter().position(|x| Some(*x) == p.as_text()))
-            .unwrap_or(PRIORITIES.len() - 1);
+        let (maxbw, rank) = limits(Some(&d.props), PRIORITIES.len() - 1);
         let own = matches!(d.what, What::Port | What::Bond(_));
         list.push(Share {
             link: d.link.clone(),
             mac: if own { None } else { d.mac },
             maxbw,
-            prio: u32::try_from(PRIORITIES.len() - 1 - rank).unwrap_or(0),
+            prio: htb_prio(rank),
+            flows: d.flows.clone(),
         });
     }
     out
@@ -142,22 +266,47 @@ fn same(have: Option<&HtbClass>, want: &HtbClass) -> bool {
     have.is_some_and(|h| h.rate == want.rate && h.ceil == want.ceil && h.prio == want.prio)
 }
 
+/// What [`shape`] did: its notes for the operator (the frames a priority
+/// change dropped), and the class each flow's frames leave by.
+#[derive(Debug, Default)]
+pub(crate) struct Shaped {
+    /// Notes for the verb's report.
+    pub notes: Vec<String>,
+    /// Each flow, the MAC its link's frames carry, and its class on the
+    /// device.
+    pub flows: Vec<(FlowShare, [u8; 6], TcId)>,
+}
+
+/// The class under a link's that its flows' frames, or the rest of its
+/// frames, go to.
+type Sub = (Option<FlowName>, TcId, HtbClass);
+
+/// What a link with flows asks for under its class: a class for each
+/// flow, then the rest's, and the filters on the link's class that send
+/// to them (priority, keys, class), in the order they are tried.
+struct Planned {
+    subs: Vec<Sub>,
+    filters: Vec<(u16, Vec<U32Key>, TcId)>,
+}
+
+/// The one key of a filter that matches every frame.
+const ALL: U32Key = U32Key { off: 0, mask: 0, val: 0 };
+
 /// Brings the shaper of device `dev` (in netadmd's namespace; `link` is
 /// the link it is, for errors) to `shares` on a line of `line`, and reads
-/// it back. No shares: netadm's shaper goes, if it is there. Its notes for
-/// the operator: the frames a priority change dropped.
+/// it back. No shares: netadm's shaper goes, if it is there.
 pub(crate) fn shape(
     nl: &Netlink,
     dev: &str,
     link: &str,
     line: Option<Rate>,
     shares: &[Share],
-) -> Result<Vec<String>, CoreError> {
+) -> Result<Shaped, CoreError> {
     let l = match nl.link_named(dev) {
         Ok(l) => l,
         // Gone (a bond deleted, a port's device missing): nothing to
         // shape; what is over it is missing too.
-        Err(netadm_kernel::KernelError::NotFound { .. }) => return Ok(vec![]),
+        Err(netadm_kernel::KernelError::NotFound { .. }) => return Ok(Shaped::default()),
         Err(e) => return Err(kerr(e)),
     };
     let ix = l.index;
@@ -167,13 +316,13 @@ pub(crate) fn shape(
         if ours {
             nl.del_qdisc(ix, TcId::ROOT).map_err(kerr)?;
         }
-        return Ok(vec![]);
+        return Ok(Shaped::default());
     }
     match &root {
         Some(q) if !ours && q.handle.major != 0 => {
             return Err(CoreError::exists(format!(
                 "{link}: device {dev} has a root qdisc netadm did not put there ({:?}, handle {}); \
-                 maxbw and priority need it: remove it (tc qdisc del dev {dev} root) or leave them unset",
+                 maxbw, priority and flows need it: remove it (tc qdisc del dev {dev} root) or leave them unset",
                 q.kind, q.handle
             )));
         }
@@ -182,84 +331,221 @@ pub(crate) fn shape(
     }
     let line = line.filter(|r| r.0 > 0).unwrap_or(UNKNOWN_LINE);
     let parent = TcId::new(MAJOR, 0);
+    let classes = nl.classes(ix).map_err(kerr)?;
     let have: BTreeMap<TcId, (Option<HtbClass>, u32)> =
-        nl.classes(ix).map_err(kerr)?.into_iter().map(|c| (c.id, (c.htb, c.queued))).collect();
-    // The frames queued in a class whose queue was emptied.
-    let set = |id: TcId, under: TcId, c: &HtbClass| -> Result<Option<u32>, CoreError> {
+        classes.iter().map(|c| (c.id, (c.htb, c.queued))).collect();
+    // Sets class `id` under `under`; a leaf whose priority changed has
+    // its queue emptied: the frames it held, for a note.
+    let set = |id: TcId, under: TcId, c: &HtbClass, leaf: bool| -> Result<u32, CoreError> {
         let (mode, reprio) = match have.get(&id) {
-            Some((h, _)) if same(h.as_ref(), c) => return Ok(None),
+            Some((h, _)) if same(h.as_ref(), c) => return Ok(0),
             Some((h, _)) => (Mode::Change, h.as_ref().is_some_and(|h| h.prio != c.prio)),
             None => (Mode::Create, false),
         };
         nl.set_htb_class(ix, id, under, c, mode).map_err(kerr)?;
         // htb moves a class to its new priority only once its queue is
         // empty: under a flood, never. What it holds is dropped instead.
-        if reprio && id.minor != DEFAULT && id != LINE {
+        if reprio && leaf {
             nl.empty_class(ix, id).map_err(kerr)?;
-            return Ok(Some(have.get(&id).map_or(0, |h| h.1)));
+            return Ok(have.get(&id).map_or(0, |h| h.1));
         }
-        Ok(None)
+        Ok(0)
     };
-    let top = HtbClass::new(line, line);
-    set(LINE, parent, &top)?;
-    let rest = HtbClass::new(floor(line), line);
-    set(TcId::new(MAJOR, DEFAULT), LINE, &rest)?;
+    set(LINE, parent, &HtbClass::new(line, line), false)?;
+    set(TcId::new(MAJOR, DEFAULT), LINE, &HtbClass::new(floor(line), line), false)?;
     // Each share's class: the one its MAC's filter sends to, or a new one.
     let filters = nl.filters(ix, parent).map_err(kerr)?;
     let mut by_mac: BTreeMap<[u8; 6], TcId> =
         filters.iter().filter_map(|f| Some((f.src_mac?, f.class?))).collect();
     let mut taken: BTreeSet<u16> = have.keys().map(|c| c.minor).collect();
-    let mut want: Vec<([u8; 6], TcId, HtbClass, &LinkName)> = vec![];
+    let mut fresh = |what: &LinkName| -> Result<TcId, CoreError> {
+        let minor = (FIRST..DEFAULT)
+            .find(|m| !taken.contains(m))
+            .ok_or_else(|| CoreError::busy(format!("{dev}: no class left for {what}")))?;
+        taken.insert(minor);
+        Ok(TcId::new(MAJOR, minor))
+    };
+    let mut want: Vec<([u8; 6], TcId, HtbClass, &Share)> = vec![];
     for s in shares {
         let mac = s.mac.or(l.mac).unwrap_or_default();
         let id = match by_mac.get(&mac) {
             Some(id) => *id,
-            None => {
-                let minor = (FIRST..DEFAULT).find(|m| !taken.contains(m)).ok_or_else(|| {
-                    CoreError::busy(format!("{dev}: no class left for {}", s.link))
-                })?;
-                taken.insert(minor);
-                TcId::new(MAJOR, minor)
-            }
+            None => fresh(&s.link)?,
         };
-        want.push((mac, id, class_of(s, line), &s.link));
+        want.push((mac, id, class_of(s, line), s));
     }
-    // Links that no longer ask go first (their MACs may be reused).
+    // Links that no longer ask go first (their MACs may be reused), with
+    // their flows' classes.
     for f in &filters {
         let (Some(mac), Some(id)) = (f.src_mac, f.class) else { continue };
-        if !want.iter().any(|(m, i, _, _)| *m == mac && *i == id) {
+        if !want.iter().any(|(m, i, ..)| *m == mac && *i == id) {
             nl.del_filter(ix, parent, f.prio).map_err(kerr)?;
             by_mac.remove(&mac);
-            if !want.iter().any(|(_, i, _, _)| *i == id) {
+            if !want.iter().any(|(_, i, ..)| *i == id) {
+                under(nl, ix, id, &classes, None)?;
                 nl.del_class(ix, id).map_err(kerr)?;
             }
         }
     }
-    let mut notes = vec![];
-    for (mac, id, c, l) in &want {
-        if let Some(n) = set(*id, LINE, c)?.filter(|n| *n > 0) {
-            notes.push(format!(
-                "{l}: its new priority took effect at once: the {n} frames queued for it on {dev} were dropped"
+    let mut out = Shaped::default();
+    let mut planned = vec![];
+    for (mac, id, c, s) in &want {
+        let n = set(*id, LINE, c, s.flows.is_empty())?;
+        if n > 0 {
+            out.notes.push(format!(
+                "{}: its new priority took effect at once: the {n} frames queued for it on {dev} were dropped",
+                s.link
             ));
         }
         if !by_mac.contains_key(mac) {
             nl.add_u32_src_mac(ix, parent, id.minor, *mac, *id).map_err(kerr)?;
         }
+        let p = if s.flows.is_empty() {
+            None
+        } else {
+            Some(plan(nl, ix, *id, *mac, s, c, line, &mut fresh)?)
+        };
+        under(nl, ix, *id, &classes, p.as_ref())?;
+        let Some(p) = p else { continue };
+        for (flow, sub, c) in &p.subs {
+            let n = set(*sub, *id, c, true)?;
+            if n > 0 {
+                let what = flow.as_ref().map_or(String::new(), |f| format!(" flow {f}:"));
+                out.notes.push(format!(
+                    "{}:{what} its new priority took effect at once: the {n} frames queued for it on {dev} were dropped",
+                    s.link
+                ));
+            }
+        }
+        let there = nl.filters(ix, *id).map_err(kerr)?;
+        for (pref, keys, sub) in &p.filters {
+            if !there.iter().any(|f| f.prio == *pref && f.keys == *keys && f.class == Some(*sub)) {
+                nl.add_u32_match(ix, *id, *pref, keys, *sub).map_err(kerr)?;
+            }
+        }
+        for (f, (_, sub, _)) in s.flows.iter().zip(&p.subs) {
+            out.flows.push((f.clone(), *mac, *sub));
+        }
+        planned.push((*id, s, p));
     }
-    // Read back: every share's class, at its rates, with its filter.
-    let classes: BTreeMap<TcId, Option<HtbClass>> =
-        nl.classes(ix).map_err(kerr)?.into_iter().map(|c| (c.id, c.htb)).collect();
+    // Read back: every share's class, at its rates, with its filter; each
+    // flow's and the rest's class under it, with theirs.
+    let classes: BTreeMap<TcId, (TcId, Option<HtbClass>)> =
+        nl.classes(ix).map_err(kerr)?.into_iter().map(|c| (c.id, (c.parent, c.htb))).collect();
+    let is = |id: &TcId, under: TcId, c: &HtbClass| {
+        classes.get(id).is_some_and(|(p, h)| *p == under && same(h.as_ref(), c))
+    };
     let filters = nl.filters(ix, parent).map_err(kerr)?;
-    for (mac, id, c, link) in &want {
+    for (mac, id, c, s) in &want {
         let filtered = filters.iter().any(|f| f.src_mac == Some(*mac) && f.class == Some(*id));
-        if !filtered || !same(classes.get(id).and_then(Option::as_ref), c) {
+        if !filtered || !is(id, LINE, c) {
             return Err(CoreError::hardware(format!(
-                "{link}: read back, device {dev} has no class {id} at rate {} ceil {} for its frames",
-                c.rate.0, c.ceil.0
+                "{}: read back, device {dev} has no class {id} at rate {} ceil {} for its frames",
+                s.link, c.rate.0, c.ceil.0
             )));
         }
     }
-    Ok(notes)
+    for (id, s, p) in &planned {
+        let there = nl.filters(ix, *id).map_err(kerr)?;
+        for (flow, sub, c) in &p.subs {
+            let sent = p.filters.iter().filter(|f| f.2 == *sub).all(|(pref, keys, _)| {
+                there.iter().any(|f| f.prio == *pref && f.keys == *keys && f.class == Some(*sub))
+            });
+            if !sent || !is(sub, *id, c) {
+                let what =
+                    flow.as_ref().map_or("the rest of its frames".into(), |f| format!("flow {f}"));
+                return Err(CoreError::hardware(format!(
+                    "{}: read back, device {dev} has no class {sub} under {id} for {what}, with its filters",
+                    s.link
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The classes and filters under link class `id` (share `s`, whose class
+/// is `link`, frames from `mac`) that its flows ask for: each flow's class
+/// kept where a filter on `id` already sends its frames to it.
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    nl: &Netlink,
+    ix: u32,
+    id: TcId,
+    mac: [u8; 6],
+    s: &Share,
+    link: &HtbClass,
+    line: Rate,
+    fresh: &mut dyn FnMut(&LinkName) -> Result<TcId, CoreError>,
+) -> Result<Planned, CoreError> {
+    let there = nl.filters(ix, id).map_err(kerr)?;
+    let mut used = BTreeSet::new();
+    let mut kept = |keys: &[Vec<U32Key>]| {
+        let c = there.iter().find(|f| keys.contains(&f.keys)).and_then(|f| f.class);
+        c.filter(|c| used.insert(*c))
+    };
+    let mut p = Planned { subs: vec![], filters: vec![] };
+    let mut pref = 1u16;
+    let floor = floor(line).min(link.ceil);
+    for f in &s.flows {
+        let sels = selectors(mac, &f.attrs);
+        let sub = match kept(&sels) {
+            Some(c) => c,
+            None => fresh(&s.link)?,
+        };
+        let (rate, ceil) =
+            if f.maxbw > 0 { (Rate(f.maxbw), Rate(f.maxbw)) } else { (floor, link.ceil) };
+        p.subs.push((
+            Some(f.name.clone()),
+            sub,
+            HtbClass { prio: f.prio, ..HtbClass::new(rate, ceil) },
+        ));
+        for keys in sels {
+            p.filters.push((pref, keys, sub));
+            pref += 1;
+        }
+    }
+    let all = vec![ALL];
+    let rest = match kept(std::slice::from_ref(&all)) {
+        Some(c) => c,
+        None => fresh(&s.link)?,
+    };
+    p.subs.push((None, rest, HtbClass { prio: s.prio, ..HtbClass::new(floor, link.ceil) }));
+    p.filters.push((REST_PREF, all, rest));
+    Ok(p)
+}
+
+/// Clears what is under link class `id` that `keep` does not ask for:
+/// its filters, then its classes (`classes`: as they were read). A link
+/// with no flows left is a leaf again.
+fn under(
+    nl: &Netlink,
+    ix: u32,
+    id: TcId,
+    classes: &[Class],
+    keep: Option<&Planned>,
+) -> Result<(), CoreError> {
+    let children: Vec<TcId> = classes.iter().filter(|c| c.parent == id).map(|c| c.id).collect();
+    if children.is_empty() {
+        return Ok(());
+    }
+    let mut gone = BTreeSet::new();
+    for f in nl.filters(ix, id).map_err(kerr)? {
+        let wanted = keep.is_some_and(|p| {
+            p.filters
+                .iter()
+                .any(|(pref, keys, c)| *pref == f.prio && *keys == f.keys && f.class == Some(*c))
+        });
+        if !wanted && gone.insert(f.prio) {
+            nl.del_filter(ix, id, f.prio).map_err(kerr)?;
+        }
+    }
+    for c in children {
+        if !keep.is_some_and(|p| p.subs.iter().any(|s| s.1 == c)) {
+            nl.del_class(ix, c).map_err(kerr)?;
+        }
+    }
+    Ok(())
 }
 
 /// Stops bridge end `from` redirecting what it receives (to its ifb).
@@ -328,7 +614,60 @@ mod tests {
     use super::*;
 
     fn share(maxbw: u64, prio: u32) -> Share {
-        Share { link: "v0".parse().unwrap(), mac: None, maxbw, prio }
+        Share { link: "v0".parse().unwrap(), mac: None, maxbw, prio, flows: vec![] }
+    }
+
+    fn attrs(pairs: &[(&str, &str)]) -> FlowAttrs {
+        FlowAttrs::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+            .unwrap()
+    }
+
+    fn key(off: i32, mask: u32, val: u32) -> U32Key {
+        U32Key { off, mask, val }
+    }
+
+    #[test]
+    fn a_flows_selectors_match_its_source_mac_and_each_ip_family_it_can_match() {
+        let mac = [0x02, 0x08, 0x20, 0x01, 0x02, 0x03];
+        let head = |et: u32| [key(-8, u32::MAX, 0x0208_2001), key(-4, u32::MAX, 0x0203_0000 | et)];
+        // UDP to port 5001: both families; IPv4 without options and not a
+        // later fragment, for the port to be at its offset.
+        let s = selectors(mac, &attrs(&[("transport", "udp"), ("remote_port", "5001")]));
+        assert_eq!(s.len(), 2);
+        let mut v4 = head(0x0800).to_vec();
+        v4.extend([
+            key(0, 0x0f00_0000, 0x0500_0000),
+            key(4, 0x1fff, 0),
+            key(8, 0x00ff_0000, 17 << 16),
+            key(20, 0xffff, 5001),
+        ]);
+        assert_eq!(s[0], v4);
+        let mut v6 = head(0x86dd).to_vec();
+        v6.extend([key(4, 0xff00, 17 << 8), key(40, 0xffff, 5001)]);
+        assert_eq!(s[1], v6);
+        // An IPv4 prefix: IPv4 only, the destination's word.
+        let s = selectors(
+            mac,
+            &attrs(&[("remote_ip", "192.0.2.0/24"), ("local_port", "22"), ("transport", "tcp")]),
+        );
+        assert_eq!(s.len(), 1);
+        assert!(s[0].contains(&key(16, 0xffff_ff00, 0xc000_0200)), "{:?}", s[0]);
+        assert!(s[0].contains(&key(20, 0xffff_0000, 22 << 16)), "{:?}", s[0]);
+        // An IPv6 prefix of 33 bits: two words of the source; the DS field
+        // is the traffic class, 4 bits into the header.
+        let s = selectors(mac, &attrs(&[("local_ip", "2001:db8::/33"), ("dsfield", "0xb8:0xfc")]));
+        assert_eq!(s.len(), 1);
+        let mut v6 = head(0x86dd).to_vec();
+        v6.extend([
+            key(0, 0xfc << 20, 0xb8 << 20),
+            key(8, u32::MAX, 0x2001_0db8),
+            key(12, 0x8000_0000, 0),
+        ]);
+        assert_eq!(s[0], v6);
+        // ICMP is IPv4's, ICMPv6 IPv6's.
+        assert_eq!(selectors(mac, &attrs(&[("transport", "icmp")])).len(), 1);
+        let s = selectors(mac, &attrs(&[("transport", "icmpv6")]));
+        assert!(s.len() == 1 && s[0][1].val & 0xffff == 0x86dd);
     }
 
     #[test]

@@ -6,6 +6,8 @@ use netadm_config::FlowConf;
 use netadm_model::{FlowName, PRIORITIES, PropName};
 
 use super::Reads;
+use netadm_datapath::flow::FlowCounts;
+
 use crate::datapath::qos::FLOW_PRIORITY;
 use crate::verbs::flows::{FLOW_PROPS, flow_name, flow_prop};
 use crate::{CoreError, FlowPropRow, FlowRow, FlowStatsRow};
@@ -85,10 +87,24 @@ impl Reads<'_> {
         Ok(out)
     }
 
-    /// `flowstat`: what each flow carried on the datapath since it was
-    /// added (or since netadmd started).
+    /// `flowstat`: what each flow carried since it was added: on the
+    /// datapath (since netadmd started), or, for a kernel flow, what its
+    /// class sent and its counting rule saw arrive (since they were
+    /// made).
     pub(crate) fn show_flow_stats(&self) -> Vec<FlowStatsRow> {
-        let counts = self.m.datapath.flow_counts();
+        let mut counts = self.m.datapath.flow_counts();
+        if let Some(k) = &self.m.kernel {
+            counts.extend(k.flow_counts().into_iter().map(|(n, (out, (ipackets, rbytes)))| {
+                let c = FlowCounts {
+                    ipackets,
+                    rbytes,
+                    opackets: out.packets,
+                    obytes: out.bytes,
+                    odrops: out.drops,
+                };
+                (n, c)
+            }));
+        }
         self.running
             .flow
             .iter()

@@ -116,9 +116,10 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
 }
 
 /// Flow `f`: on a link that exists and sends through netadm's datapath
-/// (a physical link, an aggregation, a VNIC or VLAN, not an aggregation's
-/// port), its attributes no other flow of the link's, and a priority only
-/// where a port is shared (not over an etherstub).
+/// or a kernel shaper (a physical link, an aggregation, a VNIC or VLAN,
+/// not an aggregation's port; over kernel ports not a VLAN nor a VNIC
+/// over an etherstub), its attributes no other flow of the link's, and a
+/// priority only where a port is shared (not over an etherstub).
 pub(crate) fn check_flow(v: &View<'_>, f: &FlowName, conf: &FlowConf) -> Result<(), CoreError> {
     let link = &conf.link;
     let Some(l) = v.resolve(link.as_str()) else {
@@ -134,10 +135,21 @@ pub(crate) fn check_flow(v: &View<'_>, f: &FlowName, conf: &FlowConf) -> Result<
             "flow {f}: {link} is a port of {a}; put the flow on {a}"
         )));
     }
+    // Over kernel ports a flow is a class of the shaper its link's frames
+    // leave through, picked by their source MAC.
     if v.on_kernel(&l) {
-        return Err(CoreError::not_supported(format!(
-            "flow {f}: flows on kernel links ({link}) are not built yet; they are enforced on links over netadm's own ports"
-        )));
+        if let Some(Link::Etherstub(e)) = v.switch_of(&l) {
+            return Err(CoreError::not_supported(format!(
+                "flow {f}: {link} is over kernel etherstub {e}, where it has a bridge port of its own and no shaper that tells its traffic apart (its maxbw is one rate for all it sends)"
+            )));
+        }
+        if let Link::Vnic(n) = &l
+            && v.st.vnic.get(n).is_some_and(|c| c.vlan)
+        {
+            return Err(CoreError::not_supported(format!(
+                "flow {f}: a VLAN over kernel ports sends with its port's MAC, so the kernel cannot tell its flows apart from the port's; put the flow on a VNIC over {link}"
+            )));
+        }
     }
     if conf.props.contains_key(&PropName::Priority)
         && matches!(v.switch_of(&l), Some(Link::Etherstub(_)))
