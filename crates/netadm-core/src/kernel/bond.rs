@@ -32,7 +32,11 @@
 //! frame there), and back once the member carries again: the bond itself
 //! drops the member from its hashing only after the driver has closed it
 //! (measured under QEMU: about 50 ms of frames sent into a closing
-//! e1000e, lost).
+//! e1000e, lost). The clsact is put on the bond when it is made, while
+//! it is down, and stays: putting it on (or taking it off) a bond that is
+//! up deactivates the bond for an RCU grace period, dropping what it
+//! sends meanwhile (under QEMU, one or two pings of one every 10 ms, at
+//! every member's turn).
 //!
 //! A member that does not come back in time ends the one-at-a-time
 //! change: the bond's MTU then changes the rest at once, and the verb's
@@ -291,36 +295,32 @@ impl Kernel {
     }
 
     /// Steers what bond `bond` sends to member `to` (see the module
-    /// documentation). Whether it steered, and whether it made the bond's
-    /// clsact (to remove it after); a kernel without the tc modules
+    /// documentation): a filter on the bond's clsact, which netadm puts
+    /// there when it makes the bond, and here only if it is missing (a
+    /// bond made otherwise) — and then leaves, since putting a qdisc on a
+    /// device that is up drops what it sends meanwhile (the kernel
+    /// deactivates it for an RCU grace period: under QEMU a frame or two
+    /// each time). Whether it steered; a kernel without the tc modules
     /// (sch_ingress, cls_u32, act_mirred) steers nothing, and the change
     /// goes on without.
     fn steer(&self, bond: u32, to: &LinkDetail) -> Result<Steered, CoreError> {
-        let made = match self.nl.add_clsact(bond) {
-            Ok(()) => true,
-            Err(netadm_kernel::KernelError::Exists { .. }) => false,
+        match self.nl.add_clsact(bond) {
+            Ok(()) | Err(netadm_kernel::KernelError::Exists { .. }) => {}
             Err(e) => return Ok(Steered::Not(e.to_string())),
-        };
+        }
         match self.nl.add_egress_redirect(bond, STEER_PRIO, to.index) {
-            Ok(()) => Ok(Steered::To { name: to.name.clone(), made }),
-            Err(e) => {
-                if made {
-                    let _ = self.nl.del_qdisc(bond, netadm_kernel::TcId::CLSACT);
-                }
-                Ok(Steered::Not(e.to_string()))
-            }
+            Ok(()) => Ok(Steered::To(to.name.clone())),
+            Err(e) => Ok(Steered::Not(e.to_string())),
         }
     }
 
-    /// Ends [`Kernel::steer`]'s steering; what it did, in words.
+    /// Ends [`Kernel::steer`]'s steering (its filter goes, the clsact
+    /// stays); what it did, in words.
     fn unsteer(&self, bond: u32, s: Steered) -> Result<String, CoreError> {
         match s {
             Steered::Not(why) => Ok(format!(", the bond's frames not steered ({why})")),
-            Steered::To { name, made } => {
+            Steered::To(name) => {
                 self.nl.del_filter(bond, netadm_kernel::TcId::EGRESS, STEER_PRIO).map_err(kerr)?;
-                if made {
-                    self.nl.del_qdisc(bond, netadm_kernel::TcId::CLSACT).map_err(kerr)?;
-                }
                 Ok(format!(", the bond's frames steered to {name} meanwhile"))
             }
         }
@@ -374,8 +374,8 @@ impl Kernel {
 
 /// Whether a bond's frames were steered to one member ([`Kernel::steer`]).
 enum Steered {
-    /// To member `name`; `made`: the bond's clsact was made for it.
-    To { name: String, made: bool },
+    /// To this member.
+    To(String),
     /// Not, and why.
     Not(String),
 }

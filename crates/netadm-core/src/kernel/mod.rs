@@ -806,10 +806,20 @@ impl Kernel {
         let lower = |name: &str| self.nl.link_named(name).map(|l| l.index).map_err(kerr);
         match &d.what {
             What::Port => Ok(()),
-            What::Bond(spec) => self
-                .nl
-                .add_bond(&k.1, spec, &NewLink { up: false, ..opts })
-                .map_err(|e| named(&d.link, kerr(e))),
+            What::Bond(spec) => {
+                self.nl
+                    .add_bond(&k.1, spec, &NewLink { up: false, ..opts })
+                    .map_err(|e| named(&d.link, kerr(e)))?;
+                // Its clsact, for steering its frames while a member's MTU
+                // changes (`bond`), put there while it is down: the
+                // kernel deactivates a device that is up to put a qdisc
+                // on it, and what the device sends meanwhile is dropped.
+                // A kernel without sch_ingress steers nothing.
+                if let Ok(b) = self.nl.link_named(&k.1) {
+                    let _ = self.nl.add_clsact(b.index);
+                }
+                Ok(())
+            }
             What::Bridge => self.nl.add_bridge(&k.1, &opts).map_err(kerr),
             What::Ifb { .. } => self.nl.add_ifb(&k.1, &opts).map_err(kerr),
             What::Vlan { lower: l, vid } => {
