@@ -103,6 +103,16 @@ fn hostile(round: u32) -> Vec<Hostile> {
             udp4(NV, HV, their4(), their4(), &mk(4)),
         ),
         h(
+            "an IPv4 header shorter than its 20 bytes, the source behind it unvouched",
+            "ip-nospoof",
+            true,
+            {
+                let mut f = udp4(BCAST, HV, own4(), Ipv4Addr::BROADCAST, &mk(12));
+                f[14] = 0x44;
+                f
+            },
+        ),
+        h(
             "a spoofed IPv6 source",
             "ip-nospoof",
             true,

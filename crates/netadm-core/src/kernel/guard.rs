@@ -186,7 +186,7 @@ fn mac_text(m: [u8; 6]) -> (String, String) {
 
 /// The nft file that makes VNIC `n`'s rules as `s` says; and how many
 /// rules each of its chains then holds.
-fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
+fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, Option<String>, usize)>) {
     let x = id(n);
     let w = &s.want;
     let (mac, mac_hex) = mac_text(w.mac);
@@ -228,73 +228,94 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
         f += &format!("flush set {TABLE} {x}_{set}\n");
         f += &format!("add element {TABLE} {x}_{set} {{ {} }}\n", elems.join(", "));
     }
-    let mut rules: Vec<String> = vec![];
-    // Each protection's matches, every one dropping what it matches into
-    // the protection's counter.
-    let mut drop = |c: &str, matches: Vec<String>| {
-        rules.extend(matches.into_iter().map(|m| format!("{m} counter name {x}_{c} drop")));
-    };
-    let tags = "ether type { 0x8100, 0x88a8, 0x9100 }";
-    if w.flags.has(Protection::MAC_NOSPOOF) {
-        drop(
-            "mac",
-            vec![
-                format!("ether saddr != {mac}"),
-                format!("ether type arp arp saddr ether != {mac}"),
-                // An NDP message's first link-layer address option.
-                format!(
-                    "ether type ip6 icmpv6 type {{ nd-neighbor-solicit, nd-neighbor-advert }} @th,192,8 {{ 1, 2 }} @th,208,48 != {mac_hex}"
-                ),
-                format!(
-                    "ether type ip6 icmpv6 type nd-router-solicit @th,64,8 1 @th,80,48 != {mac_hex}"
-                ),
-            ],
-        );
-    }
-    if w.flags.has(Protection::RESTRICTED) {
-        drop("restricted", vec!["ether type != { ip, ip6, arp }".to_owned()]);
-    }
-    if w.flags.has(Protection::IP_NOSPOOF) {
-        drop(
-            "ip",
-            vec![
-                tags.to_owned(),
-                "ether type ip ip version != 4".to_owned(),
-                "ether type ip ip hdrlength < 5".to_owned(),
-                format!("ether type ip ip saddr != @{x}_v4"),
-                "ether type ip6 ip6 version != 6".to_owned(),
-                format!("ether type ip6 ip6 saddr != @{x}_v6"),
-                format!("ether type arp arp saddr ip != @{x}_v4"),
-                format!("ether type ip6 icmpv6 type nd-neighbor-advert @th,64,128 != @{x}_t6"),
-            ],
-        );
-    }
-    if w.flags.has(Protection::DHCP_NOSPOOF) {
-        drop(
-            "dhcp",
-            vec![
-                tags.to_owned(),
-                "ether type ip udp sport 67".to_owned(),
-                "ether type ip udp dport 68".to_owned(),
-                // A request (op 1) from the VNIC's own chaddr.
-                "ether type ip udp dport 67 @th,64,8 != 1".to_owned(),
-                format!("ether type ip udp dport 67 @th,288,48 != {mac_hex}"),
-                "ether type ip6 udp sport 547".to_owned(),
-                "ether type ip6 udp dport 546".to_owned(),
-                "ether type ip6 udp dport 547 @th,64,8 { 2, 7, 10, 12, 13 }".to_owned(),
-            ],
-        );
-    }
-    rules.push(match &s.fwd {
+    // A frame meets the MAC check, then one dispatch on its EtherType to
+    // the rules of its kind (IPv4, IPv6, ARP: a chain each), or the rest
+    // for any other; every path ends by passing it on. Within each, the
+    // protections' rules stand in the order they are listed (mac-nospoof,
+    // restricted, ip-nospoof, dhcp-nospoof): the first that matches
+    // drops the frame into its protection's counter. (A frame is matched
+    // against its own kind's rules only: a dozen, not all thirty.)
+    let flags = w.flags;
+    let on = |p: Protection| flags.has(p);
+    let drop = |c: &str, m: &str| format!("{m} counter name {x}_{c} drop");
+    let pass = match &s.fwd {
         Some(to) => format!("counter name {x}_pass fwd to \"{to}\""),
         None => format!("counter name {x}_pass accept"),
-    });
-    let mut chains = vec![(x.clone(), s.host.clone(), rules)];
-    if let Some(to) = &s.fwd {
-        chains.push((format!("{x}_rx"), to.clone(), vec![format!("fwd to \"{}\"", s.host)]));
+    };
+    let (mut v4r, mut v6r, mut arp) = (vec![], vec![], vec![]);
+    let mut base = vec![];
+    let tags = "ether type { 0x8100, 0x88a8, 0x9100 }";
+    if on(Protection::MAC_NOSPOOF) {
+        base.push(drop("mac", &format!("ether saddr != {mac}")));
+        arp.push(drop("mac", &format!("arp saddr ether != {mac}")));
+        // An NDP message's first link-layer address option.
+        v6r.push(drop(
+            "mac",
+            &format!(
+                "icmpv6 type {{ nd-neighbor-solicit, nd-neighbor-advert }} @th,192,8 {{ 1, 2 }} @th,208,48 != {mac_hex}"
+            ),
+        ));
+        v6r.push(drop(
+            "mac",
+            &format!("icmpv6 type nd-router-solicit @th,64,8 1 @th,80,48 != {mac_hex}"),
+        ));
+    }
+    base.push(format!("ether type vmap {{ ip : goto {x}_4, ip6 : goto {x}_6, arp : goto {x}_a }}"));
+    if on(Protection::RESTRICTED) {
+        base.push(drop("restricted", "ether type != { ip, ip6, arp }"));
+    }
+    if on(Protection::IP_NOSPOOF) {
+        base.push(drop("ip", tags));
+        v4r.extend([
+            // Version 4 and a header of 5 words or more: its first byte.
+            drop("ip", "@nh,0,8 != 0x45-0x4f"),
+            drop("ip", &format!("ip saddr != @{x}_v4")),
+        ]);
+        v6r.extend([
+            drop("ip", "ip6 version != 6"),
+            drop("ip", &format!("ip6 saddr != @{x}_v6")),
+            drop("ip", &format!("icmpv6 type nd-neighbor-advert @th,64,128 != @{x}_t6")),
+        ]);
+        arp.push(drop("ip", &format!("arp saddr ip != @{x}_v4")));
+    }
+    // DHCP's rules are UDP's, the last of their kind: in a chain of their
+    // own that only UDP goes to.
+    let (mut v4u, mut v6u) = (vec![], vec![]);
+    if on(Protection::DHCP_NOSPOOF) {
+        base.push(drop("dhcp", tags));
+        v4u.extend([
+            drop("dhcp", "udp sport 67"),
+            drop("dhcp", "udp dport 68"),
+            // A request (op 1) from the VNIC's own chaddr.
+            drop("dhcp", "udp dport 67 @th,64,8 != 1"),
+            drop("dhcp", &format!("udp dport 67 @th,288,48 != {mac_hex}")),
+        ]);
+        v6u.extend([
+            drop("dhcp", "udp sport 547"),
+            drop("dhcp", "udp dport 546"),
+            drop("dhcp", "udp dport 547 @th,64,8 { 2, 7, 10, 12, 13 }"),
+        ]);
+        v4r.push(format!("meta l4proto udp goto {x}_4u"));
+        v6r.push(format!("meta l4proto udp goto {x}_6u"));
     }
     let mut shape = vec![];
-    for (chain, dev, rules) in chains {
+    // The kinds' chains first: the dispatch names them (UDP's first of
+    // all: theirs name them).
+    for (kind, mut rules) in [("4u", v4u), ("6u", v6u), ("4", v4r), ("6", v6r), ("a", arp)] {
+        let chain = format!("{x}_{kind}");
+        rules.push(pass.clone());
+        f += &format!("add chain {TABLE} {chain}\nflush chain {TABLE} {chain}\n");
+        for r in &rules {
+            f += &format!("add rule {TABLE} {chain} {r}\n");
+        }
+        shape.push((chain, None, rules.len()));
+    }
+    base.push(pass);
+    let mut hooked = vec![(x.clone(), s.host.clone(), base)];
+    if let Some(to) = &s.fwd {
+        hooked.push((format!("{x}_rx"), to.clone(), vec![format!("fwd to \"{}\"", s.host)]));
+    }
+    for (chain, dev, rules) in hooked {
         f += &format!(
             "add chain {TABLE} {chain} {{ type filter hook ingress device \"{dev}\" priority -500; policy accept; comment \"netadm link protection of {n}\"; }}\n"
         );
@@ -302,7 +323,7 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, String, usize)>) {
         for r in &rules {
             f += &format!("add rule {TABLE} {chain} {r}\n");
         }
-        shape.push((chain, dev, rules.len()));
+        shape.push((chain, Some(dev), rules.len()));
     }
     (f, shape)
 }
@@ -355,6 +376,14 @@ pub(super) fn table() -> Result<Vec<serde_json::Value>, CoreError> {
     Ok(v["nftables"].as_array().cloned().unwrap_or_default())
 }
 
+/// The nft lines that delete `chains`: all flushed first, since one may
+/// jump to another, and a chain a rule names cannot go.
+fn drop_chains(chains: Vec<&str>) -> String {
+    let flush = chains.iter().map(|c| format!("flush chain {TABLE} {c}\n"));
+    let delete = chains.iter().map(|c| format!("delete chain {TABLE} {c}\n"));
+    flush.chain(delete).collect()
+}
+
 /// The names of the objects of kind `kind` (`chain`, `set`, `counter`)
 /// in `objs` whose name starts with `prefix`.
 pub(super) fn named<'a>(objs: &'a [serde_json::Value], kind: &str, prefix: &str) -> Vec<&'a str> {
@@ -394,10 +423,7 @@ impl Kernel {
                     // zone moved, the build changed), and a base chain
                     // cannot move. Sets and counters stay.
                     let objs = objs.get_or_insert(table()?);
-                    let old: String = named(objs, "chain", &id(&n))
-                        .iter()
-                        .map(|c| format!("delete chain {TABLE} {c}\n"))
-                        .collect();
+                    let old = drop_chains(named(objs, "chain", &id(&n)));
                     nft(&["-f", "-"], Some(&format!("{}{old}{}", head(), file)))?;
                     *objs = table()?;
                     verify(objs, &shape)?;
@@ -410,9 +436,7 @@ impl Kernel {
                     let objs = objs.get_or_insert(table()?);
                     let x = id(&n);
                     let mut file = String::new();
-                    for c in named(objs, "chain", &x) {
-                        file += &format!("delete chain {TABLE} {c}\n");
-                    }
+                    file += &drop_chains(named(objs, "chain", &x));
                     for s in named(objs, "set", &x) {
                         file += &format!("delete set {TABLE} {s}\n");
                     }
@@ -457,11 +481,12 @@ impl Kernel {
     }
 }
 
-/// Reads back each chain of `shape` (name, device, rules): there, hooked
-/// on ingress of that device, with that many rules.
+/// Reads back each chain of `shape` (name, device, rules): there, with
+/// that many rules, and hooked on ingress of that device — or, with no
+/// device, a regular chain that others jump to.
 pub(super) fn verify(
     objs: &[serde_json::Value],
-    shape: &[(String, String, usize)],
+    shape: &[(String, Option<String>, usize)],
 ) -> Result<(), CoreError> {
     for (chain, dev, rules) in shape {
         let c = objs.iter().find(|o| o["chain"]["name"].as_str() == Some(chain));
@@ -469,15 +494,25 @@ pub(super) fn verify(
         // only; its text always does.
         let hooked = c.is_some_and(|c| {
             let c = &c["chain"];
-            c["hook"] == "ingress"
-                && (c["dev"] == dev.as_str()
-                    || nft(&["list", "chain", TABLE, chain], None)
-                        .is_ok_and(|t| t.contains(&format!("hook ingress device \"{dev}\""))))
+            match dev {
+                None => c["hook"].is_null(),
+                Some(dev) => {
+                    c["hook"] == "ingress"
+                        && (c["dev"] == dev.as_str()
+                            || nft(&["list", "chain", TABLE, chain], None).is_ok_and(|t| {
+                                t.contains(&format!("hook ingress device \"{dev}\""))
+                            }))
+                }
+            }
         });
         let n = objs.iter().filter(|o| o["rule"]["chain"].as_str() == Some(chain)).count();
         if !hooked || n != *rules {
+            let place = match dev {
+                Some(d) => format!("on {d}'s ingress"),
+                None => "a regular chain".into(),
+            };
             return Err(CoreError::hardware(format!(
-                "read back, chain {chain} of table {TABLE} is {}; expected it on {dev}'s ingress with {rules} rules",
+                "read back, chain {chain} of table {TABLE} is {}; expected it {place} with {rules} rules",
                 match c {
                     None => "missing".to_owned(),
                     Some(_) if !hooked => "hooked elsewhere".to_owned(),

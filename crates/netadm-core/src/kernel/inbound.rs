@@ -105,7 +105,7 @@ pub(crate) fn count(dev: &str, flows: &[([u8; 6], &FlowShare)]) -> Result<(), Co
         }
     }
     nft(&["-f", "-"], Some(&f))?;
-    verify(&table()?, &[(c, dev.to_owned(), n)])
+    verify(&table()?, &[(c, Some(dev.to_owned()), n)])
 }
 
 /// Deletes the counters of flows not in `keep`.
