@@ -9,8 +9,10 @@
 set -eu
 cache=${NETADM_TEST_CACHE:-/var/cache/netadm-test}
 # man-db and bash-completion: the package test reads man dladm and
-# completes in bash there.
-include=systemd,systemd-sysv,dbus,procps,man-db,bash-completion
+# completes in bash there. nftables: the package recommends it (protection
+# and flows on kernel links), and apt installs what a package recommends;
+# the container has no network to fetch it.
+include=systemd,systemd-sysv,dbus,procps,man-db,bash-completion,nftables
 stamp="debootstrap --variant=minbase --include=$include bookworm"
 # A root per recipe, so that trees with different recipes (branches) share
 # the cache without rebuilding each other's root.
