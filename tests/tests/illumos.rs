@@ -327,6 +327,18 @@ fn playbook(dir: &Path, bus: &Bus, play: &Path) -> (serde_json::Value, Vec<Strin
     (v["stats"]["localhost"].clone(), failed)
 }
 
+/// A bus, netadmd on it, and the illumos entry points, for a playbook;
+/// `None` (skipped) without ansible-playbook, unless under CI.
+fn ansible_world() -> Option<(Bus, Daemon, PathBuf)> {
+    if !prerequisites(None, &[("ansible-playbook", "ansible")]) {
+        return None;
+    }
+    let bus = Bus::start();
+    let d = Daemon::start(&bus, &bus.subdir("state"), &[]);
+    let dir = illumos_bin(&bus);
+    Some((bus, d, dir))
+}
+
 /// community.network's flowadm module against netadm's `flowadm`: flows
 /// made with their attributes and properties, made again on a second run
 /// without failing, and removed. (The module is not idempotent on illumos
@@ -335,12 +347,7 @@ fn playbook(dir: &Path, bus: &Bus, play: &Path) -> (serde_json::Value, Vec<Strin
 /// in its own address check under Python 3, before it runs anything.)
 #[test]
 fn ansible_flowadm_module_makes_and_removes_flows() {
-    if !prerequisites(None, &[("ansible-playbook", "ansible")]) {
-        return;
-    }
-    let bus = Bus::start();
-    let _d = Daemon::start(&bus, &bus.subdir("state"), &[]);
-    let dir = illumos_bin(&bus);
+    let Some((bus, _d, dir)) = ansible_world() else { return };
     ok(&dir, &bus, "dladm", &["create-vnic", "-l", "i40e0", "vnic1"]);
     let present = [
         "flowadm: {name: ssh, link: vnic1, transport: tcp, local_port: '22', maxbw: 10M}",
@@ -370,12 +377,7 @@ fn ansible_flowadm_module_makes_and_removes_flows() {
 /// run changes nothing.
 #[test]
 fn ansible_community_network_modules() {
-    if !prerequisites(None, &[("ansible-playbook", "ansible")]) {
-        return;
-    }
-    let bus = Bus::start();
-    let _d = Daemon::start(&bus, &bus.subdir("state"), &[]);
-    let dir = illumos_bin(&bus);
+    let Some((bus, _d, dir)) = ansible_world() else { return };
     let mtu = |l: &str| {
         ok(&dir, &bus, "dladm", &["show-linkprop", "-c", "-o", "value", "-p", "mtu", l])
             .trim_end()

@@ -427,5 +427,11 @@ pub(crate) fn shaper_end(vnic: &LinkName) -> String {
 }
 
 pub(crate) fn fnv(n: &LinkName) -> u32 {
-    n.as_str().bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    fnv_str(n.as_str())
+}
+
+/// FNV-1a of `s`: short, stable names for what netadm makes from names
+/// it is given.
+pub(crate) fn fnv_str(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }

@@ -18,23 +18,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use netadm_model::{FlowAttrs, FlowName};
 
+use super::devices::fnv_str;
 use super::guard::{TABLE, head, named, nft, table, verify};
 use super::shaper::{FlowShare, families};
 use crate::CoreError;
 
-/// FNV-1a of `s`.
-fn fnv(s: &str) -> u32 {
-    s.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
-}
-
 /// The chain on device `dev`'s ingress.
 fn chain(dev: &str) -> String {
-    format!("flin_{:08x}", fnv(dev))
+    format!("flin_{:08x}", fnv_str(dev))
 }
 
 /// Flow `f`'s counter.
 pub(crate) fn counter(f: &FlowName) -> String {
-    format!("flow_{:08x}", fnv(f.as_str()))
+    format!("flow_{:08x}", fnv_str(f.as_str()))
 }
 
 /// The rules that count what flow `a` receives at `mac`, one for each IP
