@@ -13,7 +13,6 @@
 
 use std::os::fd::{AsFd, AsRawFd};
 
-use futures_util::TryStreamExt;
 use rtnetlink::packet_route::link::{
     BondAdInfo, BondPortState, BridgeStpState, InfoBond, InfoBondPort, InfoData, InfoKind,
     InfoMacVlan, InfoPortData, InfoVeth, InfoVlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
@@ -25,6 +24,8 @@ use rtnetlink::packet_route::link::{
 use rtnetlink::{
     LinkBond, LinkIfb, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVlan,
 };
+
+use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use crate::{KernelError, Netlink, Netns, check_ifname, errors};
 
@@ -685,8 +686,7 @@ impl Netlink {
     /// kind `kind`; `names` says which device(s) a name clash is about.
     fn create(&self, kind: &str, names: &str, msg: LinkMessage) -> Result<(), KernelError> {
         let what = format!("{kind} {names}");
-        let req = self.handle().link().add(msg).execute();
-        self.wait(&format!("create {what}"), req).map_err(|e| match e {
+        self.new_link(&format!("create {what}"), msg).map_err(|e| match e {
             KernelError::Exists { .. } => {
                 KernelError::Exists { what: format!("interface {names}") }
             }
@@ -695,29 +695,12 @@ impl Netlink {
     }
 
     /// Creates macvlans in bridge mode, each `(name, lower, options)` as
-    /// [`Netlink::add_macvlan`] makes one here, their requests sent
-    /// together and answered in turn: the kernel's own cost for many,
-    /// without a round trip each. The first that fails is the error
-    /// (those before it are made; after it, any may be).
+    /// [`Netlink::add_macvlan`] makes one here, in turn (a request costs
+    /// its two system calls, answered in this thread). The first that
+    /// fails is the error: those before it are made, those after it not.
     pub fn add_macvlans(&self, many: &[(&str, u32, NewLink)]) -> Result<(), KernelError> {
-        let mut reqs = Vec::with_capacity(many.len());
         for (name, lower, opts) in many {
-            check_ifname(name)?;
-            let b = opts.apply(name, LinkMacVlan::new(name, *lower, NlMacVlanMode::Bridge))?;
-            reqs.push(self.handle().link().add(b.build()).execute());
-        }
-        let op = format!("create {} macvlans", many.len());
-        let done = self.wait(&op, async move {
-            Ok::<_, rtnetlink::Error>(futures_util::future::join_all(reqs).await)
-        })?;
-        for ((name, ..), r) in many.iter().zip(done) {
-            let what = format!("macvlan {name}");
-            r.map_err(|e| match errors::typed(e, &format!("create {what}")) {
-                KernelError::Exists { .. } => {
-                    KernelError::Exists { what: format!("interface {name}") }
-                }
-                e => errors::link_kind_missing(e, "macvlan", &what),
-            })?;
+            self.add_macvlan(name, *lower, opts, None)?;
         }
         Ok(())
     }
@@ -812,8 +795,7 @@ impl Netlink {
     }
 
     fn set(&self, op: &str, msg: LinkMessage) -> Result<(), KernelError> {
-        let req = self.handle().link().set(msg).execute();
-        self.wait(op, req)
+        self.set_link_msg(op, msg)
     }
 
     /// Enslaves link `port` to bridge or bond `master`, or (`None`)
@@ -839,8 +821,7 @@ impl Netlink {
             });
         }
         // RTM_NEWLINK without NLM_F_CREATE: RTM_SETLINK ignores IFLA_LINKINFO.
-        let req = self.handle().link().change(active_port_message(bond, port)).execute();
-        self.wait(&op, req)
+        self.change_link(&op, active_port_message(bond, port))
     }
 
     /// Changes bond `index`'s settings to `spec`'s, in place (what `spec`
@@ -856,9 +837,7 @@ impl Netlink {
         with_mode: bool,
     ) -> Result<(), KernelError> {
         let op = format!("change bond {index}'s settings");
-        let req =
-            self.handle().link().change(bond_change_message(index, spec, with_mode)).execute();
-        self.wait(&op, req)
+        self.change_link(&op, bond_change_message(index, spec, with_mode))
     }
 
     /// Puts link `index` in link group `group`.
@@ -878,8 +857,9 @@ impl Netlink {
     /// its macvlans and VLANs, in zones too). Each delete waits for the
     /// kernel's RCU grace period (~17 ms here): many go faster as a group.
     pub fn del_link(&self, index: u32) -> Result<(), KernelError> {
-        let req = self.handle().link().del(index).execute();
-        self.wait(&format!("delete link {index}"), req)
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        self.ack(&format!("delete link {index}"), RouteNetlinkMessage::DelLink(m), 0)
     }
 
     /// Deletes every link of group `group` in one request, all or nothing
@@ -897,8 +877,7 @@ impl Netlink {
         // RTM_DELLINK with index 0 and IFLA_GROUP: the kernel's group delete.
         let mut m = LinkMessage::default();
         m.attributes.push(LinkAttribute::Group(group));
-        let req = self.handle().link().del_with_message(m).execute();
-        self.wait(&op, req).map_err(|e| match e {
+        self.ack(&op, RouteNetlinkMessage::DelLink(m), 0).map_err(|e| match e {
             KernelError::NotFound { .. } => {
                 KernelError::NotFound { what: format!("link group {group}") }
             }
@@ -908,31 +887,23 @@ impl Netlink {
 
     /// Reads link `index` back.
     pub fn link_detail(&self, index: u32) -> Result<LinkDetail, KernelError> {
-        let req = self.handle().link().get().match_index(index).execute();
-        let op = format!("read link {index}");
-        let m = self.wait(&op, async move { std::pin::pin!(req).try_next().await })?;
-        let m = m.ok_or_else(|| KernelError::NotFound { what: format!("link {index}") })?;
-        Ok(LinkDetail::parse(&m))
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        Ok(LinkDetail::parse(&self.get_link(&format!("link {index}"), m)?))
     }
 
     /// Reads link `name` back.
     pub fn link_named(&self, name: &str) -> Result<LinkDetail, KernelError> {
         check_ifname(name)?;
-        let req = self.handle().link().get().match_name(name).execute();
-        let op = format!("interface {name}");
-        match self.wait(&op, async move { std::pin::pin!(req).try_next().await }) {
-            Ok(Some(m)) => Ok(LinkDetail::parse(&m)),
-            Ok(None) | Err(KernelError::NotFound { .. }) => Err(KernelError::NotFound { what: op }),
-            Err(e) => Err(e),
-        }
+        let mut m = LinkMessage::default();
+        m.attributes.push(LinkAttribute::IfName(name.into()));
+        Ok(LinkDetail::parse(&self.get_link(&format!("interface {name}"), m)?))
     }
 
     /// Every link in the connection's namespace (one dump), for adopting
     /// what exists at start.
     pub fn links(&self) -> Result<Vec<LinkDetail>, KernelError> {
-        let req = self.handle().link().get().execute();
-        let all = self.wait("list links", async move { req.try_collect::<Vec<_>>().await })?;
-        Ok(all.iter().map(LinkDetail::parse).collect())
+        Ok(self.dump_links("list links")?.iter().map(LinkDetail::parse).collect())
     }
 
     /// Every link's traffic counters in the connection's namespace, by
@@ -940,9 +911,7 @@ impl Netlink {
     pub fn link_counters(
         &self,
     ) -> Result<std::collections::BTreeMap<String, LinkCounters>, KernelError> {
-        let req = self.handle().link().get().execute();
-        let all = self.wait("list links", async move { req.try_collect::<Vec<_>>().await })?;
-        Ok(all.iter().filter_map(LinkCounters::parse).collect())
+        Ok(self.dump_links("list links")?.iter().filter_map(LinkCounters::parse).collect())
     }
 }
 
