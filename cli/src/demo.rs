@@ -28,7 +28,7 @@ use netadm_dbus::NetadmProxy;
 use netadm_testkit::{Bus, Cli, Daemon, Netns, Policy, Scratch, fixtures};
 use serde_json::{Value, json};
 
-/// Options of `netadm demo`.
+// Options of `netadm demo`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
     /// Rings per port for the `sequential` run (scaled to 256).

@@ -174,7 +174,9 @@ mod tests {
     /// type is read as; every read prints through the show options.
     #[test]
     fn each_argument_is_on_its_verbs_command_line() {
-        let cli = Cli::command();
+        // Built: each verb's options are deferred until then.
+        let mut cli = Cli::command();
+        cli.build();
         let mut verbs = 0;
         for (class, verb, args) in served() {
             let Some(cmd) = cli.find_subcommand(verb) else {

@@ -63,10 +63,33 @@ pub fn generate(dir: &Path, date: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The command as `who` parses it; not built, so a verb has only its own
-/// options (the global ones are the page's).
+/// The command as `who` parses it, not built: what clap_complete builds.
+/// Its verbs' own options are deferred (each verb is built when it is the
+/// one typed).
 fn command(who: Personality) -> Command {
     who.command(Cli::command())
+}
+
+/// The command as a page shows it: built, so every verb has its own
+/// options, and the options building adds to each verb (the global ones,
+/// which the page lists once, at the top, and `-h`) hidden there.
+fn resolved(who: Personality) -> Command {
+    let mut cmd = command(who);
+    cmd.build();
+    let mut added: Vec<clap::Id> =
+        cmd.get_arguments().filter(|a| a.is_global_set()).map(|a| a.get_id().clone()).collect();
+    added.push("help".into());
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    let hide = |c: Command, ids: &[clap::Id]| {
+        ids.iter().fold(c, |c, id| {
+            if c.get_arguments().any(|a| a.get_id() == id) {
+                c.mut_arg(id, |a| a.hide(true))
+            } else {
+                c
+            }
+        })
+    };
+    names.iter().fold(cmd, |c, n| c.mut_subcommand(n, |s| hide(s, &added)))
 }
 
 /// The visible verbs of `cmd`, in the order `--help` lists them.
@@ -253,7 +276,7 @@ const IP_PROPERTIES: &[(&str, &str)] = &[
 
 /// The man page of `who`, dated `date`.
 fn man_page(who: Personality, date: &str) -> String {
-    let cmd = command(who);
+    let cmd = resolved(who);
     let name = who.name();
     let version = cmd.get_version().unwrap_or_default().to_owned();
     let man = Man::new(cmd.clone())
@@ -724,7 +747,7 @@ mod tests {
                     "{who:?}: no {s}"
                 );
             }
-            for sub in verbs(&command(who)) {
+            for sub in verbs(&resolved(who)) {
                 let n = sub.get_name();
                 let listed =
                     page.contains(&format!(".SS {n}\n")) || page.contains(&format!(".SS \"{n} ("));
@@ -740,7 +763,7 @@ mod tests {
 
     #[test]
     fn names_are_wanted_where_verbs_take_them() {
-        let t = names_wanted(&command(Personality::Netadm));
+        let t = names_wanted(&resolved(Personality::Netadm));
         let find = |v: &str| t.iter().find(|w| w.verb == v).unwrap_or_else(|| panic!("{v}"));
         assert_eq!(find("show-link").positional, Some("links"));
         assert_eq!(find("delete-addr").positional, Some("addrobjs"));
@@ -750,7 +773,7 @@ mod tests {
         assert!(find("create-vnic").options.contains(&("-l".to_owned(), "links")));
         assert!(find("create-aggr").options.contains(&("-l".to_owned(), "phys")));
         assert!(find("create-addr").options.contains(&("-a".to_owned(), "-")));
-        let ipadm = names_wanted(&command(Personality::Ipadm));
+        let ipadm = names_wanted(&resolved(Personality::Ipadm));
         assert!(ipadm.iter().any(|w| w.verb == "delete-ip" && w.positional == Some("ifs")));
     }
 }

@@ -54,7 +54,7 @@ struct Cli {
     verb: Verb,
 }
 
-/// `-p` and `-o` of the show verbs.
+// `-p` and `-o` of the show verbs.
 #[derive(Debug, Args)]
 struct ShowOpts {
     /// Parsable output: fields separated by `:` (requires -o).
@@ -71,9 +71,9 @@ impl ShowOpts {
     }
 }
 
-/// `-c`, `-o` and `-p PROP` of the show verbs of properties
-/// (`show-linkprop`, `show-ifprop`, `show-prop`), as dladm and ipadm have
-/// them.
+// `-c`, `-o` and `-p PROP` of the show verbs of properties
+// (`show-linkprop`, `show-ifprop`, `show-prop`), as dladm and ipadm have
+// them.
 #[derive(Debug, Args)]
 struct PropShowOpts {
     /// Parsable output: fields separated by `:` (requires -o).
@@ -87,7 +87,7 @@ struct PropShowOpts {
     props: Vec<String>,
 }
 
-/// Aggregation settings shared by create-aggr and modify-aggr.
+// Aggregation settings shared by create-aggr and modify-aggr.
 #[derive(Debug, Args)]
 struct AggrOpts {
     /// Temporary: do not persist the change.
@@ -107,7 +107,7 @@ struct AggrOpts {
     mac: Option<String>,
 }
 
-/// The arguments of `add-aggr` and `remove-aggr`.
+// The arguments of `add-aggr` and `remove-aggr`.
 #[derive(Debug, Args)]
 struct AggrPorts {
     /// Temporary: do not persist the change.
@@ -121,7 +121,7 @@ struct AggrPorts {
     aggr: String,
 }
 
-/// The arguments of `delete-addr`, `up-addr` and `down-addr`.
+// The arguments of `delete-addr`, `up-addr` and `down-addr`.
 #[derive(Debug, Args)]
 struct AddrObj {
     /// Temporary: do not persist the change.
@@ -131,7 +131,7 @@ struct AddrObj {
     addrobj: String,
 }
 
-/// The arguments of `create-etherstub` and `delete-etherstub`.
+// The arguments of `create-etherstub` and `delete-etherstub`.
 #[derive(Debug, Args)]
 struct Etherstub {
     /// Temporary: do not persist the change.
@@ -142,7 +142,7 @@ struct Etherstub {
     etherstub: String,
 }
 
-/// The arguments of `enable-if` and `disable-if`.
+// The arguments of `enable-if` and `disable-if`.
 #[derive(Debug, Args)]
 struct IpadmIf {
     /// Temporary (ipadm's -t; the only way it acts).
@@ -153,7 +153,7 @@ struct IpadmIf {
     ifname: String,
 }
 
-/// The arguments of `show-phys`: its modes, as dladm's.
+// The arguments of `show-phys`: its modes, as dladm's.
 #[derive(Debug, Args)]
 struct PhysShow {
     /// Show traffic counters.
@@ -177,7 +177,7 @@ struct PhysShow {
 /// aggregations, and the counters.
 type StatRead = (Vec<String>, Vec<netadm_dbus::AggrInfo>, Vec<netadm_dbus::LinkStats>);
 
-/// The options of `dlstat` and `flowstat`.
+// The options of `dlstat` and `flowstat`.
 #[derive(Debug, Args)]
 struct StatOpts {
     /// Receive side only: IPKTS RBYTES (and drops).
@@ -204,7 +204,7 @@ impl StatOpts {
     }
 }
 
-/// The arguments of `show-link`.
+// The arguments of `show-link`.
 #[derive(Debug, Args)]
 struct LinkShow {
     /// Show traffic counters.
@@ -221,7 +221,13 @@ struct LinkShow {
 /// the name of the bus argument it gives (`#[arg(id = "...")]` where the
 /// field is named otherwise, its value name kept), and a show verb's name
 /// to pick is `name`: `dispatch.rs` reads them by those names.
+///
+/// Each verb's options are made only when it is the verb typed (`defer`):
+/// making all of them took about half a millisecond of every command. The
+/// `Args` structs a verb takes are documented with plain comments: a doc
+/// comment of theirs would, made later, replace the verb's help.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     /// Show physical links.
     ShowPhys(PhysShow),
