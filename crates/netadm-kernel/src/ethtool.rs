@@ -14,21 +14,19 @@
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Mutex, PoisonError};
 
-use futures_util::StreamExt;
 use netlink_packet_generic::constants::{
     CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_CMD_GETFAMILY, GENL_ID_CTRL,
 };
 use netlink_packet_generic::{GenlFamily, GenlHeader, GenlMessage};
 use rtnetlink::packet_core::{
-    DecodeError, Emitable, NLA_F_NESTED, NLA_TYPE_MASK, NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage,
-    NetlinkPayload, ParseableParametrized,
+    DecodeError, Emitable, NLA_F_NESTED, NLA_TYPE_MASK, NLM_F_ACK, ParseableParametrized,
 };
-use rtnetlink::proto::ConnectionHandle;
-use rtnetlink::sys::{AsyncSocket, SocketAddr, protocols::NETLINK_GENERIC};
-use tokio::runtime::Handle;
+use rtnetlink::sys::protocols::NETLINK_GENERIC;
 
-use crate::{KernelError, Netns, check_ifname, errors, rt};
+use crate::netlink::Requests;
+use crate::{KernelError, Netns, check_ifname, errors};
 
 /// One kind of channel: how many the device uses, and how many it has.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -381,13 +379,13 @@ fn parse_features(buf: &[u8]) -> Features {
     f
 }
 
-/// An ethtool handle: a generic-netlink connection, the ethtool family
-/// resolved, and a socket for ioctls, all in one network namespace.
+/// An ethtool handle: a generic-netlink socket (requests answered in the
+/// caller's thread), the ethtool family resolved, and a socket for ioctls,
+/// all in one network namespace.
 #[derive(Debug)]
 pub struct Ethtool {
-    h: ConnectionHandle<GenlMessage<Genl>>,
+    req: Mutex<Requests>,
     family: u16,
-    rt: Handle,
     /// An AF_INET datagram socket, for `SIOCETHTOOL`.
     ioctl: OwnedFd,
 }
@@ -395,13 +393,7 @@ pub struct Ethtool {
 impl Ethtool {
     /// Opens one in this thread's network namespace.
     pub fn open() -> Result<Self, KernelError> {
-        let rt = rt::handle()?;
-        let io = |source| KernelError::Io { op: "open generic netlink".into(), source };
-        let _in = rt.enter();
-        let (mut conn, h, _) =
-            rtnetlink::proto::new_connection::<GenlMessage<Genl>>(NETLINK_GENERIC).map_err(io)?;
-        conn.socket_mut().socket_mut().set_ext_ack(true).map_err(io)?;
-        rt.spawn(conn);
+        let req = Mutex::new(Requests::open(NETLINK_GENERIC)?);
         // SAFETY: socket(2) with constant arguments; the result is checked.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -412,18 +404,14 @@ impl Ethtool {
         }
         // SAFETY: a descriptor just made, owned by nothing else.
         let ioctl = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
-        let mut e = Self { h, family: GENL_ID_CTRL, rt, ioctl };
+        let mut e = Self { req, family: GENL_ID_CTRL, ioctl };
         e.family = e.resolve()?;
         Ok(e)
     }
 
     /// Opens one inside zone `ns`.
     pub fn open_in(ns: &Netns) -> Result<Self, KernelError> {
-        let rt = rt::handle()?;
-        ns.run(|| {
-            let _in = rt.enter();
-            Self::open()
-        })?
+        ns.run(Self::open)?
     }
 
     /// The ethtool family's id (`CTRL_CMD_GETFAMILY`).
@@ -457,27 +445,9 @@ impl Ethtool {
 
     /// Sends one request, acknowledged; the attributes of each reply.
     fn request(&self, op: &str, msg: Genl) -> Result<Vec<Vec<u8>>, KernelError> {
-        let mut req = NetlinkMessage::from(GenlMessage::from_payload(msg));
-        req.header.flags = NLM_F_REQUEST | NLM_F_ACK;
-        req.finalize();
-        let h = self.h.clone();
-        let owned = op.to_owned();
-        rt::wait(&self.rt, op, crate::netlink::REPLY_TIMEOUT, async move {
-            let mut answers = h.request(req, SocketAddr::new(0, 0)).map_err(|e| {
-                KernelError::Io { op: owned.clone(), source: std::io::Error::other(e.to_string()) }
-            })?;
-            let mut got = vec![];
-            while let Some(m) = answers.next().await {
-                match m.payload {
-                    NetlinkPayload::InnerMessage(g) => got.push(g.payload.attrs),
-                    NetlinkPayload::Error(e) if e.code.is_some() => {
-                        return Err(errors::netlink(&e, &owned));
-                    }
-                    _ => {}
-                }
-            }
-            Ok(got)
-        })?
+        let mut req = self.req.lock().unwrap_or_else(PoisonError::into_inner);
+        let got = req.call(op, GenlMessage::from_payload(msg), NLM_F_ACK)?;
+        Ok(got.into_iter().map(|g| g.payload.attrs).collect())
     }
 
     fn get(&self, op: &str, dev: &str, cmd: u8, flags: u32) -> Result<Vec<u8>, KernelError> {

@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_MULTIPART, NLM_F_REPLACE, NLM_F_REQUEST,
-    NetlinkMessage, NetlinkPayload,
+    NetlinkDeserializable, NetlinkMessage, NetlinkPayload, NetlinkSerializable,
 };
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::RouteNetlinkMessage;
@@ -56,11 +56,12 @@ pub struct Netlink {
     req: Mutex<Requests>,
 }
 
-/// A blocking rtnetlink socket for requests, one caller at a time: a
+/// A blocking netlink socket for requests, one caller at a time: a
 /// request is sent and its answer read in the thread that asks, with no
 /// hop through the runtime (two thread wake-ups, about 50 µs a request
-/// here, 5 times the kernel's own cost for a link lookup).
-struct Requests {
+/// here, 5 times the kernel's own cost for a link lookup). rtnetlink's
+/// ([`Netlink`]) and generic netlink's ([`crate::Ethtool`]).
+pub(crate) struct Requests {
     sock: Socket,
     seq: u32,
     buf: Vec<u8>,
@@ -77,11 +78,11 @@ impl std::fmt::Debug for Requests {
 const ANSWER_BUF: usize = 64 * 1024;
 
 impl Requests {
-    /// A socket in this thread's network namespace, with extended
-    /// acknowledgements, answering within [`REPLY_TIMEOUT`].
-    fn open() -> Result<Self, KernelError> {
-        let io = |source| KernelError::Io { op: "open rtnetlink".into(), source };
-        let mut sock = Socket::new(NETLINK_ROUTE).map_err(io)?;
+    /// A socket of netlink `protocol` in this thread's network namespace,
+    /// with extended acknowledgements, answering within [`REPLY_TIMEOUT`].
+    pub(crate) fn open(protocol: isize) -> Result<Self, KernelError> {
+        let io = |source| KernelError::Io { op: "open netlink".into(), source };
+        let mut sock = Socket::new(protocol).map_err(io)?;
         sock.bind_auto().map_err(io)?;
         sock.connect(&SocketAddr::new(0, 0)).map_err(io)?;
         sock.set_ext_ack(true).map_err(io)?;
@@ -105,12 +106,11 @@ impl Requests {
     /// Sends `msg` with `NLM_F_REQUEST | flags` and reads the answer: the
     /// messages before the acknowledgement or the end of the dump (a
     /// request with neither, its one answer). A refusal is typed.
-    fn call(
-        &mut self,
-        op: &str,
-        msg: RouteNetlinkMessage,
-        flags: u16,
-    ) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
+    pub(crate) fn call<T>(&mut self, op: &str, msg: T, flags: u16) -> Result<Vec<T>, KernelError>
+    where
+        T: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug,
+        NetlinkPayload<T>: From<T>,
+    {
         let io = |source| KernelError::Io { op: op.into(), source };
         self.seq = self.seq.wrapping_add(1).max(1);
         let mut req = NetlinkMessage::from(msg);
@@ -135,9 +135,9 @@ impl Requests {
                     )));
                 }
                 at += (len + 3) & !3;
-                let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes[..len]).map_err(
-                    |e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())),
-                )?;
+                let m = NetlinkMessage::<T>::deserialize(&bytes[..len]).map_err(|e| {
+                    io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))
+                })?;
                 // What answers an earlier request that timed out.
                 if m.header.sequence_number != self.seq {
                     continue;
@@ -252,7 +252,7 @@ impl Netlink {
         // type", "Invalid VLAN id", ...): see `errors::extack`.
         conn.socket_mut().socket_mut().set_ext_ack(true).map_err(io)?;
         rt.spawn(conn);
-        let req = Mutex::new(Requests::open()?);
+        let req = Mutex::new(Requests::open(NETLINK_ROUTE)?);
         Ok((Self { h, rt, req }, Box::pin(rx)))
     }
 
