@@ -45,6 +45,6 @@ pub use links::{
 };
 pub use props::LinkProps;
 pub use store::{
-    CHECKPOINT_FILE, Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Store, StoreError, diff,
-    to_json, to_toml,
+    CHECKPOINT_FILE, Entry, JOURNAL_FILE, JOURNAL_FROM, LINKS_FILE, Staged, Store, StoreError,
+    diff, to_json, to_toml,
 };

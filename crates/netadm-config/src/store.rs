@@ -142,6 +142,18 @@ pub struct Store {
     journal_from: u64,
 }
 
+/// A configuration written whole and fsync'd to a temporary file beside
+/// `links.toml`, not yet renamed over it ([`Store::stage`]); dropped, the
+/// file is removed.
+#[derive(Debug)]
+pub struct Staged {
+    file: tempfile::TempPath,
+    /// The hash of its bytes, and their length: the base a journal after
+    /// it continues.
+    base: u64,
+    len: u64,
+}
+
 /// The journal as this process has it.
 #[derive(Debug, Default)]
 struct Journal {
@@ -527,25 +539,81 @@ impl Store {
     /// Replaces `links.toml` with `state`, atomically and durably. An invalid
     /// state ([`LinkState::validate`]) is refused before anything is written.
     pub fn save(&self, state: &LinkState) -> Result<(), StoreError> {
+        let staged = self.write_whole(state)?;
+        self.install(staged)
+    }
+
+    /// What [`Store::append`] of `old` to `new` will write, done ahead
+    /// where it can be, so that the caller can do its own work meanwhile
+    /// (netadmd changes the hardware and the kernel): when the change
+    /// would be written whole, `new` is written to a temporary file beside
+    /// `links.toml` and fsync'd, for [`Store::commit`] to rename over it
+    /// (or, dropped, to remove). `None` when there is nothing to write
+    /// ahead: the change goes to the journal, or there is none.
+    pub fn stage(&self, old: &LinkState, new: &LinkState) -> Result<Option<Staged>, StoreError> {
+        if new.version != LinkState::VERSION {
+            return Err(StoreError::Invalid {
+                path: self.path.clone(),
+                error: LinkStateError::UnsupportedVersion { found: new.version },
+            });
+        }
+        if !self.writes_whole() || diff(old, new).is_empty() {
+            return Ok(None);
+        }
+        self.write_whole(new).map(Some)
+    }
+
+    /// Whether a change is written whole ([`Store::stage`] has something
+    /// to do): while `links.toml` is smaller than the journal threshold.
+    pub fn writes_whole(&self) -> bool {
+        self.journal().base_len < self.journal_from
+    }
+
+    /// Records the change from `old` to `new` durably, with what
+    /// [`Store::stage`] wrote ahead of it: the staged file renamed over
+    /// `links.toml`, or, with none, as [`Store::append`] does.
+    pub fn commit(
+        &self,
+        staged: Option<Staged>,
+        old: &LinkState,
+        new: &LinkState,
+    ) -> Result<(), StoreError> {
+        match staged {
+            Some(s) => self.install(s),
+            None => self.append(old, new),
+        }
+    }
+
+    /// Writes `state` whole to a temporary file beside `links.toml`, and
+    /// fsyncs it.
+    fn write_whole(&self, state: &LinkState) -> Result<Staged, StoreError> {
         state.validate().map_err(|error| StoreError::Invalid { path: self.path.clone(), error })?;
         let body = to_toml(state)
             .map_err(|message| StoreError::Serialize { path: self.path.clone(), message })?;
-        let mut j = self.journal();
         // tempfile: a fresh name in the same directory, 0600, removed if
-        // anything below fails (the next open() removes one a crash left);
-        // persist() renames it over links.toml.
+        // anything below fails or the result is dropped (the next open()
+        // removes one a crash left); `install` renames it over links.toml.
         let mut file = self.temp()?;
         let tmp = file.path().to_path_buf();
         let f = file.as_file_mut();
-        f.write_all(HEADER.as_bytes()).map_err(io_err(&tmp, "write"))?;
-        f.write_all(body.as_bytes()).map_err(io_err(&tmp, "write"))?;
+        let whole = [HEADER.as_bytes(), body.as_bytes()].concat();
+        f.write_all(&whole).map_err(io_err(&tmp, "write"))?;
         #[cfg(feature = "failpoints")]
         fail::fail_point!("store.save.written", |a| fp(a, "store.save.written", &tmp));
         f.sync_all().map_err(io_err(&tmp, "fsync"))?;
         let file = file.into_temp_path();
         #[cfg(feature = "failpoints")]
         fail::fail_point!("store.save.fsynced", |a| fp(a, "store.save.fsynced", &tmp));
-        file.persist(&self.path)
+        Ok(Staged { file, base: fnv(&whole), len: whole.len() as u64 })
+    }
+
+    /// Renames a file [`Store::write_whole`] wrote over `links.toml`, and
+    /// drops the journal it makes stale.
+    fn install(&self, staged: Staged) -> Result<(), StoreError> {
+        let mut j = self.journal();
+        staged
+            .file
+            .persist(&self.path)
             .map_err(|e| io_err(&self.path, "rename temporary file over")(e.error))?;
         // The rename has happened: the new configuration is what the
         // directory holds, so it is what the caller must treat as saved.
@@ -561,8 +629,7 @@ impl Store {
         });
         // The journal's changes are in the file now, and it names the old
         // file: drop it. Should the removal not happen, loading ignores it.
-        let whole = [HEADER.as_bytes(), body.as_bytes()].concat();
-        (j.base, j.base_len) = (fnv(&whole), whole.len() as u64);
+        (j.base, j.base_len) = (staged.base, staged.len);
         j.file = None;
         j.len = 0;
         if fs::remove_file(&self.journal_path).is_ok() {
@@ -637,6 +704,6 @@ impl Store {
 /// A failpoint's `return`: the step fails as an I/O error on `path` would
 /// (or the process aborts; see `crate::failpoint`).
 #[cfg(feature = "failpoints")]
-fn fp(arg: Option<String>, name: &str, path: &Path) -> Result<(), StoreError> {
+fn fp<T>(arg: Option<String>, name: &str, path: &Path) -> Result<T, StoreError> {
     crate::failpoint::injected(name, arg, io_err(path, "failpoint"))
 }

@@ -109,14 +109,22 @@ fn full_state() -> LinkState {
     s
 }
 
-/// A store in a new directory named after `name`, journaling every
-/// change, with [`full_state`] saved.
-fn journaled(name: &str) -> (TempDir, Store, LinkState) {
+/// A store in a new directory named after `name`, with [`full_state`]
+/// saved; journaling every change if `journal`.
+fn saved(name: &str, journal: bool) -> (TempDir, Store, LinkState) {
     let tmp = TempDir::new(name);
-    let store = Store::open(&tmp.0).unwrap().journal_from(0);
+    let mut store = Store::open(&tmp.0).unwrap();
+    if journal {
+        store = store.journal_from(0);
+    }
     let base = full_state();
     store.save(&base).unwrap();
     (tmp, store, base)
+}
+
+/// [`saved`], journaling every change.
+fn journaled(name: &str) -> (TempDir, Store, LinkState) {
+    saved(name, true)
 }
 
 /// Writes `text` as links.toml, loads it, and returns the parse error's
@@ -401,6 +409,36 @@ fn save_is_atomic() {
         assert_eq!(store.load().unwrap(), s);
     }
     assert_eq!(entries(&tmp.0), [LINKS_FILE, "other.toml"]);
+}
+
+/// A change staged ahead (written whole beside links.toml, fsync'd) leaves
+/// links.toml as it was until it is committed; dropped, its file is gone;
+/// a change that goes to the journal, or none, stages nothing.
+#[test]
+fn a_staged_change_is_only_the_file_once_committed() {
+    let (tmp, store, old) = saved("stage", false);
+    let before = fs::read_to_string(store.path()).unwrap();
+    let mut new = old.clone();
+    new.interface.insert("net9".parse().unwrap(), IfConf::default());
+
+    let staged = store.stage(&old, &new).unwrap().expect("a small file is written whole");
+    assert_eq!(entries(&tmp.0).len(), 2, "the staged file beside links.toml");
+    assert_eq!(fs::read_to_string(store.path()).unwrap(), before, "links.toml untouched");
+    assert_eq!(store.load().unwrap(), old);
+    drop(staged);
+    assert_eq!(entries(&tmp.0), [LINKS_FILE], "a dropped stage leaves nothing");
+    assert_eq!(store.load().unwrap(), old);
+
+    let staged = store.stage(&old, &new).unwrap();
+    store.commit(staged, &old, &new).unwrap();
+    assert_eq!(entries(&tmp.0), [LINKS_FILE]);
+    assert_eq!(store.load().unwrap(), new);
+    assert!(store.stage(&new, &new).unwrap().is_none(), "no change, nothing staged");
+
+    let (_j, journal, base) = journaled("stage-journal");
+    assert!(journal.stage(&base, &new).unwrap().is_none(), "a journaled change stages nothing");
+    journal.commit(None, &base, &new).unwrap();
+    assert_eq!(journal.load().unwrap(), new, "committed to the journal");
 }
 
 #[test]

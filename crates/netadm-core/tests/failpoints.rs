@@ -50,6 +50,26 @@ fn nothing(_: &Core) -> Result<Report, CoreError> {
     Ok(Report::default())
 }
 
+/// The document `apply` makes the configuration: what [`aggr_if_addr`]
+/// makes, as show-config writes it (made once, before any failpoint is
+/// armed, by a core of its own).
+static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn apply_doc(_: &Core) -> Result<Report, CoreError> {
+    if DOC.get().is_none() {
+        let other = Core::start_with(&common::hw(4), None, Strategy::Batched, None, false)?;
+        aggr_if_addr(&other)?;
+        let _ = DOC.set(other.show_config(false, false)?);
+    }
+    Ok(Report::default())
+}
+
+/// `apply` (its configuration file written ahead, while the rings and the
+/// kernel change).
+fn apply(c: &Core) -> Result<Report, CoreError> {
+    c.apply(DOC.get().expect("made by the setup"), false, 0, &none).map(|r| r.result)
+}
+
 /// Every verb that goes through the pipeline: its name, the state it
 /// starts from, and the verb. Each is set up so it changes rings, the
 /// kernel, or both, where it can.
@@ -85,6 +105,7 @@ const VERBS: &[(&str, Op, Op)] = &[
     ("create-addr", aggr_if, |c| c.create_addr("aggr0/v4", "static", "192.0.2.1/24", false, &none)),
     ("delete-addr", aggr_if_addr, |c| c.delete_addr("aggr0/v4", false, &none)),
     ("rename-link", vnic, |c| c.rename_link("vnic0", "vnic1", false, &none)),
+    ("apply", apply_doc, apply),
 ];
 
 /// Every failpoint, with how it is armed (`X` is the mode: `return` or
