@@ -154,6 +154,13 @@ pub struct Staged {
     len: u64,
 }
 
+impl Staged {
+    /// Where it was written.
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+}
+
 /// The journal as this process has it.
 #[derive(Debug, Default)]
 struct Journal {
@@ -441,12 +448,7 @@ impl Store {
     /// would be written, before anything is: a record that would not load is
     /// never written.
     pub fn append(&self, old: &LinkState, new: &LinkState) -> Result<(), StoreError> {
-        if new.version != LinkState::VERSION {
-            return Err(StoreError::Invalid {
-                path: self.path.clone(),
-                error: LinkStateError::UnsupportedVersion { found: new.version },
-            });
-        }
+        self.check_version(new)?;
         let changes = diff(old, new);
         if changes.is_empty() {
             return Ok(());
@@ -551,16 +553,22 @@ impl Store {
     /// (or, dropped, to remove). `None` when there is nothing to write
     /// ahead: the change goes to the journal, or there is none.
     pub fn stage(&self, old: &LinkState, new: &LinkState) -> Result<Option<Staged>, StoreError> {
-        if new.version != LinkState::VERSION {
-            return Err(StoreError::Invalid {
-                path: self.path.clone(),
-                error: LinkStateError::UnsupportedVersion { found: new.version },
-            });
-        }
+        self.check_version(new)?;
         if !self.writes_whole() || diff(old, new).is_empty() {
             return Ok(None);
         }
         self.write_whole(new).map(Some)
+    }
+
+    /// A state of another schema version than this netadm's is refused.
+    fn check_version(&self, state: &LinkState) -> Result<(), StoreError> {
+        if state.version == LinkState::VERSION {
+            return Ok(());
+        }
+        Err(StoreError::Invalid {
+            path: self.path.clone(),
+            error: LinkStateError::UnsupportedVersion { found: state.version },
+        })
     }
 
     /// Whether a change is written whole ([`Store::stage`] has something

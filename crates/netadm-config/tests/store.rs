@@ -430,8 +430,12 @@ fn a_staged_change_is_only_the_file_once_committed() {
     assert_eq!(store.load().unwrap(), old);
 
     let staged = store.stage(&old, &new).unwrap();
+    // Held open, its inode cannot be reused by a file written anew.
+    let held = fs::File::open(staged.as_ref().expect("staged").path()).unwrap();
     store.commit(staged, &old, &new).unwrap();
     assert_eq!(entries(&tmp.0), [LINKS_FILE]);
+    let ino = held.metadata().unwrap().ino();
+    assert_eq!(fs::metadata(store.path()).unwrap().ino(), ino, "the staged file, renamed");
     assert_eq!(store.load().unwrap(), new);
     assert!(store.stage(&new, &new).unwrap().is_none(), "no change, nothing staged");
 

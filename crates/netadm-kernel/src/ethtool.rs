@@ -14,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::{Mutex, PoisonError};
 
 use netlink_packet_generic::constants::{
     CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_CMD_GETFAMILY, GENL_ID_CTRL,
@@ -384,7 +383,7 @@ fn parse_features(buf: &[u8]) -> Features {
 /// all in one network namespace.
 #[derive(Debug)]
 pub struct Ethtool {
-    req: Mutex<Requests>,
+    req: Requests,
     family: u16,
     /// An AF_INET datagram socket, for `SIOCETHTOOL`.
     ioctl: OwnedFd,
@@ -393,7 +392,7 @@ pub struct Ethtool {
 impl Ethtool {
     /// Opens one in this thread's network namespace.
     pub fn open() -> Result<Self, KernelError> {
-        let req = Mutex::new(Requests::open(NETLINK_GENERIC)?);
+        let req = Requests::open(NETLINK_GENERIC)?;
         // SAFETY: socket(2) with constant arguments; the result is checked.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -445,8 +444,7 @@ impl Ethtool {
 
     /// Sends one request, acknowledged; the attributes of each reply.
     fn request(&self, op: &str, msg: Genl) -> Result<Vec<Vec<u8>>, KernelError> {
-        let mut req = self.req.lock().unwrap_or_else(PoisonError::into_inner);
-        let got = req.call(op, GenlMessage::from_payload(msg), NLM_F_ACK)?;
+        let got = self.req.call(op, GenlMessage::from_payload(msg), NLM_F_ACK)?;
         Ok(got.into_iter().map(|g| g.payload.attrs).collect())
     }
 

@@ -889,7 +889,7 @@ impl Netlink {
     pub fn link_detail(&self, index: u32) -> Result<LinkDetail, KernelError> {
         let mut m = LinkMessage::default();
         m.header.index = index;
-        Ok(LinkDetail::parse(&self.get_link(&format!("link {index}"), m)?))
+        Ok(LinkDetail::parse(&self.get_link(&format!("read link {index}"), m)?))
     }
 
     /// Reads link `name` back.

@@ -53,7 +53,7 @@ pub struct Netlink {
     h: rtnetlink::Handle,
     rt: Handle,
     /// Requests, answered in the caller's thread.
-    req: Mutex<Requests>,
+    req: Requests,
 }
 
 /// A blocking netlink socket for requests, one caller at a time: a
@@ -61,7 +61,11 @@ pub struct Netlink {
 /// hop through the runtime (two thread wake-ups, about 50 µs a request
 /// here, 5 times the kernel's own cost for a link lookup). rtnetlink's
 /// ([`Netlink`]) and generic netlink's ([`crate::Ethtool`]).
-pub(crate) struct Requests {
+pub(crate) struct Requests(Mutex<Conversation>);
+
+/// The socket, the last sequence number and the buffer answers are read
+/// into: one request and its answer at a time.
+struct Conversation {
     sock: Socket,
     seq: u32,
     buf: Vec<u8>,
@@ -69,7 +73,7 @@ pub(crate) struct Requests {
 
 impl std::fmt::Debug for Requests {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Requests").field("seq", &self.seq).finish_non_exhaustive()
+        f.write_str("Requests")
     }
 }
 
@@ -100,13 +104,24 @@ impl Requests {
         if r != 0 {
             return Err(io(std::io::Error::last_os_error()));
         }
-        Ok(Self { sock, seq: 0, buf: vec![0; ANSWER_BUF] })
+        Ok(Self(Mutex::new(Conversation { sock, seq: 0, buf: vec![0; ANSWER_BUF] })))
     }
 
     /// Sends `msg` with `NLM_F_REQUEST | flags` and reads the answer: the
     /// messages before the acknowledgement or the end of the dump (a
     /// request with neither, its one answer). A refusal is typed.
-    pub(crate) fn call<T>(&mut self, op: &str, msg: T, flags: u16) -> Result<Vec<T>, KernelError>
+    pub(crate) fn call<T>(&self, op: &str, msg: T, flags: u16) -> Result<Vec<T>, KernelError>
+    where
+        T: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug,
+        NetlinkPayload<T>: From<T>,
+    {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).call(op, msg, flags)
+    }
+}
+
+impl Conversation {
+    /// [`Requests::call`], the lock held.
+    fn call<T>(&mut self, op: &str, msg: T, flags: u16) -> Result<Vec<T>, KernelError>
     where
         T: NetlinkSerializable + NetlinkDeserializable + std::fmt::Debug,
         NetlinkPayload<T>: From<T>,
@@ -252,7 +267,7 @@ impl Netlink {
         // type", "Invalid VLAN id", ...): see `errors::extack`.
         conn.socket_mut().socket_mut().set_ext_ack(true).map_err(io)?;
         rt.spawn(conn);
-        let req = Mutex::new(Requests::open(NETLINK_ROUTE)?);
+        let req = Requests::open(NETLINK_ROUTE)?;
         Ok((Self { h, rt, req }, Box::pin(rx)))
     }
 
@@ -279,7 +294,7 @@ impl Netlink {
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
-        self.req.lock().unwrap_or_else(PoisonError::into_inner).call(op, msg, flags)
+        self.req.call(op, msg, flags)
     }
 
     /// Sends `msg` with `NLM_F_ACK | flags` and waits for the
@@ -298,13 +313,7 @@ impl Netlink {
     pub(crate) fn get_link(&self, op: &str, m: LinkMessage) -> Result<LinkMessage, KernelError> {
         let not_found = || KernelError::NotFound { what: op.into() };
         match self.request(op, RouteNetlinkMessage::GetLink(m), 0) {
-            Ok(got) => got
-                .into_iter()
-                .find_map(|m| match m {
-                    RouteNetlinkMessage::NewLink(l) => Some(l),
-                    _ => None,
-                })
-                .ok_or_else(not_found),
+            Ok(got) => new_links(got).next().ok_or_else(not_found),
             Err(KernelError::NotFound { .. }) => Err(not_found()),
             Err(e) => Err(e),
         }
@@ -314,13 +323,7 @@ impl Netlink {
     pub(crate) fn dump_links(&self, op: &str) -> Result<Vec<LinkMessage>, KernelError> {
         let got =
             self.request(op, RouteNetlinkMessage::GetLink(LinkMessage::default()), NLM_F_DUMP)?;
-        Ok(got
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(l),
-                _ => None,
-            })
-            .collect())
+        Ok(new_links(got).collect())
     }
 
     /// `RTM_NEWLINK` creating a device: `NLM_F_CREATE | NLM_F_EXCL`.
@@ -353,7 +356,7 @@ impl Netlink {
     pub fn link(&self, index: u32) -> Result<KernelLink, KernelError> {
         let mut m = LinkMessage::default();
         m.header.index = index;
-        Ok(kernel_link(&self.get_link(&format!("link {index}"), m)?))
+        Ok(kernel_link(&self.get_link(&format!("read link {index}"), m)?))
     }
 
     /// Sets a link up or down and/or its MTU.
@@ -455,6 +458,14 @@ impl Netlink {
 /// attribute of one kind), cloned; the value's default without one.
 pub(crate) fn first_attr<A, T: Clone + Default>(attrs: &[A], pick: impl Fn(&A) -> Option<&T>) -> T {
     attrs.iter().find_map(pick).cloned().unwrap_or_default()
+}
+
+/// The links among the kernel's answers (`RTM_NEWLINK`).
+fn new_links(got: Vec<RouteNetlinkMessage>) -> impl Iterator<Item = LinkMessage> {
+    got.into_iter().filter_map(|m| match m {
+        RouteNetlinkMessage::NewLink(l) => Some(l),
+        _ => None,
+    })
 }
 
 /// A link message as a [`KernelLink`].

@@ -459,8 +459,8 @@ impl Pipeline {
         fail::fail_point!("core.validated", |_| Err(CoreError::internal(
             "failpoint core.validated"
         )));
-        let persists = change.same || change.persisted.is_some();
         let target = if change.same { Some(&*running) } else { change.persisted.as_ref() };
+        let persists = target.is_some();
         std::thread::scope(|scope| {
             // The file written whole, if the change is, and fsync'd while
             // the hardware and the kernel change (it waits on the disk);
