@@ -178,7 +178,7 @@ pub(crate) fn load_avg() -> Option<f64> {
 /// 2x (something came and went during the run). A ratio that misses
 /// [`LATENCY_RATIO_HOLDS`] on an undisturbed run is a real miss, shown as
 /// such, never excused.
-fn disturbed(rounds: &[f64], load: [Option<f64>; 2], cpus: usize) -> Option<String> {
+pub(crate) fn disturbed(rounds: &[f64], load: [Option<f64>; 2], cpus: usize) -> Option<String> {
     let mut why = Vec::new();
     let loads: Vec<f64> = load.iter().flatten().copied().collect();
     if loads.len() < 2 {

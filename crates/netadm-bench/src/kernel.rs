@@ -8,10 +8,13 @@
 //!   both ports, an IP interface on it (a TAP in A) and 192.0.2.1/24.
 //! - veth: vc0 (C, 198.51.100.1/24) paired with vd0 (D, 198.51.100.2/24).
 //!
-//! Measured for each: iperf3 TCP throughput A->B / C->D; ping RTT (average
-//! and p99); iperf3 in 100 ms intervals while the sending side's MTU
+//! Measured for each: ping RTT (median, average, p99) in interleaved
+//! rounds beside the floor's (see [`crate::floor`]), first, while the
+//! machine is as quiet as the run finds it; iperf3 TCP throughput A->B /
+//! C->D; iperf3 in 100 ms intervals while the sending side's MTU
 //! toggles 1500<->9000 every second, both directions: median interval,
 //! longest stall, slowest interval, retransmits, MTU changes made.
+//! `--seconds 0` measures the round trip alone.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -26,15 +29,22 @@ use serde_json::{Value, json};
 
 use crate::{binaries, floor};
 
-opts!("kernel" { seconds: u32 = 5, toggle_seconds: u32 = 10, pings: u32 = 200 });
+opts!("kernel" { seconds: u32 = 5, toggle_seconds: u32 = 10, pings: u32 = 200, rounds: u32 = 5 });
 
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let o = Self::read(args)?;
-        if o.seconds == 0 || o.toggle_seconds < 3 || o.pings < 10 {
-            return Err("kernel: need --seconds >= 1, --toggle-seconds >= 3, --pings >= 10".into());
+        if o.toggle_seconds < 3 || o.rounds == 0 || o.pings < 10 * o.rounds {
+            return Err(
+                "kernel: need --toggle-seconds >= 3, --rounds >= 1, --pings >= 10 per round".into(),
+            );
         }
         Ok(o)
+    }
+
+    /// `--seconds 0`: the round trip alone, no iperf3.
+    fn throughput(&self) -> bool {
+        self.seconds > 0
     }
 }
 
@@ -170,7 +180,8 @@ fn cpu_ns(pid: u32) -> Option<u64> {
     Some(sum)
 }
 
-fn ping(ns: &str, addr: &str, count: u32) -> Result<Rtt, String> {
+/// The round-trip times, ms, of `count` pings from `ns` to `addr`.
+fn ping(ns: &str, addr: &str, count: u32) -> Result<Vec<f64>, String> {
     let c = count.to_string();
     let deadline = (count / 100 + 10).to_string();
     let out = cmd(&[
@@ -192,13 +203,84 @@ fn ping(ns: &str, addr: &str, count: u32) -> Result<Rtt, String> {
     if t.is_empty() {
         return Err(format!("ping {addr} in {ns}: no replies: {out}"));
     }
-    Ok(Rtt {
-        avg_ms: t.iter().sum::<f64>() / t.len() as f64,
-        median_ms: iperf3::median(&t),
-        p99_ms: percentile(&t, 99.0),
-        min_ms: t.iter().copied().fold(f64::INFINITY, f64::min),
-        max_ms: t.iter().copied().fold(0.0, f64::max),
-        lost: count.saturating_sub(t.len() as u32),
+    Ok(t)
+}
+
+impl Rtt {
+    /// Of every round's times together (`sent` pings), the median being
+    /// the median of the rounds' medians.
+    fn of_rounds(rounds: &[Vec<f64>], sent: u32) -> Self {
+        let t: Vec<f64> = rounds.concat();
+        let medians: Vec<f64> = rounds.iter().map(|r| iperf3::median(r)).collect();
+        Rtt {
+            avg_ms: t.iter().sum::<f64>() / t.len().max(1) as f64,
+            median_ms: iperf3::median(&medians),
+            p99_ms: percentile(&t, 99.0),
+            min_ms: t.iter().copied().fold(f64::INFINITY, f64::min),
+            max_ms: t.iter().copied().fold(0.0, f64::max),
+            lost: sent.saturating_sub(t.len() as u32),
+        }
+    }
+}
+
+/// The three paths' round trips, measured in interleaved rounds.
+struct Pings {
+    /// netadm, veth, floor.
+    rtt: [Rtt; 3],
+    /// Each round's medians (ms): netadm, veth, floor.
+    rounds: Vec<[f64; 3]>,
+    /// netadmd's CPU time during its pings, as a share of one CPU over
+    /// their wall time (what its threads' polling costs).
+    netadm_cpu_pct: Option<f64>,
+    /// The 1-minute load average before and after the rounds.
+    load: [Option<f64>; 2],
+    /// Why the rounds were disturbed, if they were.
+    disturbed: Option<String>,
+}
+
+impl Pings {
+    fn over_floor_ms(&self) -> f64 {
+        self.rtt[0].median_ms - self.rtt[2].median_ms
+    }
+
+    fn floor_ratio(&self) -> f64 {
+        self.rtt[0].median_ms / self.rtt[2].median_ms
+    }
+}
+
+/// `o.rounds` rounds of `o.pings / o.rounds` pings on each of `paths`
+/// (namespace, address: netadm, veth, floor) in turn, the first path of
+/// each round rotated, so that whatever comes and goes on the machine
+/// falls on all three alike and shows as rounds that disagree.
+fn ping_rounds(o: &Opts, paths: [(&str, &str); 3], netadmd: u32) -> Result<Pings, String> {
+    let per = o.pings / o.rounds;
+    let load_before = crate::datapath::load_avg();
+    let mut times: [Vec<Vec<f64>>; 3] = Default::default();
+    let (mut cpu, mut wall) = (Some(0u64), Duration::ZERO);
+    for r in 0..o.rounds as usize {
+        for k in 0..3 {
+            let i = (r + k) % 3;
+            let (ns, addr) = paths[i];
+            let (before, t0) = (cpu_ns(netadmd), Instant::now());
+            times[i].push(ping(ns, addr, per)?);
+            if i == 0 {
+                wall += t0.elapsed();
+                let used = cpu_ns(netadmd).zip(before).map(|(b, a)| b.saturating_sub(a));
+                cpu = cpu.zip(used).map(|(c, u)| c + u);
+            }
+        }
+    }
+    let load = [load_before, crate::datapath::load_avg()];
+    let rounds: Vec<[f64; 3]> =
+        (0..o.rounds as usize).map(|r| [0, 1, 2].map(|i| iperf3::median(&times[i][r]))).collect();
+    let ratios: Vec<f64> = rounds.iter().map(|m| m[0] / m[2]).collect();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(Pings {
+        rtt: [0, 1, 2].map(|i| Rtt::of_rounds(&times[i], per * o.rounds)),
+        disturbed: crate::datapath::disturbed(&ratios, load, cpus),
+        rounds,
+        netadm_cpu_pct: cpu.map(|c| c as f64 / wall.as_nanos().max(1) as f64 * 100.0),
+        load,
     })
 }
 
@@ -241,6 +323,7 @@ fn toggle(s: &Side, seconds: u32, reverse: bool) -> Result<Toggled, String> {
     Ok(iperf3::toggled(&r, changes, iperf3::FIRST_CHANGE_SECS))
 }
 
+/// One side's throughput: iperf3 both ways, and under MTU toggles.
 struct Figures {
     gbps: f64,
     retransmits: u64,
@@ -249,10 +332,6 @@ struct Figures {
     rev_retransmits: u64,
     /// netadm only: the same with tso and tx-csum off (the old path).
     no_offload_gbps: Option<f64>,
-    rtt: Rtt,
-    /// netadm only: netadmd's CPU time during the pings, as a share of
-    /// one CPU over their wall time (what its threads' polling costs).
-    ping_cpu_pct: Option<f64>,
     fwd: Toggled,
     rev: Toggled,
 }
@@ -322,6 +401,23 @@ pub fn run(o: Opts) -> Result<(), String> {
             }),
         },
     ];
+    say(&format!("ping: {} rounds of {} pings on each path ...", o.rounds, o.pings / o.rounds));
+    let paths = [(a, sides[0].addr), (c, sides[1].addr), (e, FLOOR_FAR)];
+    let pings = ping_rounds(&o, paths, daemon.pid())?;
+    let figs = if o.throughput() { Some(throughput(&o, &sides, &n, d, &say)?) } else { None };
+    report(&o, &pings, figs.as_ref(), [load_start, crate::datapath::load_avg()]);
+    Ok(())
+}
+
+/// iperf3 on both sides: forward, reversed, netadm without offloads, then
+/// under MTU toggles both ways.
+fn throughput(
+    o: &Opts,
+    sides: &[Side; 2],
+    n: &Cli,
+    d: &str,
+    say: &dyn Fn(&str),
+) -> Result<[Figures; 2], String> {
     let names = ["netadm", "veth"];
     let mut thr = vec![];
     let mut thr_rev = vec![];
@@ -337,19 +433,6 @@ pub fn run(o: Opts) -> Result<(), String> {
     n.run(&["set-linkprop", "-p", "tso=off,tx-csum=off", "aggr0"])?;
     let no_offload = iperf3(&sides[0], o.seconds, &[], &mut |_| Ok(()))?.received_gbps;
     n.run(&["reset-linkprop", "-p", "tso,tx-csum", "aggr0"])?;
-    let mut rtt = vec![];
-    let mut ping_cpu_pct = None;
-    for (s, name) in sides.iter().zip(names) {
-        say(&format!("{name}: {} pings ...", o.pings));
-        let (cpu, wall) = (cpu_ns(daemon.pid()), Instant::now());
-        rtt.push(ping(s.client_ns, s.addr, o.pings)?);
-        if name == "netadm" {
-            let used = cpu_ns(daemon.pid()).zip(cpu).map(|(b, a)| b.saturating_sub(a));
-            ping_cpu_pct = used.map(|u| u as f64 / wall.elapsed().as_nanos() as f64 * 100.0);
-        }
-    }
-    say(&format!("floor: {} pings ...", o.pings));
-    let floor_rtt = ping(e, FLOOR_FAR, o.pings)?;
     // The veth's far side now matches netadm's: 9000, so only the toggling
     // side's MTU limits what is sent towards the far side.
     cmd(&["ip", "-n", d, "link", "set", "vd0", "mtu", "9000"])?;
@@ -365,22 +448,19 @@ pub fn run(o: Opts) -> Result<(), String> {
             out.push(toggle(s, o.toggle_seconds, reverse)?);
         }
     }
-    let fig = |i: usize| Figures {
+    Ok([0, 1].map(|i| Figures {
         gbps: thr[i].0,
         retransmits: thr[i].1,
         rev_gbps: thr_rev[i].0,
         rev_retransmits: thr_rev[i].1,
         no_offload_gbps: (i == 0).then_some(no_offload),
-        rtt: rtt[i],
-        ping_cpu_pct: if i == 0 { ping_cpu_pct } else { None },
         fwd: fwd[i],
         rev: rev[i],
-    };
-    report(&o, &fig(0), &fig(1), &floor_rtt, [load_start, crate::datapath::load_avg()]);
-    Ok(())
+    }))
 }
 
-const NOTES: [&str; 5] = [
+const NOTES: [&str; 6] = [
+    "ping: first, before any iperf3 loads the machine; in rounds, each path pinged in turn with the first path rotated each round; a path's median is the median of its rounds' medians; the run is flagged DISTURBED when the load average reached the CPUs there are before or after the rounds, or the rounds' netadm/floor ratios disagree by more than 2x (a target missed on an undisturbed run is a real miss)",
     "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2); veth: vc0 (C) - vd0 (D); offloads as the kernel sets them on both",
     "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
     "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
@@ -388,13 +468,37 @@ const NOTES: [&str; 5] = [
     "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed), measured from the first MTU change at 1 s (before it, TCP slow start); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
 ];
 
+/// What issue 24 aims at: netadm's round-trip median at most this many
+/// times the floor's, and at most this far beyond it (ms).
+const FLOOR_RATIO_TARGET: f64 = 2.0;
+const FLOOR_PLUS_TARGET_MS: f64 = 0.030;
+
+/// The verdict on the round trip against its floor: each target met or
+/// missed, and whether the rounds were disturbed (a miss on a disturbed
+/// run says nothing; one on an undisturbed run is real).
+fn verdict(p: &Pings) -> String {
+    let yes = |b: bool| if b { "met" } else { "MISSED" };
+    format!(
+        "{:.2}x the floor (<= {FLOOR_RATIO_TARGET}x: {}), {:+.0} us beyond it (<= +{:.0} us: {}); \
+         {}",
+        p.floor_ratio(),
+        yes(p.floor_ratio() <= FLOOR_RATIO_TARGET),
+        p.over_floor_ms() * 1000.0,
+        FLOOR_PLUS_TARGET_MS * 1000.0,
+        yes(p.over_floor_ms() <= FLOOR_PLUS_TARGET_MS),
+        p.disturbed.as_ref().map_or("undisturbed".to_owned(), |why| format!("DISTURBED: {why}"))
+    )
+}
+
 /// `load`: the 1-minute load average as the run started and as it
 /// ended, printed with the figures (a loaded machine moves them).
-fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt, load: [Option<f64>; 2]) {
+fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 2]) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ratio = |a: f64, b: f64| if b > 0.0 { Some(a / b) } else { None };
+    let [n_rtt, v_rtt, floor] = &p.rtt;
+    let per = o.pings / o.rounds;
     if o.json {
-        let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "median": r.median_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": o.pings});
+        let rtt = |r: &Rtt| json!({"avg": r.avg_ms, "median": r.median_ms, "p99": r.p99_ms, "min": r.min_ms, "max": r.max_ms, "lost": r.lost, "count": per * o.rounds});
         let tog = |t: &Toggled| {
             json!({
                 "median_gbps": t.median_gbps, "longest_stall_ms": t.longest_stall_ms,
@@ -403,29 +507,47 @@ fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt, load: [Option<f64>; 2
                 "receiver_overrun_ms": t.overrun_ms,
             })
         };
-        let out: Value = json!({
+        let rounds: Vec<Value> = p
+            .rounds
+            .iter()
+            .map(|m| json!({"netadm": m[0], "veth": m[1], "floor": m[2], "floor_ratio": m[0] / m[2]}))
+            .collect();
+        let mut out: Value = json!({
             "benchmark": "kernel",
             "seconds": o.seconds,
             "toggle_seconds": o.toggle_seconds,
             "ping_interval_s": PING_INTERVAL.parse::<f64>().unwrap_or(0.0),
-            "throughput_gbps": {"netadm": n.gbps, "veth": v.gbps, "ratio": ratio(n.gbps, v.gbps)},
-            "throughput_retransmits": {"netadm": n.retransmits, "veth": v.retransmits},
-            "throughput_reverse_gbps": {"netadm": n.rev_gbps, "veth": v.rev_gbps, "ratio": ratio(n.rev_gbps, v.rev_gbps)},
-            "throughput_reverse_retransmits": {"netadm": n.rev_retransmits, "veth": v.rev_retransmits},
-            "throughput_gbps_offloads_off": {"netadm": n.no_offload_gbps},
             "rtt_ms": {
-                "netadm": rtt(&n.rtt), "veth": rtt(&v.rtt), "floor": rtt(floor),
-                "avg_ratio": ratio(n.rtt.avg_ms, v.rtt.avg_ms),
-                "median_ratio": ratio(n.rtt.median_ms, v.rtt.median_ms),
-                "floor_median_ratio": ratio(floor.median_ms, v.rtt.median_ms),
-                "netadm_over_floor_median_ms": n.rtt.median_ms - floor.median_ms,
+                "netadm": rtt(n_rtt), "veth": rtt(v_rtt), "floor": rtt(floor),
+                "avg_ratio": ratio(n_rtt.avg_ms, v_rtt.avg_ms),
+                "median_ratio": ratio(n_rtt.median_ms, v_rtt.median_ms),
+                "floor_median_ratio": ratio(floor.median_ms, v_rtt.median_ms),
+                "netadm_over_floor_median_ms": p.over_floor_ms(),
+                "netadm_floor_median_ratio": p.floor_ratio(),
+                "rounds": rounds,
+                "load_avg": {"before": p.load[0], "after": p.load[1]},
+                "disturbed": p.disturbed,
+                "targets": {
+                    "floor_ratio_max": FLOOR_RATIO_TARGET,
+                    "over_floor_max_ms": FLOOR_PLUS_TARGET_MS,
+                    "met": p.floor_ratio() <= FLOOR_RATIO_TARGET && p.over_floor_ms() <= FLOOR_PLUS_TARGET_MS,
+                },
             },
-            "ping_netadmd_cpu_pct": n.ping_cpu_pct,
-            "mtu_toggle": {"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)},
-            "mtu_toggle_reverse": {"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)},
+            "ping_netadmd_cpu_pct": p.netadm_cpu_pct,
             "load_avg": {"start": load[0], "end": load[1], "cpus": cpus},
             "notes": NOTES,
         });
+        if let Some([n, v]) = figs {
+            out["throughput_gbps"] =
+                json!({"netadm": n.gbps, "veth": v.gbps, "ratio": ratio(n.gbps, v.gbps)});
+            out["throughput_retransmits"] = json!({"netadm": n.retransmits, "veth": v.retransmits});
+            out["throughput_reverse_gbps"] = json!({"netadm": n.rev_gbps, "veth": v.rev_gbps, "ratio": ratio(n.rev_gbps, v.rev_gbps)});
+            out["throughput_reverse_retransmits"] =
+                json!({"netadm": n.rev_retransmits, "veth": v.rev_retransmits});
+            out["throughput_gbps_offloads_off"] = json!({"netadm": n.no_offload_gbps});
+            out["mtu_toggle"] = json!({"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)});
+            out["mtu_toggle_reverse"] = json!({"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)});
+        }
         println!("{out}");
         return;
     }
@@ -441,68 +563,91 @@ fn report(o: &Opts, n: &Figures, v: &Figures, floor: &Rtt, load: [Option<f64>; 2
         let r = ratio(a, b).map_or("-".to_string(), |r| format!("{r:.2}"));
         println!("{what:<58} {a:>10.prec$} {b:>10.prec$} {r:>12}");
     };
-    row(&format!("iperf3 TCP throughput, {} s (Gbit/s)", o.seconds), n.gbps, v.gbps, 2);
-    row("  retransmits in it (count)", n.retransmits as f64, v.retransmits as f64, 0);
-    if let Some(g) = n.no_offload_gbps {
-        println!(
-            "{:<58} {g:>10.2} {:>10} {:>12}",
-            "  netadm with tso and tx-csum off (Gbit/s)", "-", "-"
+    if let Some([n, v]) = figs {
+        row(&format!("iperf3 TCP throughput, {} s (Gbit/s)", o.seconds), n.gbps, v.gbps, 2);
+        row("  retransmits in it (count)", n.retransmits as f64, v.retransmits as f64, 0);
+        if let Some(g) = n.no_offload_gbps {
+            println!(
+                "{:<58} {g:>10.2} {:>10} {:>12}",
+                "  netadm with tso and tx-csum off (Gbit/s)", "-", "-"
+            );
+        }
+        row(
+            &format!("iperf3 TCP throughput reversed (-R, B/D send), {} s (Gbit/s)", o.seconds),
+            n.rev_gbps,
+            v.rev_gbps,
+            2,
         );
+        row("  retransmits in it (count)", n.rev_retransmits as f64, v.rev_retransmits as f64, 0);
     }
     row(
-        &format!("iperf3 TCP throughput reversed (-R, B/D send), {} s (Gbit/s)", o.seconds),
-        n.rev_gbps,
-        v.rev_gbps,
-        2,
-    );
-    row("  retransmits in it (count)", n.rev_retransmits as f64, v.rev_retransmits as f64, 0);
-    row(
-        &format!("ping RTT average, {} pings {PING_INTERVAL} s apart (ms)", o.pings),
-        n.rtt.avg_ms,
-        v.rtt.avg_ms,
+        &format!(
+            "ping RTT average, {} rounds of {per} pings {PING_INTERVAL} s apart (ms)",
+            o.rounds
+        ),
+        n_rtt.avg_ms,
+        v_rtt.avg_ms,
         3,
     );
-    row("ping RTT median (ms)", n.rtt.median_ms, v.rtt.median_ms, 3);
-    row("ping RTT p99 (ms)", n.rtt.p99_ms, v.rtt.p99_ms, 3);
-    row("ping lost (count)", n.rtt.lost.into(), v.rtt.lost.into(), 0);
-    if let Some(c) = n.ping_cpu_pct {
+    row("ping RTT median (median of the rounds', ms)", n_rtt.median_ms, v_rtt.median_ms, 3);
+    row("ping RTT p99 (ms)", n_rtt.p99_ms, v_rtt.p99_ms, 3);
+    row("ping lost (count)", n_rtt.lost.into(), v_rtt.lost.into(), 0);
+    if let Some(c) = p.netadm_cpu_pct {
         println!(
             "{:<58} {c:>10.1} {:>10} {:>12}",
-            "  netadmd CPU during the pings (% of one CPU)", "-", "-"
+            "  netadmd CPU during its pings (% of one CPU)", "-", "-"
         );
     }
     let fl = |what: &str, r: &Rtt| {
-        let x = ratio(r.median_ms, v.rtt.median_ms).map_or("-".into(), |x| format!("{x:.2}"));
+        let x = ratio(r.median_ms, v_rtt.median_ms).map_or("-".into(), |x| format!("{x:.2}"));
         println!("{what:<58} {:>10.3} {:>10.3} {:>10.3} {x:>12}", r.median_ms, r.avg_ms, r.p99_ms);
     };
     println!(
         "{:<58} {:>10} {:>10} {:>10} {:>12}",
         "  ping RTT against its floor (ms)", "MEDIAN", "AVG", "P99", "MEDIAN/VETH"
     );
-    fl("    veth", &v.rtt);
+    fl("    veth", v_rtt);
     fl("    floor: one thread, TAP <-> AF_PACKET, woken once", floor);
-    fl("    netadm", &n.rtt);
+    fl("    netadm", n_rtt);
+    println!("{:<58} {:>10.3}", "    netadm beyond the floor (median, ms)", p.over_floor_ms());
     println!(
-        "{:<58} {:>10.3}",
-        "    netadm beyond the floor (median, ms)",
-        n.rtt.median_ms - floor.median_ms
+        "  each round's medians (ms), load average {} before the rounds and {} after:",
+        l(p.load[0]),
+        l(p.load[1])
     );
-    for (title, a, b) in [
-        ("MTU toggled every second, A/C sending", &n.fwd, &v.fwd),
-        ("MTU toggled every second, B/D sending (-R)", &n.rev, &v.rev),
-    ] {
-        println!("{title}, {} s in 100 ms intervals:", o.toggle_seconds);
-        row("  median interval (Gbit/s)", a.median_gbps, b.median_gbps, 2);
-        row(
-            "  longest stall, intervals < 10 % of median (ms)",
-            a.longest_stall_ms,
-            b.longest_stall_ms,
-            0,
+    println!(
+        "    {:<8} {:>10} {:>10} {:>10} {:>14}",
+        "ROUND", "NETADM", "VETH", "FLOOR", "NETADM/FLOOR"
+    );
+    for (r, m) in p.rounds.iter().enumerate() {
+        println!(
+            "    {:<8} {:>10.3} {:>10.3} {:>10.3} {:>14.2}",
+            r + 1,
+            m[0],
+            m[1],
+            m[2],
+            m[0] / m[2]
         );
-        row("  slowest interval (Gbit/s)", a.slowest_gbps, b.slowest_gbps, 3);
-        row("  retransmits (count)", a.retransmits as f64, b.retransmits as f64, 0);
-        row("  MTU changes made (count)", a.mtu_changes.into(), b.mtu_changes.into(), 0);
-        row("  receiver still waiting past the test's end (ms)", a.overrun_ms, b.overrun_ms, 0);
+    }
+    println!("  netadm against the floor: {}", verdict(p));
+    if let Some([n, v]) = figs {
+        for (title, a, b) in [
+            ("MTU toggled every second, A/C sending", &n.fwd, &v.fwd),
+            ("MTU toggled every second, B/D sending (-R)", &n.rev, &v.rev),
+        ] {
+            println!("{title}, {} s in 100 ms intervals:", o.toggle_seconds);
+            row("  median interval (Gbit/s)", a.median_gbps, b.median_gbps, 2);
+            row(
+                "  longest stall, intervals < 10 % of median (ms)",
+                a.longest_stall_ms,
+                b.longest_stall_ms,
+                0,
+            );
+            row("  slowest interval (Gbit/s)", a.slowest_gbps, b.slowest_gbps, 3);
+            row("  retransmits (count)", a.retransmits as f64, b.retransmits as f64, 0);
+            row("  MTU changes made (count)", a.mtu_changes.into(), b.mtu_changes.into(), 0);
+            row("  receiver still waiting past the test's end (ms)", a.overrun_ms, b.overrun_ms, 0);
+        }
     }
     println!();
     for note in NOTES {
@@ -535,11 +680,49 @@ mod tests {
         assert_eq!(percentile(&[], 99.0), 0.0);
     }
 
+    fn pings(medians: [f64; 3], load: f64, disturbed: Option<&str>) -> Pings {
+        let rtt = medians.map(|m| Rtt::of_rounds(&[vec![m]], 1));
+        Pings {
+            rtt,
+            rounds: vec![medians],
+            netadm_cpu_pct: None,
+            load: [Some(load), Some(load)],
+            disturbed: disturbed.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_verdict_names_each_target_and_a_disturbance() {
+        let met = verdict(&pings([0.150, 0.060, 0.130], 0.5, None));
+        assert_eq!(
+            met,
+            "1.15x the floor (<= 2x: met), +20 us beyond it (<= +30 us: met); undisturbed"
+        );
+        let missed =
+            verdict(&pings([0.250, 0.060, 0.180], 2.5, Some("load average 2.50 on 2 CPUs")));
+        assert!(
+            missed.contains("1.39x the floor (<= 2x: met), +70 us beyond it (<= +30 us: MISSED)")
+        );
+        assert!(missed.ends_with("DISTURBED: load average 2.50 on 2 CPUs"), "{missed}");
+    }
+
+    #[test]
+    fn a_paths_median_is_the_median_of_its_rounds() {
+        let r =
+            Rtt::of_rounds(&[vec![1.0, 2.0, 9.0], vec![3.0, 4.0, 5.0], vec![0.5, 0.6, 0.7]], 10);
+        assert_eq!(r.median_ms, 2.0);
+        assert_eq!((r.min_ms, r.max_ms, r.lost), (0.5, 9.0, 1));
+    }
+
     #[test]
     fn options() {
-        let o = Opts::parse(&words("--json --seconds 2 --toggle-seconds 4 --pings 20")).unwrap();
+        let o = Opts::parse(&words("--json --seconds 2 --toggle-seconds 4 --pings 20 --rounds 2"))
+            .unwrap();
         assert!(o.json && o.seconds == 2 && o.toggle_seconds == 4 && o.pings == 20);
+        assert!(o.throughput() && !Opts::parse(&words("--seconds 0")).unwrap().throughput());
         assert!(Opts::parse(&words("--toggle-seconds 1")).is_err());
+        assert!(Opts::parse(&words("--pings 40 --rounds 5")).is_err(), "8 pings a round");
+        assert!(Opts::parse(&words("--rounds 0")).is_err());
         assert!(Opts::parse(&words("--bogus")).is_err());
     }
 }

@@ -59,7 +59,7 @@ const USAGE: &str =
     "usage: netadm-bench rings [--json] [--rings N] [--legacy-rings N] [--tick-hz HZ]
        netadm-bench datapath [--json] [--frames N]
        netadm-bench mtu [--json] [--changes N] [--sequential-changes N] [--rings N] [--rate PPS]
-       netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N]   (as root)
+       netadm-bench kernel [--json] [--seconds N] [--toggle-seconds N] [--pings N] [--rounds N]   (as root)
        netadm-bench scale [--json] [--sizes N,N,...] [--samples N]
        netadm-bench qos [--json] [--speed MBPS] [--seconds N]
        netadm-bench apply [--json] [--rounds N] [--kernel]
