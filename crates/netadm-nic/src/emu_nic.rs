@@ -148,6 +148,10 @@ impl Nic for EmuNic {
         self.hw.write_interrupt_mask(vector, masked);
     }
 
+    fn release_interrupt(&self, vector: u16, raise: bool) {
+        self.hw.release_interrupt(vector, raise);
+    }
+
     fn set_interrupt_handler(&self, handler: Option<InterruptHandler>) {
         self.hw.set_interrupt_handler(handler);
     }

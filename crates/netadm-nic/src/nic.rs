@@ -117,6 +117,14 @@ pub trait Nic: Send + Sync {
         lower(self).mask_interrupt(vector, masked);
     }
 
+    /// Ends a busy poller's hold on `vector`: unmasks it (and raises it
+    /// from software if `raise`), delivering what that raises on the
+    /// calling thread, as Linux's busy poll schedules a NAPI left with
+    /// work on the polling CPU, rather than waking the interrupt thread.
+    fn release_interrupt(&self, vector: u16, raise: bool) {
+        lower(self).release_interrupt(vector, raise);
+    }
+
     /// Installs the interrupt handler (one per device; called per vector).
     fn set_interrupt_handler(&self, handler: Option<InterruptHandler>) {
         lower(self).set_interrupt_handler(handler);

@@ -360,12 +360,11 @@ impl Drop for PollHold {
         for v in bits(self.vectors) {
             let i = v as usize;
             if self.sh.holds[i].fetch_sub(1, Ordering::SeqCst) == 1 {
-                self.sh.nic.mask_interrupt(v, false);
                 // A handler (a software-raised or already pending
-                // interrupt) left frames to this hold: poll again now.
-                if self.sh.deferred[i].swap(false, Ordering::SeqCst) {
-                    self.sh.nic.trigger_interrupt(v);
-                }
+                // interrupt) left frames to this hold: raised again. What
+                // the unmask raises is delivered on this thread.
+                let raise = self.sh.deferred[i].swap(false, Ordering::SeqCst);
+                self.sh.nic.release_interrupt(v, raise);
             }
         }
     }

@@ -297,6 +297,37 @@ impl Device {
         }
     }
 
+    /// Unmasks `vector` (and raises it from software if `raise`), and
+    /// runs the interrupt handler on the calling thread for what that
+    /// raises, rather than waking the interrupt thread: as Linux's busy
+    /// poll, ending with work left, schedules its NAPI on the polling CPU.
+    /// Raised interrupts are the device's as ever (its throttle, its TX
+    /// write-backs at the interrupt); only where they are delivered
+    /// differs. A busy poller releases its hold this way: the interrupt
+    /// thread, woken just after the poller handed the kernel an answer,
+    /// would otherwise run first on the CPU the answer's reader was woken
+    /// on, and make it wait.
+    pub fn release_interrupt(&self, vector: u16, raise: bool) {
+        if vector >= self.sh.cfg.caps.vectors || vector >= 64 {
+            return;
+        }
+        let bit = 1u64 << vector;
+        self.sh.irq_here.fetch_or(bit, Ordering::SeqCst);
+        self.write_interrupt_mask(vector, false);
+        if raise {
+            self.sh.irq_pending.fetch_or(bit, Ordering::SeqCst);
+        }
+        self.sh.irq_here.fetch_and(!bit, Ordering::SeqCst);
+        // Raised from here on, it wakes the interrupt thread; raised
+        // before, it is pending now, and this thread's to deliver.
+        if self.sh.irq_pending.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
+            let handler = self.sh.irq_handler.read().unwrap().clone();
+            if let Some(h) = handler {
+                h(vector);
+            }
+        }
+    }
+
     /// Software interrupt trigger: raises `vector` now, unthrottled.
     pub fn write_sw_interrupt(&self, vector: u16) {
         if vector < self.sh.cfg.caps.vectors {

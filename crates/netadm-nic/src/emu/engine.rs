@@ -750,8 +750,13 @@ impl Engine {
                     }
                     wb.clear();
                     self.wb_by_vector[v] = wb;
-                    self.sh.irq_pending.fetch_or(1 << v, Ordering::AcqRel);
-                    if let Some(t) = self.sh.irq_thread.get() {
+                    // SeqCst against a release delivering on its own
+                    // thread, which clears `irq_here` and then takes what
+                    // is pending: one of the two sees the other.
+                    self.sh.irq_pending.fetch_or(1 << v, Ordering::SeqCst);
+                    if self.sh.irq_here.load(Ordering::SeqCst) & bit == 0
+                        && let Some(t) = self.sh.irq_thread.get()
+                    {
                         t.unpark();
                     }
                 }

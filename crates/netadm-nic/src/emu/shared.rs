@@ -127,6 +127,10 @@ pub(super) struct Shared {
     pub(super) irq_masked: AtomicU64,
     /// Masked vectors with causes pending: raised when unmasked.
     pub(super) irq_held: AtomicU64,
+    /// Vectors being released by a driver thread that delivers, itself,
+    /// what the release raises ([`super::Device::release_interrupt`]):
+    /// raised meanwhile, they do not wake the interrupt thread.
+    pub(super) irq_here: AtomicU64,
     pub(super) irq_handler: RwLock<Option<InterruptHandler>>,
     /// Wakes the engine thread (doorbells, control writes, a cable peer).
     pub(super) engine_wake: Arc<Parker>,
@@ -190,6 +194,7 @@ impl Shared {
             irq_pending: AtomicU64::new(0),
             irq_masked: AtomicU64::new(0),
             irq_held: AtomicU64::new(0),
+            irq_here: AtomicU64::new(0),
             irq_handler: RwLock::new(None),
             engine_wake: Arc::new(Parker::new().expect("an eventfd for the device engine")),
             irq_thread: OnceLock::new(),
