@@ -108,13 +108,19 @@ impl Region {
     }
 }
 
-/// Hands `map` to the process's populator thread (started on first use,
-/// at a low priority), which makes its pages resident with
-/// `MADV_POPULATE_WRITE` (Linux 5.14; where it is refused, pages stay
-/// mapped on first touch, as before). The populator holds the mapping
-/// while it works; one whose ring was dropped meanwhile is skipped. The
+/// Hands `map` to the process's populator thread (started on first use),
+/// which makes its pages resident with `MADV_POPULATE_WRITE` (Linux 5.14;
+/// where it is refused, pages stay mapped on first touch, as before). The
 /// contents are not touched: the madvise faults pages in as a write
 /// would, without writing.
+///
+/// The populator must not slow what allocates: it runs as `SCHED_IDLE`
+/// (only on a CPU nothing else wants), and it works in chunks of
+/// [`POPULATE_CHUNK`], each its own system call, so that a ring being
+/// mapped or unmapped meanwhile (which takes the address space's lock for
+/// writing, as every `madvise` takes it for reading) waits for one chunk,
+/// not for a whole ring's buffers. It holds a mapping while it works on
+/// it, and stops at a mapping whose ring was dropped.
 fn populate(map: &std::sync::Arc<memmap2::MmapMut>) {
     use std::sync::mpsc::{Sender, channel};
     use std::sync::{Arc, OnceLock};
@@ -122,21 +128,30 @@ fn populate(map: &std::sync::Arc<memmap2::MmapMut>) {
     let queue = QUEUE.get_or_init(|| {
         let (tx, rx) = channel::<Arc<memmap2::MmapMut>>();
         let spawned = std::thread::Builder::new().name("dma-populate".into()).spawn(move || {
-            // SAFETY: setpriority(2) of this thread (who 0 is the caller).
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: sched_setscheduler(2) of this thread (pid 0 is the
+            // caller), with a valid sched_param.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
             for map in rx {
-                if Arc::strong_count(&map) == 1 {
-                    continue; // its ring is gone
+                let base = map.as_ptr() as usize;
+                let mut at = 0;
+                // Its ring dropped: only this thread holds it.
+                while at < map.len() && Arc::strong_count(&map) > 1 {
+                    let len = POPULATE_CHUNK.min(map.len() - at);
+                    // SAFETY: a range of this live mapping, held by `map`;
+                    // MADV_POPULATE_WRITE changes no byte of it.
+                    let rc = unsafe {
+                        libc::madvise(
+                            (base + at) as *mut libc::c_void,
+                            len,
+                            libc::MADV_POPULATE_WRITE,
+                        )
+                    };
+                    if rc != 0 {
+                        break; // refused (an older kernel): first touch maps
+                    }
+                    at += len;
                 }
-                // SAFETY: the range is this live mapping, held by `map`;
-                // MADV_POPULATE_WRITE changes no byte of it.
-                unsafe {
-                    libc::madvise(
-                        map.as_ptr() as *mut libc::c_void,
-                        map.len(),
-                        libc::MADV_POPULATE_WRITE,
-                    )
-                };
             }
         });
         spawned.is_ok().then_some(tx)
@@ -145,6 +160,9 @@ fn populate(map: &std::sync::Arc<memmap2::MmapMut>) {
         let _ = q.send(Arc::clone(map));
     }
 }
+
+/// Bytes the populator makes resident per system call (64 pages).
+const POPULATE_CHUNK: usize = 256 * 1024;
 
 /// Why DMA memory could not be had.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
