@@ -729,13 +729,23 @@ impl Kernel {
                 return self.refuse_missing(k, why);
             }
             None => {
-                if let Some(low) = d.lower()
-                    && self.find(&(None, low.to_owned()))?.is_none()
-                {
-                    let why = format!("{}: its lower device {low} is missing", k.1);
-                    return self.refuse_missing(k, why);
+                let lower = match d.lower() {
+                    Some(low) => match self.find(&(None, low.to_owned()))? {
+                        Some(l) => Some(l.index),
+                        None => {
+                            let why = format!("{}: its lower device {low} is missing", k.1);
+                            return self.refuse_missing(k, why);
+                        }
+                    },
+                    None => None,
+                };
+                self.make(k, d, lower)?;
+                if k.0.is_none() && matches!(d.what, What::Macvlan { .. } | What::Bridge) {
+                    // Made whole by its one request (MAC, MTU, up): nothing
+                    // to set in place, and `verify` reads it back.
+                    self.trouble.lock().unwrap_or_else(PoisonError::into_inner).remove(k);
+                    return Ok(());
                 }
-                self.make(k, d)?;
                 self.find(k)?.ok_or_else(|| {
                     CoreError::hardware(format!("{}: made, but the kernel does not have it", k.1))
                 })?
@@ -793,8 +803,9 @@ impl Kernel {
         self.refuse(k, why).map_err(|e| CoreError::not_found(e.message))
     }
 
-    /// Makes device `k`.
-    fn make(&self, k: &Key, d: &Dev) -> Result<(), CoreError> {
+    /// Makes device `k`; `lower_index` is the index of its lower device
+    /// ([`Dev::lower`]), read by the caller.
+    fn make(&self, k: &Key, d: &Dev, lower_index: Option<u32>) -> Result<(), CoreError> {
         if let Some(made) = self.made.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
             made.insert(k.clone());
         }
@@ -803,7 +814,10 @@ impl Kernel {
             Some(z) => Some(Netns::open(z).map_err(kerr)?),
             None => None,
         };
-        let lower = |name: &str| self.nl.link_named(name).map(|l| l.index).map_err(kerr);
+        let lower = |name: &str| {
+            lower_index
+                .ok_or_else(|| CoreError::not_found(format!("{}: no lower device {name}", k.1)))
+        };
         match &d.what {
             What::Port => Ok(()),
             What::Bond(spec) => {
