@@ -80,18 +80,14 @@ impl DmaAccount {
 /// Anonymous, page-aligned memory mapped for one ring (memmap2); unmapped
 /// on drop.
 ///
-/// Mapping it costs one `mmap`, not a `memset`, so a ring is allocated
-/// as fast as its page tables allow. Its pages are then made resident off
-/// the allocating thread ([`populate`]): DMA memory is resident on the
-/// hardware (pinned, mapped for the device), so a frame written to a
-/// buffer must not pay a page fault on the datapath — one every few
-/// buffers, each some µs, which a ping's round trip paid until the ring
-/// had wrapped once.
+/// Pages are mapped lazily by the kernel, so allocating a large ring costs
+/// one `mmap`, not a `memset`: what real DMA allocation costs scales with
+/// the page tables, not with the buffer bytes.
 struct Region {
     /// Where the mapping starts: the device and the driver write through
     /// it from shared references, as DMA would.
     ptr: NonNull<u8>,
-    _map: std::sync::Arc<memmap2::MmapMut>,
+    _map: memmap2::MmapMut,
 }
 
 impl Region {
@@ -102,67 +98,9 @@ impl Region {
         })?;
         let ptr =
             NonNull::new(map.as_mut_ptr()).ok_or(DmaError::Map { bytes: len as u64, errno: 0 })?;
-        let map = std::sync::Arc::new(map);
-        populate(&map);
         Ok(Self { ptr, _map: map })
     }
 }
-
-/// Hands `map` to the process's populator thread (started on first use),
-/// which makes its pages resident with `MADV_POPULATE_WRITE` (Linux 5.14;
-/// where it is refused, pages stay mapped on first touch, as before). The
-/// contents are not touched: the madvise faults pages in as a write
-/// would, without writing.
-///
-/// The populator must not slow what allocates: it runs as `SCHED_IDLE`
-/// (only on a CPU nothing else wants), and it works in chunks of
-/// [`POPULATE_CHUNK`], each its own system call, so that a ring being
-/// mapped or unmapped meanwhile (which takes the address space's lock for
-/// writing, as every `madvise` takes it for reading) waits for one chunk,
-/// not for a whole ring's buffers. It holds a mapping while it works on
-/// it, and stops at a mapping whose ring was dropped.
-fn populate(map: &std::sync::Arc<memmap2::MmapMut>) {
-    use std::sync::mpsc::{Sender, channel};
-    use std::sync::{Arc, OnceLock};
-    static QUEUE: OnceLock<Option<Sender<Arc<memmap2::MmapMut>>>> = OnceLock::new();
-    let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = channel::<Arc<memmap2::MmapMut>>();
-        let spawned = std::thread::Builder::new().name("dma-populate".into()).spawn(move || {
-            let param = libc::sched_param { sched_priority: 0 };
-            // SAFETY: sched_setscheduler(2) of this thread (pid 0 is the
-            // caller), with a valid sched_param.
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-            for map in rx {
-                let base = map.as_ptr() as usize;
-                let mut at = 0;
-                // Its ring dropped: only this thread holds it.
-                while at < map.len() && Arc::strong_count(&map) > 1 {
-                    let len = POPULATE_CHUNK.min(map.len() - at);
-                    // SAFETY: a range of this live mapping, held by `map`;
-                    // MADV_POPULATE_WRITE changes no byte of it.
-                    let rc = unsafe {
-                        libc::madvise(
-                            (base + at) as *mut libc::c_void,
-                            len,
-                            libc::MADV_POPULATE_WRITE,
-                        )
-                    };
-                    if rc != 0 {
-                        break; // refused (an older kernel): first touch maps
-                    }
-                    at += len;
-                }
-            }
-        });
-        spawned.is_ok().then_some(tx)
-    });
-    if let Some(q) = queue {
-        let _ = q.send(Arc::clone(map));
-    }
-}
-
-/// Bytes the populator makes resident per system call (64 pages).
-const POPULATE_CHUNK: usize = 256 * 1024;
 
 /// Why DMA memory could not be had.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -838,44 +776,6 @@ mod tests {
             // SAFETY: see the impl.
             unsafe { self.device_process(budget, f) }
         }
-    }
-
-    /// Pages of `ring`'s buffers the kernel has resident (mincore).
-    fn resident_pages(ring: &DmaRing) -> (usize, usize) {
-        let len = ring.slots as usize * ring.buf_size as usize;
-        let pages = len.div_ceil(4096);
-        let mut vec = vec![0u8; pages];
-        // SAFETY: the ring's live mapping, page-aligned, `len` bytes; `vec`
-        // has a byte per page.
-        let rc = unsafe { libc::mincore(ring.region.ptr.as_ptr().cast(), len, vec.as_mut_ptr()) };
-        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
-        (vec.iter().filter(|&&b| b & 1 != 0).count(), pages)
-    }
-
-    #[test]
-    fn buffers_become_resident_off_the_allocating_thread() {
-        // DMA memory is resident on the hardware: a frame written into a
-        // buffer must not pay a page fault on the datapath. Nothing here
-        // touches the buffers; the populator makes them resident.
-        let acct = DmaAccount::new();
-        let ring = DmaRing::new(256, 16384, &acct).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let (resident, pages) = resident_pages(&ring);
-            if resident == pages {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{resident} of {pages} pages resident after 20 s"
-            );
-            std::thread::yield_now();
-        }
-        // Resident, and as allocated: zeroes (made resident, not written).
-        let len = ring.slots as usize * ring.buf_size as usize;
-        // SAFETY: the ring's live mapping of `len` bytes; no other user.
-        let bytes = unsafe { std::slice::from_raw_parts(ring.region.ptr.as_ptr(), len) };
-        assert!(bytes.iter().all(|&b| b == 0));
     }
 
     #[test]
