@@ -34,7 +34,7 @@ opts!("kernel" { seconds: u32 = 5, toggle_seconds: u32 = 10, pings: u32 = 200, r
 impl Opts {
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let o = Self::read(args)?;
-        if o.toggle_seconds < 3 || o.rounds == 0 || o.pings < 10 * o.rounds {
+        if o.toggle_seconds < 3 || o.rounds == 0 || o.pings / 10 < o.rounds {
             return Err(
                 "kernel: need --toggle-seconds >= 3, --rounds >= 1, --pings >= 10 per round".into(),
             );

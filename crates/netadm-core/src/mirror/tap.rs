@@ -148,8 +148,10 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 window = Some(w);
             } else {
                 // A burst of several frames is not a request waiting for
-                // its answer: the interrupts carry on as usual.
+                // its answer: the interrupts carry on as usual, and the
+                // burst's busy poll after it, as for any burst.
                 hold.clear();
+                answered = false;
             }
             // One flow per 5-tuple keeps each flow on one ring.
             let flow = netadm_nic::emu::flow_hash(frame);
