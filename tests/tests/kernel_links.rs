@@ -281,9 +281,13 @@ fn indexes(nss: &[&str]) -> Vec<(String, String, u64)> {
 /// What the kernel has in namespaces `nss`, as `ip` and `tc` print it:
 /// every device in detail, every address, every qdisc, and every class and
 /// filter of every device (nftables' ruleset too where `nft` is
-/// installed). Whitespace runs count as one, and the bridge timers (which
-/// count by themselves: `gc_timer 299.78`) are masked; everything else
-/// must be identical.
+/// installed). Whitespace runs count as one, and what the kernel changes
+/// by itself, later, is masked: the bridge timers (which count: `gc_timer
+/// 299.78`), a device's operational state (`state UP`, which the kernel's
+/// link watch sets up to a second after the carrier changes: a bridge
+/// just given a port shows UNKNOWN, then UP) and an address's `tentative`
+/// (until duplicate address detection ends). The administrative state
+/// (the `UP` flag) and everything else must be identical.
 fn kernel_text(nss: &[&str]) -> String {
     let mut out = String::new();
     let mut add = |what: String, text: String| {
@@ -291,9 +295,9 @@ fn kernel_text(nss: &[&str]) -> String {
         for line in text.lines() {
             let mut masked = vec![];
             let mut mask = false;
-            for w in line.split_whitespace() {
+            for w in line.split_whitespace().filter(|&w| w != "tentative") {
                 masked.push(if mask { "*" } else { w });
-                mask = w.ends_with("_timer");
+                mask = w.ends_with("_timer") || w == "state";
             }
             out.push_str(&masked.join(" "));
             out.push('\n');
