@@ -335,16 +335,16 @@ fn a_busy_poll_hold_keeps_the_interrupt_thread_off_the_answer_until_it_ends() {
         }
     }
     assert_eq!(checker.delivered.load(Ordering::Relaxed), 20);
-    // The poller never reclaims TX itself (its rings are far from full):
-    // completions reported on its thread came from held interrupts it
-    // delivered as it released them, not from a wake of the interrupt
-    // thread.
     // Every held completion came back, on one thread or the other.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while checker.completed.load(Ordering::Relaxed) < 20 {
         assert!(std::time::Instant::now() < deadline, "a held TX completion never came back");
         thread::yield_now();
     }
+    // The poller never reclaims TX itself (its rings are far from full):
+    // completions reported on its thread came from held interrupts it
+    // delivered as it released them, not from a wake of the interrupt
+    // thread.
     let here = checker.completed_by_poller.load(Ordering::Relaxed);
     eprintln!("{here} of 20 TX completions delivered on the releasing thread");
     assert!(here > 0, "no held interrupt was delivered on the thread that released it");

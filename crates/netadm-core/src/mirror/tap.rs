@@ -192,8 +192,10 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
             && let Some(tx) = &tx
         {
             busy.wait_for_answer(window.unwrap_or_default(), &tap, &**tx);
-            drop(hold);
         }
+        // The answer delivered (or the window over): the rings' interrupts
+        // are the device's again.
+        drop(hold);
     }
 }
 

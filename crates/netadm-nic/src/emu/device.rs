@@ -321,8 +321,7 @@ impl Device {
         // Raised from here on, it wakes the interrupt thread; raised
         // before, it is pending now, and this thread's to deliver.
         if self.sh.irq_pending.fetch_and(!bit, Ordering::SeqCst) & bit != 0 {
-            let handler = self.sh.irq_handler.read().unwrap().clone();
-            if let Some(h) = handler {
+            if let Some(h) = self.sh.handler() {
                 h(vector);
             }
         }

@@ -133,7 +133,7 @@ pub(super) fn irq_thread(sh: &Shared) {
             continue;
         }
         last_work = Instant::now();
-        let handler = sh.irq_handler.read().unwrap().clone();
+        let handler = sh.handler();
         if let Some(h) = handler {
             let mut b = bits;
             while b != 0 {

@@ -160,6 +160,12 @@ pub(super) struct Peer {
 }
 
 impl Shared {
+    /// The interrupt handler as installed now (none before the driver
+    /// installs one).
+    pub(super) fn handler(&self) -> Option<InterruptHandler> {
+        self.irq_handler.read().unwrap().clone()
+    }
+
     /// A device's state at power-on: every queue disabled with no ring,
     /// every vector unthrottled, RSS spread over the RX queues, no filters,
     /// carrier up.
