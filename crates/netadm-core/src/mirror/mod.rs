@@ -821,6 +821,12 @@ impl Mirror {
                 )));
             }
         }
+        // What went is let go here, out of the interfaces' lock: a TAP
+        // leaves the kernel as it drops (its reader joined, the kernel
+        // unregistering the device: most of a delete-if), which is this
+        // step's time, not the next one's.
+        drop(ifs);
+        drop(gone);
         t.phase("kernel");
         Ok(())
     }

@@ -97,26 +97,18 @@ pub(crate) struct Op<'a> {
     /// Whether the ports are read back after they changed
     /// ([`Backend::verify`]).
     pub verify: bool,
-    /// Whether the configuration file is written (and fsync'd) while the
-    /// hardware and the kernel change, and renamed over `links.toml` once
-    /// they have ([`netadm_config::Store::stage`]): for operations that
-    /// change many things, whose kernel work hides the disk's (an apply of
-    /// 50 VNICs: 0.80× the time). A verb's one change does not gain (its
-    /// kernel step is about as long as the thread that would wait on the
-    /// disk takes to start and join, 70 µs here).
-    pub write_ahead: bool,
 }
 
 impl<'a> Op<'a> {
     /// Verb `name` on `subject`, persistent unless `temporary`.
     pub fn verb(name: &'a str, subject: &'a str, temporary: bool) -> Self {
-        Self { name, subject, temporary, verify: false, write_ahead: false }
+        Self { name, subject, temporary, verify: false }
     }
 
     /// Operation `name` on `subject` (apply, rollback): persistent, its
-    /// ports read back, its file written ahead.
+    /// ports read back.
     pub fn read_back(name: &'a str, subject: &'a str) -> Self {
-        Self { name, subject, temporary: false, verify: true, write_ahead: true }
+        Self { name, subject, temporary: false, verify: true }
     }
 }
 
@@ -462,12 +454,14 @@ impl Pipeline {
         let target = if change.same { Some(&*running) } else { change.persisted.as_ref() };
         let persists = target.is_some();
         std::thread::scope(|scope| {
-            // The file written whole, if the change is, and fsync'd while
-            // the hardware and the kernel change (it waits on the disk);
-            // renamed over links.toml once they have, removed if they fail
-            // ([`Op::write_ahead`]). Otherwise written after them.
+            // The file written whole, if the change is, and fsync'd on a
+            // thread of its own while the hardware and the kernel change
+            // (the disk's wait is hidden behind theirs); renamed over
+            // links.toml once they have, removed if they fail
+            // ([`netadm_config::Store::stage`]). A journal's record is
+            // appended after them.
             let staged = match (target, &self.store) {
-                (Some(p), Some(store)) if op.write_ahead && store.writes_whole() => {
+                (Some(p), Some(store)) if store.writes_whole() => {
                     let persisted = &*persisted;
                     Some(scope.spawn(move || store.stage(persisted, p)))
                 }
