@@ -74,11 +74,12 @@ macro_rules! verb {
     ($mode:ident $ctx:tt mutate set_carrier $($rest:tt)*) => {};
     ($mode:ident $ctx:tt mutate apply $($rest:tt)*) => {};
     ($mode:ident $ctx:tt read show_config $($rest:tt)*) => {};
-    // The first published shapes, for other clients: show-if, show-addr
-    // and show-etherstub call their `Ex` methods.
+    // The first published shapes, for other clients: show-if, show-addr,
+    // show-etherstub and flowstat call their `Ex` methods.
     ($mode:ident $ctx:tt read show_if() $($rest:tt)*) => {};
     ($mode:ident $ctx:tt read show_addr() $($rest:tt)*) => {};
     ($mode:ident $ctx:tt read show_etherstub() $($rest:tt)*) => {};
+    ($mode:ident $ctx:tt read show_flow_stats() $($rest:tt)*) => {};
     (
         list [$list:ident]
         $class:ident $name:ident($($arg:ident: $ty:tt),*) -> $ret:ty = $verb:literal

@@ -70,8 +70,8 @@ pub fn side(rx: bool, tx: bool) -> Side {
     }
 }
 
-/// Flows' counters as a link's, by flow name (a flow drops only on send:
-/// what its limits policed).
+/// Flows' counters as a link's, by flow name (its drops: what its limits
+/// policed).
 pub fn flow_counts(flows: &[FlowStats]) -> Vec<LinkStats> {
     flows
         .iter()
@@ -81,7 +81,7 @@ pub fn flow_counts(flows: &[FlowStats]) -> Vec<LinkStats> {
             rbytes: f.rbytes,
             opackets: f.opackets,
             obytes: f.obytes,
-            idrops: 0,
+            idrops: f.idrops,
             odrops: f.odrops,
         })
         .collect()
@@ -104,7 +104,7 @@ pub fn columns(object: Object, side: Side) -> &'static [&'static str] {
     if object == Object::Flow {
         return match side {
             Side::Both => &["FLOW", "IPKTS", "RBYTES", "OPKTS", "OBYTES"],
-            Side::Rx => &["FLOW", "IPKTS", "RBYTES"],
+            Side::Rx => &["FLOW", "IPKTS", "RBYTES", "IDROPS"],
             Side::Tx => &["FLOW", "OPKTS", "OBYTES", "ODROPS"],
         };
     }

@@ -331,7 +331,7 @@ enum Verb {
         flow: Option<String>,
     },
     /// Show what each flow carried, as flowstat(8): FLOW IPKTS RBYTES
-    /// OPKTS OBYTES.
+    /// OPKTS OBYTES; -r adds IDROPS, -t ODROPS (what its limits dropped).
     Flowstat {
         #[command(flatten)]
         stat: StatOpts,
@@ -963,7 +963,7 @@ impl Ctx {
                     return Ok((vec![], a, p.show_stats().await.map_err(err)?));
                 }
                 Object::Flow => {
-                    let mut f = p.show_flow_stats().await.map_err(err)?;
+                    let mut f = p.show_flow_stats_ex().await.map_err(err)?;
                     f.retain(|f| on.as_ref().is_none_or(|l| &f.link == l));
                     (f.iter().map(|f| f.flow.clone()).collect(), vec![], dlstat::flow_counts(&f))
                 }

@@ -255,7 +255,8 @@ rows! {
     /// What each flow carried (`flowstat` prints these through `dlstat.rs`).
     FlowStats as s, "flow" flow {
         FLOW: Cell::text(&s.flow), IPKTS: Cell::num(s.ipackets), RBYTES: Cell::num(s.rbytes),
-        OPKTS: Cell::num(s.opackets), OBYTES: Cell::num(s.obytes), ODROPS: Cell::num(s.odrops),
+        IDROPS: Cell::num(s.idrops), OPKTS: Cell::num(s.opackets), OBYTES: Cell::num(s.obytes),
+        ODROPS: Cell::num(s.odrops),
     } extra { link: s.link.as_str() };
 
     /// `show-flowprop`.

@@ -10,10 +10,10 @@ use crate::auth::Authorizer;
 use crate::wire::{Answer, Lend, ToWire};
 use netadm_dbus::{
     AddrInfo, AddrInfoV1, AddrPropInfo, AggrInfo, ApplyResult, BUS_NAME, Error, EtherInfo,
-    EtherstubInfo, EtherstubInfoV1, FlowInfo, FlowPropInfo, FlowStats, HistoryEntry, IfInfo,
-    IfInfoV1, IfPropInfo, LinkInfo, LinkStats, Links, OpResult, PhysInfo, PhysLocInfo, PhysMacInfo,
-    PropInfo, PropNames, Props, ProtectStats, ProtoPropInfo, ROOT_PATH, TrafficInfo, VlanInfo,
-    VnicInfo, link_path,
+    EtherstubInfo, EtherstubInfoV1, FlowInfo, FlowPropInfo, FlowStats, FlowStatsV1, HistoryEntry,
+    IfInfo, IfInfoV1, IfPropInfo, LinkInfo, LinkStats, Links, OpResult, PhysInfo, PhysLocInfo,
+    PhysMacInfo, PropInfo, PropNames, Props, ProtectStats, ProtoPropInfo, ROOT_PATH, TrafficInfo,
+    VlanInfo, VnicInfo, link_path,
 };
 use tokio::sync::{Mutex, mpsc};
 use zbus::message::Header;
@@ -196,6 +196,12 @@ macro_rules! call {
     };
     ($s:tt, $h:ident, $e:ident, read show_etherstub_ex() $v:literal) => {
         $s.read(|c| c.show_etherstub()).await
+    };
+    ($s:tt, $h:ident, $e:ident, read show_flow_stats() $v:literal) => {
+        $s.read(|c| c.show_flow_stats()).await.map(|v| v.into_iter().map(FlowStats::v1).collect())
+    };
+    ($s:tt, $h:ident, $e:ident, read show_flow_stats_ex() $v:literal) => {
+        $s.read(|c| c.show_flow_stats()).await
     };
     ($s:tt, $h:ident, $e:ident, read show_history() $v:literal) => {
         $s.read(|c| c.history()).await

@@ -209,15 +209,16 @@ fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood
     run(&["ip", "netns", "exec", a.name(), "ping", "-n", "-c", "1", "-W", "5", "192.0.2.2"])
         .unwrap();
     let raw = Raw::open(b.name(), "vb0");
-    // What the far end sees to each port, Mb/s, while senders offer
-    // (port, sockets, Mb/s each), over 3 s past the first half second.
-    let rates = |offered: &[(u16, usize, f64)]| -> Vec<f64> {
+    // What `raw` sees to each port, Mb/s, while senders in namespace `from`
+    // offer (port, sockets, Mb/s each) to `to`, over 3 s past the first
+    // half second.
+    let rates = |from: &str, to: &str, raw: &Raw, offered: &[(u16, usize, f64)]| -> Vec<f64> {
         let stop = Stop::default();
         for (port, sockets, mbps) in offered {
-            stop.udp(a.name(), "192.0.2.2", *port, *sockets, *mbps);
+            stop.udp(from, to, *port, *sockets, *mbps);
         }
         let window = Duration::from_secs(3);
-        let seen = bytes_by_port(&raw, Duration::from_millis(500), window);
+        let seen = bytes_by_port(raw, Duration::from_millis(500), window);
         let mbps = |p: &u16| *seen.get(p).unwrap_or(&0) as f64 * 8.0 / 3.0 / 1e6;
         offered.iter().map(|(p, ..)| mbps(p)).collect()
     };
@@ -228,7 +229,7 @@ fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood
     // fast as the CPU goes fills its kernel queue, which then drops
     // whatever comes, before netadm sees it, as any NIC's would.)
     udp_flow(&bus, 5001, "maxbw=3M", "lim");
-    let r = rates(&[(5001, 1, 6.0), (5003, 1, 2.0)]);
+    let r = rates(a.name(), "192.0.2.2", &raw, &[(5001, 1, 6.0), (5003, 1, 2.0)]);
     assert_flow_limit("flow lim", r[0], 3.0, r[1], 2.0);
     let st = json(&bus, &["flowstat", "lim"]);
     let (opkts, obytes) = (st[0]["opkts"].as_u64().unwrap(), st[0]["obytes"].as_u64().unwrap());
@@ -239,7 +240,7 @@ fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood
     json(&bus, &["remove-flow", "lim"]);
     udp_flow(&bus, 5001, "priority=high", "hi");
     udp_flow(&bus, 5002, "priority=low", "lo");
-    let r = rates(&[(5001, 1, 6.0), (5002, 4, 5.0)]);
+    let r = rates(a.name(), "192.0.2.2", &raw, &[(5001, 1, 6.0), (5002, 4, 5.0)]);
     let (hi, lo) = (r[0], r[1]);
     eprintln!("priority: hi (high) {hi:.2} Mb/s of 6, lo (low, flooding) {lo:.2}; the wire 10");
     assert!(hi >= 0.95 * 6.0, "the high-priority flow got {hi:.2} of 6 Mb/s");
@@ -248,4 +249,18 @@ fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood
     for f in ["hi", "lo"] {
         assert!(rows(&st, "flow", f)[0]["opkts"].as_u64().unwrap() > 0, "{st}");
     }
+
+    // maxbw is full duplex: what v0 receives for flow "in" (UDP to its
+    // own port 5001) is held to 3 Mb/s of the 6 the far side sends, what
+    // is over it dropped and counted; UDP to port 5003 is no flow's. Read
+    // on v0's TAP, as its IP interface is handed it.
+    json(&bus, &["remove-flow", "-l", "v0"]);
+    let attrs = "transport=udp,local_port=5001";
+    json(&bus, &["add-flow", "-l", "v0", "-a", attrs, "-p", "maxbw=3M", "in"]);
+    let tap = Raw::open(a.name(), "v0");
+    let r = rates(b.name(), "192.0.2.1", &tap, &[(5001, 1, 6.0), (5003, 1, 2.0)]);
+    assert_flow_limit("flow in, received", r[0], 3.0, r[1], 2.0);
+    let st = json(&bus, &["flowstat", "-r", "in"]);
+    let (ipkts, idrops) = (st[0]["ipkts"].as_u64().unwrap(), st[0]["idrops"].as_u64().unwrap());
+    assert!(ipkts > 0 && idrops > 0, "flowstat -r in: {st}");
 }

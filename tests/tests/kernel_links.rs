@@ -862,6 +862,30 @@ fn bytes_by<K: Ord>(
     out
 }
 
+/// What a UDP socket bound to `port` in namespace `ns` receives, in
+/// bytes of whole Ethernet frames (the datagram and its UDP, IPv4 and
+/// Ethernet headers), by source port, over `window` past `skip`.
+fn udp_received(
+    ns: &str,
+    port: u16,
+    skip: Duration,
+    window: Duration,
+) -> std::collections::BTreeMap<u16, u64> {
+    let s = enter(ns, || std::net::UdpSocket::bind(("0.0.0.0", port))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let start = Instant::now();
+    let (from, to) = (start + skip, start + skip + window);
+    let mut out = std::collections::BTreeMap::new();
+    let mut buf = [0u8; 2048];
+    while Instant::now() < to {
+        let Ok((n, peer)) = s.recv_from(&mut buf) else { continue };
+        if (from..to).contains(&Instant::now()) {
+            *out.entry(peer.port()).or_default() += n as u64 + 42;
+        }
+    }
+    out
+}
+
 /// A frame's source MAC.
 fn source(f: &[u8]) -> Option<[u8; 6]> {
     f[6..12].try_into().ok()
@@ -976,24 +1000,45 @@ fn flows_on_a_kernel_vnic_hold_their_maxbw_and_a_high_priority_flow_keeps_its_ra
     // the far side's port 5001 (its remote port) come in by the TAP, and 5
     // from port 5003 that are not its.
     let (v1, far) = (vnic_mac(&r.bus, "v1"), [0x02, 0, 0, 0, 0, 0x02]);
-    let dgram = |sport: u16| {
+    let dgram = |sport: u16, len: usize| {
         let ip = ipv4(
             FAR0.parse().unwrap(),
             "192.0.2.1".parse().unwrap(),
             17,
-            &udp(sport, 7, &[0; 100]),
+            &udp(sport, 7, &vec![0; len]),
         );
         [eth(v1, far, 0x0800), ip].concat()
     };
     let ipkts = || r.ok(&["flowstat", "lim"])[0]["ipkts"].as_u64().unwrap();
     assert_eq!(ipkts(), 0, "lim counted what it did not receive");
     for sport in [[5001; 25].as_slice(), &[5003; 5]].concat() {
-        std::io::Write::write_all(&mut &tap, &dgram(sport)).unwrap();
+        std::io::Write::write_all(&mut &tap, &dgram(sport, 100)).unwrap();
     }
     wait_for("lim to count 25 datagrams", || ipkts() >= 25);
     let st = r.ok(&["flowstat", "-r", "lim"]);
     assert_eq!(st[0]["ipkts"], 25, "{st}");
-    assert_eq!(st[0]["rbytes"], 25 * dgram(5001).len(), "{st}");
+    assert_eq!(st[0]["rbytes"], 25 * dgram(5001, 100).len(), "{st}");
+    assert_eq!(st[0]["idrops"], 0, "{st}");
+    // maxbw is full duplex: what comes for lim (from the far side's port
+    // 5001) is held to 20 Mb/s of the 40 that arrive, what is over it
+    // dropped and counted; the 10 Mb/s from port 5003 are no flow's. Read
+    // by what v1's tenant receives: a socket in the zone, from 1.5 s on
+    // (nftables' limit lets a second of the rate through at first: 20 Mbit
+    // at 40 - 20 Mb/s takes a second to drain).
+    let got = {
+        let stop = Stop::default();
+        for (sport, mbps) in [(5001, 40.0), (5003, 10.0)] {
+            let mut w = tap.try_clone().unwrap();
+            stop.frames(dgram(sport, 1400), mbps, move |f| {
+                let _ = std::io::Write::write_all(&mut w, f);
+            });
+        }
+        udp_received(&z, 7, Duration::from_millis(1500), Duration::from_secs(2))
+    };
+    let mbps = |p: u16| *got.get(&p).unwrap_or(&0) as f64 * 8.0 / 2.0 / 1e6;
+    assert_flow_limit("kernel flow lim, received", mbps(5001), 20.0, mbps(5003), 10.0);
+    let st = r.ok(&["flowstat", "-r", "lim"]);
+    assert!(st[0]["idrops"].as_u64().unwrap() > 0, "{st}");
 
     // Priority: hi (port 5001) wants 60 Mb/s of the line's 100; lo (port
     // 5002, low) floods it from two sockets.

@@ -7,7 +7,9 @@
 //! its priority may have of a saturated port, is dropped and counted, so
 //! that the link's other frames, read from the same queue, are never held
 //! behind it. (A link's own `maxbw` and a full ring still hold the
-//! sender back, as before.)
+//! sender back, as before.) Its `maxbw` is full duplex, as flowadm's:
+//! what it receives is policed to the same rate by a bucket of its own,
+//! before the link's IP interface is handed the frame.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::headers::{Headers, Ip, Net};
 use crate::protect::in_prefix;
-use crate::qos::LinkQos;
+use crate::qos::{Bucket, LinkQos};
 
 /// What a flow matches, seen from its link: `local` is the link's side
 /// (a sent frame's source, a received one's destination).
@@ -61,16 +63,18 @@ impl FlowMatch {
     }
 }
 
-/// One flow: its matcher, its limit and priority, and what it carried.
+/// One flow: its matcher, its limits and priority, and what it carried.
 #[derive(Debug)]
 pub struct Flow {
     /// The flow's name.
     pub name: String,
     /// What it matches.
     pub matcher: FlowMatch,
-    /// Its `maxbw` and `priority`.
+    /// Its `maxbw` (on what it sends) and `priority`.
     pub qos: LinkQos,
-    counts: [AtomicU64; 5],
+    /// Its `maxbw` on what it receives.
+    inbound: Bucket,
+    counts: [AtomicU64; 6],
 }
 
 /// What a flow carried: frames and bytes received, frames and bytes sent.
@@ -87,12 +91,38 @@ pub struct FlowCounts {
     /// Frames dropped on send: over its `maxbw`, or its priority's share
     /// of a saturated port.
     pub odrops: u64,
+    /// Frames dropped on receive, over its `maxbw` (not in `ipackets`).
+    pub idrops: u64,
 }
 
 impl Flow {
     /// A flow named `name` matching `matcher`, with no limit yet.
     pub fn new(name: &str, matcher: FlowMatch) -> Self {
-        Self { name: name.to_owned(), matcher, qos: LinkQos::default(), counts: Default::default() }
+        Self {
+            name: name.to_owned(),
+            matcher,
+            qos: LinkQos::default(),
+            inbound: Bucket::default(),
+            counts: Default::default(),
+        }
+    }
+
+    /// Sets its `maxbw` (b/s, both ways; 0: none) and priority.
+    pub fn set(&self, maxbw: u64, priority: usize) {
+        self.qos.set(maxbw, priority);
+        self.inbound.set_rate(maxbw);
+    }
+
+    /// A frame of `len` bytes for the link: counted and let through, or,
+    /// over its `maxbw`, counted as dropped (false).
+    pub fn receive(&self, len: usize) -> bool {
+        if self.inbound.take(len as u64) {
+            self.count(len, false);
+            true
+        } else {
+            self.counts[5].fetch_add(1, Ordering::Relaxed);
+            false
+        }
     }
 
     /// Counts a frame of `len` bytes sent (`outbound`) or received.
@@ -110,7 +140,14 @@ impl Flow {
     /// What it carried so far.
     pub fn counts(&self) -> FlowCounts {
         let c = |i: usize| self.counts[i].load(Ordering::Relaxed);
-        FlowCounts { ipackets: c(0), rbytes: c(1), opackets: c(2), obytes: c(3), odrops: c(4) }
+        FlowCounts {
+            ipackets: c(0),
+            rbytes: c(1),
+            opackets: c(2),
+            obytes: c(3),
+            odrops: c(4),
+            idrops: c(5),
+        }
     }
 }
 
@@ -174,5 +211,20 @@ mod tests {
         assert!(flow_of(ef_only, &udp4(1, 2, 0xb9), true).is_some(), "ECN bits are masked");
         assert!(flow_of(ef_only, &udp4(1, 2, 0x28), true).is_none());
         assert!(flow_of(&flows, &[0u8; 10], true).is_none(), "too short for Ethernet");
+    }
+
+    #[test]
+    fn what_a_flow_receives_over_its_maxbw_is_dropped_and_counted_apart() {
+        let f = Flow::new("in", FlowMatch::default());
+        // No maxbw: everything passes.
+        assert!((0..50).all(|_| f.receive(1000)));
+        // 8 kb/s, 1,000 bytes a second: the first frame puts the bucket a
+        // second in debt, and what comes at once after it is dropped.
+        f.set(8_000, 1);
+        let passed = (0..50).filter(|_| f.receive(1000)).count();
+        assert_eq!(passed, 1);
+        let c = f.counts();
+        assert_eq!((c.ipackets, c.rbytes, c.idrops), (51, 51_000, 49));
+        assert_eq!((c.opackets, c.odrops), (0, 0), "what it sends is counted apart");
     }
 }

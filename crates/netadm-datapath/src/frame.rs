@@ -90,7 +90,7 @@ pub fn parse(f: &[u8]) -> Option<TestHeader> {
 }
 
 /// The IPv4 header checksum.
-fn checksum(h: &[u8]) -> u16 {
+pub(crate) fn checksum(h: &[u8]) -> u16 {
     let mut s: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
     while s > 0xffff {
         s = (s & 0xffff) + (s >> 16);

@@ -211,7 +211,9 @@ fn parse_arp(p: &[u8]) -> Option<Arp> {
 pub mod build {
     //! Frames built by hand, for tests and benchmarks that send what a
     //! tenant could (the protection classifier's, the hostile-tenant
-    //! test's, `netadm-bench protection`'s). No checksums are filled in.
+    //! test's, `netadm-bench protection`'s). The IPv4 header checksum is
+    //! filled in (a host drops a header without it); no other is (UDP's
+    //! zero means none).
 
     use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -225,7 +227,10 @@ pub mod build {
         let total = (20 + l4.len()) as u16;
         let mut h = [0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0];
         h[2..4].copy_from_slice(&total.to_be_bytes());
-        [&h[..], &src.octets(), &dst.octets(), l4].concat()
+        let mut p = [&h[..], &src.octets(), &dst.octets(), l4].concat();
+        let sum = crate::frame::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+        p
     }
 
     /// An IPv6 packet whose first header after the fixed one is `next`.

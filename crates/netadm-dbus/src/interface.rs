@@ -245,7 +245,10 @@ macro_rules! interface {
             read show_flow_prop(name: String, link: String, names: PropNames) -> Vec<FlowPropInfo>
                 = "show-flowprop";
             /// What each flow carried, in its link's sense.
-            read show_flow_stats() -> Vec<FlowStats> = "flowstat";
+            read show_flow_stats() -> Vec<FlowStatsV1> = "flowstat (D-Bus API 0.3)";
+            /// What each flow carried, in its link's sense, and what its
+            /// maxbw dropped on arrival.
+            read show_flow_stats_ex() -> Vec<FlowStats> = "flowstat";
             /// What link protection dropped (by reason) and let through on
             /// each VNIC it guards.
             read show_protect_stats() -> Vec<ProtectStats> = "show-link -s (protection)";

@@ -186,6 +186,18 @@ impl AddrInfo {
     }
 }
 
+/// A flow's counters as `ShowFlowStats` first published them
+/// (`a(ssttttt)`): flow, link, ipackets, rbytes, opackets, obytes, odrops
+/// — a [`FlowStats`] without `idrops`, which `ShowFlowStatsEx` adds.
+pub type FlowStatsV1 = (String, String, u64, u64, u64, u64, u64);
+
+impl FlowStats {
+    /// Its row as `ShowFlowStats` first published it.
+    pub fn v1(self) -> FlowStatsV1 {
+        (self.flow, self.link, self.ipackets, self.rbytes, self.opackets, self.obytes, self.odrops)
+    }
+}
+
 pub use proxies::{LinkProxy, NetadmProxy};
 
 /// Wire type `as`: link (or port) names.

@@ -460,6 +460,8 @@ macro_rules! answers {
                 ipackets: u64,
                 /// Bytes received.
                 rbytes: u64,
+                /// Frames its maxbw dropped on arrival (not in `ipackets`).
+                idrops: u64,
                 /// Frames sent.
                 opackets: u64,
                 /// Bytes sent.

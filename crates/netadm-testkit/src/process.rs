@@ -100,19 +100,39 @@ impl Stop {
                 crate::enter(&ns, || {
                     let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
                     let data = [0u8; 1400];
-                    let frame_bits = (1400 + 8 + 20 + 14) as f64 * 8.0;
-                    let (t0, mut sent) = (std::time::Instant::now(), 0u64);
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let due = t0.elapsed().as_secs_f64() * mbps * 1e6 / frame_bits;
-                        if (sent as f64) < due {
-                            let _ = s.send_to(&data, (to.as_str(), port));
-                            sent += 1;
-                        } else {
-                            std::thread::yield_now();
-                        }
-                    }
+                    pace(&stop, (1400 + 8 + 20 + 14) * 8, mbps, || {
+                        let _ = s.send_to(&data, (to.as_str(), port));
+                    });
                 })
             });
+        }
+    }
+
+    /// Hands `frame` to `send` (a write to a TAP: a frame arriving from
+    /// the wire) until this flag is raised, at `mbps` Mb/s of its bytes,
+    /// paced as [`Stop::udp`].
+    pub fn frames(&self, frame: Vec<u8>, mbps: f64, mut send: impl FnMut(&[u8]) + Send + 'static) {
+        let stop = self.0.clone();
+        std::thread::spawn(move || pace(&stop, frame.len() * 8, mbps, || send(&frame)));
+    }
+}
+
+/// Calls `send`, one frame of `frame_bits` each, at `mbps` Mb/s until
+/// `stop` is raised; falling behind, it catches up.
+fn pace(
+    stop: &std::sync::atomic::AtomicBool,
+    frame_bits: usize,
+    mbps: f64,
+    mut send: impl FnMut(),
+) {
+    let (t0, mut sent) = (std::time::Instant::now(), 0u64);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let due = t0.elapsed().as_secs_f64() * mbps * 1e6 / frame_bits as f64;
+        if (sent as f64) < due {
+            send();
+            sent += 1;
+        } else {
+            std::thread::yield_now();
         }
     }
 }

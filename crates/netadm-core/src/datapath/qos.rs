@@ -116,7 +116,7 @@ impl Qos {
                     *f = Arc::new(Flow::new(n.as_str(), m));
                 }
                 let (maxbw, prio) = limits(Some(&c.props), FLOW_PRIORITY);
-                f.qos.set(maxbw, prio);
+                f.set(maxbw, prio);
                 f.clone()
             })
             .collect()

@@ -1,18 +1,24 @@
-//! What a kernel flow receives, counted: nftables rules netadm owns on
-//! the ingress of the device its link's frames leave by (where its
-//! shaper is, in netadmd's namespace), which every frame for the link
-//! crosses before the kernel hands it to a macvlan in a zone. No tc
-//! action that counts is in this kernel, and u32 counts hits only when
-//! built to.
+//! What a kernel flow receives, counted and limited: nftables rules
+//! netadm owns on the ingress of the device its link's frames leave by
+//! (where its shaper is, in netadmd's namespace), which every frame for
+//! the link crosses before the kernel hands it to a macvlan in a zone. No
+//! tc action that counts or polices is in this kernel, and u32 counts
+//! hits only when built to.
 //!
 //! In the table link protection uses (`netdev netadm`): per device, a
-//! base chain `flin_HASH` on its ingress, with one rule for each flow
-//! and IP family the flow can match, in the order flows match — the
-//! link's MAC as destination, the flow's attributes seen from the far
-//! side (its remote address and port are the source) — each counting
-//! into the flow's named counter `flow_HASH` and accepting, so a frame
-//! counts once. A change makes the chain anew and keeps the counters, in
-//! one transaction; a flow that goes takes its counter.
+//! base chain `flin_HASH` on its ingress, with rules for each flow and IP
+//! family the flow can match, in the order flows match — the link's MAC
+//! as destination, the flow's attributes seen from the far side (its
+//! remote address and port are the source). A flow with a `maxbw` (full
+//! duplex, as flowadm's) first has a rule that drops what comes over it
+//! (`limit rate over`), counting it into `flow_HASH_drops`; then one that
+//! counts what passes into the flow's named counter `flow_HASH` and
+//! accepts, so a frame counts once. nftables counts a frame's bytes from
+//! its IP header there: the limit lets through the Ethernet header's 14
+//! bytes a frame more than `maxbw` (0.9 % at 1,514-byte frames); and its
+//! bucket holds a second of the rate (see [`limit`]). A change
+//! makes the chain anew and keeps the counters, in one transaction; a
+//! flow that goes takes its counters.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +37,22 @@ fn chain(dev: &str) -> String {
 /// Flow `f`'s counter.
 pub(crate) fn counter(f: &FlowName) -> String {
     format!("flow_{:08x}", fnv_str(f.as_str()))
+}
+
+/// The counter of what flow `f`'s `maxbw` dropped.
+fn drops(f: &FlowName) -> String {
+    counter(f) + "_drops"
+}
+
+/// The policing of what a flow of `maxbw` b/s receives: over the rate,
+/// dropped into counter `drops`. nftables sizes a byte limit's bucket at
+/// one unit of the rate plus its burst (net/netfilter/nft_limit.c), and
+/// its smallest unit is the second: the bucket holds a second of the
+/// rate (at least 150,000 bytes at dladm's lowest maxbw, so what GRO
+/// hands the ingress hook always fits). A flow idle for a second may so
+/// receive a second's worth at once; over time, its maxbw.
+fn limit(maxbw: u64, drops: &str) -> String {
+    format!("limit rate over {} bytes/second counter name \"{drops}\" drop", maxbw / 8)
 }
 
 /// The rules that count what flow `a` receives at `mac`, one for each IP
@@ -95,9 +117,18 @@ pub(crate) fn count(dev: &str, flows: &[([u8; 6], &FlowShare)]) -> Result<(), Co
     for (mac, flow) in flows {
         let name = counter(&flow.name);
         f += &format!("add counter {TABLE} {name}\n");
-        for r in rules(*mac, &flow.attrs, &format!("counter name \"{name}\" accept")) {
-            f += &format!("add rule {TABLE} {c} {r}\n");
-            n += 1;
+        let mut tails = vec![];
+        if flow.maxbw > 0 {
+            let d = drops(&flow.name);
+            f += &format!("add counter {TABLE} {d}\n");
+            tails.push(limit(flow.maxbw, &d));
+        }
+        tails.push(format!("counter name \"{name}\" accept"));
+        for tail in &tails {
+            for r in rules(*mac, &flow.attrs, tail) {
+                f += &format!("add rule {TABLE} {c} {r}\n");
+                n += 1;
+            }
         }
     }
     nft(&["-f", "-"], Some(&f))?;
@@ -107,7 +138,7 @@ pub(crate) fn count(dev: &str, flows: &[([u8; 6], &FlowShare)]) -> Result<(), Co
 /// Deletes the counters of flows not in `keep`.
 pub(crate) fn forget(keep: &BTreeSet<&FlowName>) -> Result<(), CoreError> {
     let objs = table()?;
-    let wanted: BTreeSet<String> = keep.iter().map(|f| counter(f)).collect();
+    let wanted: BTreeSet<String> = keep.iter().flat_map(|f| [counter(f), drops(f)]).collect();
     let file: String = named(&objs, "counter", "flow")
         .into_iter()
         .filter(|n| !wanted.contains(*n))
@@ -123,21 +154,35 @@ pub(crate) fn forget(keep: &BTreeSet<&FlowName>) -> Result<(), CoreError> {
 /// count its bytes (the kernel counts from the network header there).
 const ETH_HLEN: u64 = 14;
 
-/// What each counter of `flows` counted: (frames, bytes of whole frames,
-/// as a class counts what it sends), by flow.
+/// What each flow of `flows` received: the frames and bytes (of whole
+/// frames, as a class counts what it sends) its counter let through, and
+/// the frames its `maxbw` dropped, by flow.
 pub(crate) fn counted<'a>(
     flows: impl Iterator<Item = &'a FlowName>,
-) -> BTreeMap<FlowName, (u64, u64)> {
+) -> BTreeMap<FlowName, Received> {
     let Ok(objs) = table() else { return BTreeMap::new() };
+    let read = |name: &str| {
+        let c = &objs.iter().find(|o| o["counter"]["name"].as_str() == Some(name))?["counter"];
+        Some((c["packets"].as_u64()?, c["bytes"].as_u64()?))
+    };
     flows
         .filter_map(|f| {
-            let name = counter(f);
-            let c = objs.iter().find(|o| o["counter"]["name"].as_str() == Some(&name))?;
-            let c = &c["counter"];
-            let packets = c["packets"].as_u64()?;
-            Some((f.clone(), (packets, c["bytes"].as_u64()? + ETH_HLEN * packets)))
+            let (packets, bytes) = read(&counter(f))?;
+            let dropped = read(&drops(f)).map_or(0, |(p, _)| p);
+            Some((f.clone(), Received { packets, bytes: bytes + ETH_HLEN * packets, dropped }))
         })
         .collect()
+}
+
+/// What a kernel flow received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Received {
+    /// Frames let through.
+    pub packets: u64,
+    /// Their bytes, whole frames.
+    pub bytes: u64,
+    /// Frames its `maxbw` dropped.
+    pub dropped: u64,
 }
 
 #[cfg(test)]

@@ -478,7 +478,7 @@ impl Kernel {
     /// What each kernel flow has sent, by its class's counters (frames,
     /// bytes, frames dropped over its limits), and received, by its
     /// counting rule's counter (frames, bytes).
-    pub(crate) fn flow_counts(&self) -> BTreeMap<FlowName, (ClassCounts, (u64, u64))> {
+    pub(crate) fn flow_counts(&self) -> BTreeMap<FlowName, (ClassCounts, inbound::Received)> {
         let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut by_dev: BTreeMap<&str, Vec<Class>> = BTreeMap::new();
         let mut out = BTreeMap::new();

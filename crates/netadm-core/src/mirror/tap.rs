@@ -200,14 +200,14 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
 }
 
 /// Writes the frames it is given to `tap`, as received, each counted by
-/// the flow of `qos`'s link it belongs to.
+/// the flow of `qos`'s link it belongs to, and dropped there when over
+/// the flow's `maxbw`.
 pub(crate) fn writer(tap: &Arc<Tap>, qos: Arc<LinkQos>) -> netadm_datapath::classify::Endpoint {
     let tap = tap.clone();
     Arc::new(move |f: &[u8], off| {
-        if let Some(flow) = qos.flow_of(f, false) {
-            flow.count(f.len(), false);
+        if qos.flow_of(f, false).is_none_or(|flow| flow.receive(f.len())) {
+            let _ = tap.write_frame(f, off);
         }
-        let _ = tap.write_frame(f, off);
     })
 }
 

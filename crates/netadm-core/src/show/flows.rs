@@ -87,17 +87,18 @@ impl Reads<'_> {
         Ok(out)
     }
 
-    /// `flowstat`: what each flow carried since it was added: on the
-    /// datapath (since netadmd started), or, for a kernel flow, what its
-    /// class sent and its counting rule saw arrive (since they were
-    /// made).
+    /// `flowstat`: what each flow carried since it was added, and what
+    /// its limits dropped: on the datapath (since netadmd started), or,
+    /// for a kernel flow, what its class sent and its rules let in or
+    /// dropped on arrival (since they were made).
     pub(crate) fn show_flow_stats(&self) -> Vec<FlowStatsRow> {
         let mut counts = self.m.datapath.flow_counts();
         if let Some(k) = &self.m.kernel {
-            counts.extend(k.flow_counts().into_iter().map(|(n, (out, (ipackets, rbytes)))| {
+            counts.extend(k.flow_counts().into_iter().map(|(n, (out, r))| {
                 let c = FlowCounts {
-                    ipackets,
-                    rbytes,
+                    ipackets: r.packets,
+                    rbytes: r.bytes,
+                    idrops: r.dropped,
                     opackets: out.packets,
                     obytes: out.bytes,
                     odrops: out.drops,
@@ -115,6 +116,7 @@ impl Reads<'_> {
                     link: c.link.to_string(),
                     ipackets: k.ipackets,
                     rbytes: k.rbytes,
+                    idrops: k.idrops,
                     opackets: k.opackets,
                     obytes: k.obytes,
                     odrops: k.odrops,
