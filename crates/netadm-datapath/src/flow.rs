@@ -172,18 +172,10 @@ mod tests {
     /// An Ethernet + IPv4 + UDP frame from 192.0.2.1:`sport` to
     /// 198.51.100.7:`dport` with TOS `tos`.
     fn udp4(sport: u16, dport: u16, tos: u8) -> Vec<u8> {
-        let mut f = vec![0u8; 14 + 20 + 8];
-        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        f[14] = 0x45;
+        use crate::headers::build::{eth, ipv4, udp};
+        let ip = ipv4([192, 0, 2, 1].into(), [198, 51, 100, 7].into(), 17, &udp(sport, dport, &[]));
+        let mut f = [eth([0; 6], [0; 6], 0x0800), ip].concat();
         f[15] = tos;
-        f[16..18].copy_from_slice(&28u16.to_be_bytes());
-        f[22] = 64;
-        f[23] = 17;
-        f[26..30].copy_from_slice(&[192, 0, 2, 1]);
-        f[30..34].copy_from_slice(&[198, 51, 100, 7]);
-        f[34..36].copy_from_slice(&sport.to_be_bytes());
-        f[36..38].copy_from_slice(&dport.to_be_bytes());
-        f[38..40].copy_from_slice(&8u16.to_be_bytes());
         f
     }
 
