@@ -26,7 +26,8 @@
 //! only in an IPv4 packet with no options that is not a later fragment,
 //! or an IPv6 packet whose next header is the transport (no extension
 //! headers). What it sends is counted by its class; what it receives is
-//! not shaped (as a link's is not) and not counted by the kernel.
+//! not shaped here (as a link's is not) but counted, and dropped over its
+//! `maxbw`, by nftables rules on the same device (`kernel::inbound`).
 //!
 //! A class's floor (1 % of the line, at least 1 Mbit/s) is what it is
 //! guaranteed; the rest of the line goes to who asks, high priority
