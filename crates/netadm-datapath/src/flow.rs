@@ -70,14 +70,16 @@ pub struct Flow {
     pub name: String,
     /// What it matches.
     pub matcher: FlowMatch,
-    /// Its `maxbw` (on what it sends) and `priority`.
+    /// Its `maxbw` (on what it sends) and `priority`, set with
+    /// [`Flow::set`], which limits what it receives too.
     pub qos: LinkQos,
     /// Its `maxbw` on what it receives.
     inbound: Bucket,
     counts: [AtomicU64; 6],
 }
 
-/// What a flow carried: frames and bytes received, frames and bytes sent.
+/// What a flow carried: frames and bytes received, frames and bytes sent,
+/// and what its limits dropped each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowCounts {
     /// Frames received.
@@ -175,6 +177,7 @@ mod tests {
         use crate::headers::build::{eth, ipv4, udp};
         let ip = ipv4([192, 0, 2, 1].into(), [198, 51, 100, 7].into(), 17, &udp(sport, dport, &[]));
         let mut f = [eth([0; 6], [0; 6], 0x0800), ip].concat();
+        // (The header checksum no longer holds: the matcher reads none.)
         f[15] = tos;
         f
     }

@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use netadm_datapath::flow::FlowCounts;
 use netadm_model::{FlowAttrs, FlowName};
 
 use super::devices::fnv_str;
@@ -154,12 +155,12 @@ pub(crate) fn forget(keep: &BTreeSet<&FlowName>) -> Result<(), CoreError> {
 /// count its bytes (the kernel counts from the network header there).
 const ETH_HLEN: u64 = 14;
 
-/// What each flow of `flows` received: the frames and bytes (of whole
-/// frames, as a class counts what it sends) its counter let through, and
-/// the frames its `maxbw` dropped, by flow.
+/// What each flow of `flows` received, by flow: the frames and bytes (of
+/// whole frames, as a class counts what it sends) its counter let through,
+/// and the frames its `maxbw` dropped (the receive side of its counts).
 pub(crate) fn counted<'a>(
     flows: impl Iterator<Item = &'a FlowName>,
-) -> BTreeMap<FlowName, Received> {
+) -> BTreeMap<FlowName, FlowCounts> {
     let Ok(objs) = table() else { return BTreeMap::new() };
     let read = |name: &str| {
         let c = &objs.iter().find(|o| o["counter"]["name"].as_str() == Some(name))?["counter"];
@@ -167,22 +168,16 @@ pub(crate) fn counted<'a>(
     };
     flows
         .filter_map(|f| {
-            let (packets, bytes) = read(&counter(f))?;
-            let dropped = read(&drops(f)).map_or(0, |(p, _)| p);
-            Some((f.clone(), Received { packets, bytes: bytes + ETH_HLEN * packets, dropped }))
+            let (ipackets, bytes) = read(&counter(f))?;
+            let c = FlowCounts {
+                ipackets,
+                rbytes: bytes + ETH_HLEN * ipackets,
+                idrops: read(&drops(f)).map_or(0, |(p, _)| p),
+                ..FlowCounts::default()
+            };
+            Some((f.clone(), c))
         })
         .collect()
-}
-
-/// What a kernel flow received.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Received {
-    /// Frames let through.
-    pub packets: u64,
-    /// Their bytes, whole frames.
-    pub bytes: u64,
-    /// Frames its `maxbw` dropped.
-    pub dropped: u64,
 }
 
 #[cfg(test)]

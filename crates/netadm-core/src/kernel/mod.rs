@@ -31,9 +31,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use netadm_config::{HardwareConfig, PortClass};
+use netadm_datapath::flow::FlowCounts;
 use netadm_kernel::{
-    ChannelCounts, Class, ClassCounts, Ethtool, Events, KernelError, LinkDetail, LinkKind, Netlink,
-    Netns, NewLink, Offload, Rate, TcId, Touched,
+    ChannelCounts, Class, Ethtool, Events, KernelError, LinkDetail, LinkKind, Netlink, Netns,
+    NewLink, Offload, Rate, TcId, Touched,
 };
 use netadm_model::{FlowName, LinkName, PropName, PropValue};
 
@@ -477,8 +478,9 @@ impl Kernel {
 
     /// What each kernel flow has sent, by its class's counters (frames,
     /// bytes, frames dropped over its limits), and received, by its
-    /// counting rule's counter (frames, bytes).
-    pub(crate) fn flow_counts(&self) -> BTreeMap<FlowName, (ClassCounts, inbound::Received)> {
+    /// nftables rules' counters (frames and bytes let through, frames
+    /// dropped over its `maxbw`).
+    pub(crate) fn flow_counts(&self) -> BTreeMap<FlowName, FlowCounts> {
         let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut by_dev: BTreeMap<&str, Vec<Class>> = BTreeMap::new();
         let mut out = BTreeMap::new();
@@ -492,10 +494,14 @@ impl Kernel {
                 by_dev.insert(dev, read.unwrap_or_default());
             }
             let sent = by_dev[dev.as_str()].iter().find(|c| c.id == *id).map(|c| c.sent);
-            out.insert(
-                f.clone(),
-                (sent.unwrap_or_default(), received.get(f).copied().unwrap_or_default()),
-            );
+            let sent = sent.unwrap_or_default();
+            let c = FlowCounts {
+                opackets: sent.packets,
+                obytes: sent.bytes,
+                odrops: sent.drops,
+                ..received.get(f).copied().unwrap_or_default()
+            };
+            out.insert(f.clone(), c);
         }
         out
     }

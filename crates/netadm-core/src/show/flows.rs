@@ -6,7 +6,6 @@ use netadm_config::FlowConf;
 use netadm_model::{FlowName, PRIORITIES, PropName};
 
 use super::Reads;
-use netadm_datapath::flow::FlowCounts;
 
 use crate::datapath::qos::FLOW_PRIORITY;
 use crate::verbs::flows::{FLOW_PROPS, flow_name, flow_prop};
@@ -94,17 +93,7 @@ impl Reads<'_> {
     pub(crate) fn show_flow_stats(&self) -> Vec<FlowStatsRow> {
         let mut counts = self.m.datapath.flow_counts();
         if let Some(k) = &self.m.kernel {
-            counts.extend(k.flow_counts().into_iter().map(|(n, (out, r))| {
-                let c = FlowCounts {
-                    ipackets: r.packets,
-                    rbytes: r.bytes,
-                    idrops: r.dropped,
-                    opackets: out.packets,
-                    obytes: out.bytes,
-                    odrops: out.drops,
-                };
-                (n, c)
-            }));
+            counts.extend(k.flow_counts());
         }
         self.running
             .flow
