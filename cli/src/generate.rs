@@ -325,10 +325,16 @@ fn man_page(who: Personality, date: &str) -> String {
     out += &exit_status(who);
     out += &items(
         "ENVIRONMENT",
-        &[(
-            "NETADM_BUS".into(),
-            "The bus to reach netadmd on when --bus is not given: system, session or a D-Bus address (default system).".into(),
-        )],
+        &[
+            (
+                "NETADM_BUS".into(),
+                "The bus to reach netadmd on when --bus is not given: system, session or a D-Bus address (default system).".into(),
+            ),
+            (
+                "NETADM_PRIVATE".into(),
+                "The netadmd private socket tried before the bus (empty: none). Unset, /run/netadm/private when the bus is the system bus.".into(),
+            ),
+        ],
     );
     out += &files();
     out += &examples(match who {
@@ -353,7 +359,7 @@ fn man_page(who: Personality, date: &str) -> String {
 
 /// What the command is, in paragraphs.
 fn description(who: Personality) -> Vec<&'static str> {
-    let common = "Every verb is a call to netadmd(8), the daemon that owns the links, over D-Bus (org.netadm.Netadm1 on the system bus unless --bus or NETADM_BUS says otherwise). Anyone may run the show verbs; only root and members of group netadm may change anything. A change is persistent (written to /var/lib/netadm/links.toml and made again when netadmd starts) unless -t makes it temporary, and it happens whole or not at all.";
+    let common = "Every verb is a call to netadmd(8), the daemon that owns the links, over D-Bus (org.netadm.Netadm1 on the system bus unless --bus or NETADM_BUS says otherwise; run as root, peer to peer on netadmd's private socket, /run/netadm/private, when it can). Anyone may run the show verbs; only root and members of group netadm may change anything. A change is persistent (written to /var/lib/netadm/links.toml and made again when netadmd starts) unless -t makes it temporary, and it happens whole or not at all.";
     match who {
         Personality::Netadm => vec![
             "netadm administers datalinks (physical links, aggregations, VNICs, VLANs, etherstubs) and IP interfaces and addresses, with the verbs and output of illumos's dladm and ipadm, plus netadm's own: desired state (show-config, apply), timings (show-history) and a traffic generator.",
@@ -447,6 +453,10 @@ fn files() -> String {
         (
             "/var/lib/netadm/links.checkpoint.toml",
             "The configuration an apply --confirm-timeout rolls back to unless confirmed.",
+        ),
+        (
+            "/run/netadm/private",
+            "netadmd's private socket, root's alone: the same interface peer to peer, with no bus between. Run as root, netadm connects to it first, and takes the system bus when it cannot.",
         ),
         (
             "/usr/share/dbus-1/system.d/org.netadm.Netadm1.conf",

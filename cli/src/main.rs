@@ -22,6 +22,7 @@ mod show;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Arg, ArgMatches, Args, Command, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -834,9 +835,50 @@ fn socket_path(bus: &str) -> Option<String> {
     path
 }
 
-/// A connection to the bus named `bus` (`system`, `session` or an
-/// address) and netadmd's proxy on it.
+/// The private socket netadm tries before the bus `bus`:
+/// `$NETADM_PRIVATE` (empty: none), else the system bus's netadmd's when
+/// `bus` is `system` (another bus's netadmd serves none of its own
+/// unless told, and `$NETADM_PRIVATE` then names it).
+fn private_socket(bus: &str) -> Option<PathBuf> {
+    match std::env::var_os("NETADM_PRIVATE") {
+        Some(p) if p.is_empty() => None,
+        Some(p) => Some(p.into()),
+        None => (bus == "system").then(|| PathBuf::from(netadm_dbus::PRIVATE_SOCKET)),
+    }
+}
+
+/// A connection to netadmd peer to peer on its private socket `path`, or
+/// `None` when that cannot be had (no socket, no netadmd on it, not
+/// root's to open): the bus is then asked.
+async fn private(path: &Path) -> Option<Connection> {
+    let s = std::os::unix::net::UnixStream::connect(path).ok()?;
+    s.set_nonblocking(true).ok()?;
+    let s = tokio::net::UnixStream::from_std(s).ok()?;
+    zbus::connection::Builder::unix_stream(s).p2p().build().await.ok()
+}
+
+/// A connection to netadmd, on its private socket if it can be had (see
+/// [`private_socket`]), else on the bus named `bus` (`system`, `session`
+/// or an address), and netadmd's proxy on it.
 async fn proxy(bus: &str) -> Result<(Connection, NetadmProxy<'static>), CliError> {
+    let conn = match private_socket(bus) {
+        Some(path) => private(&path).await,
+        None => None,
+    };
+    let conn = match conn {
+        Some(conn) => conn,
+        None => on_bus(bus).await?,
+    };
+    let proxy = NetadmProxy::builder(&conn)
+        .cache_properties(CacheProperties::No)
+        .build()
+        .await
+        .map_err(|e| CliError::from_call(e, bus))?;
+    Ok((conn, proxy))
+}
+
+/// A connection to the bus named `bus`.
+async fn on_bus(bus: &str) -> Result<Connection, CliError> {
     let unreachable = |e: &dyn std::fmt::Display| {
         CliError::new("Bus", format!("cannot connect to the {bus} bus: {e}"))
     };
@@ -858,13 +900,7 @@ async fn proxy(bus: &str) -> Result<(Connection, NetadmProxy<'static>), CliError
         },
     }
     .map_err(|e| CliError::new("Bus", format!("bus {bus}: {e}")))?;
-    let conn = builder.build().await.map_err(|e| unreachable(&e))?;
-    let proxy = NetadmProxy::builder(&conn)
-        .cache_properties(CacheProperties::No)
-        .build()
-        .await
-        .map_err(|e| CliError::from_call(e, bus))?;
-    Ok((conn, proxy))
+    builder.build().await.map_err(|e| unreachable(&e))
 }
 
 impl Ctx {

@@ -1,18 +1,20 @@
 //! A progress bar on stderr for mutating calls that take a while.
 //!
-//! The daemon emits `Progress(caller, op, phase, done, total)` to everyone;
-//! we keep the signals whose caller is our own connection. The bar appears
+//! On the bus the daemon emits `Progress(caller, op, phase, done, total)`
+//! to everyone, and we keep the signals whose caller is our own
+//! connection; on its private socket it emits them to us alone. The bar appears
 //! only once the call has run longer than [`DELAY`], so quick operations
 //! print nothing extra, and is cleared before the result is printed.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
-use netadm_dbus::{NetadmProxy, OpResult};
+use netadm_dbus::{INTERFACE, NetadmProxy, OpResult, Progress, ROOT_PATH};
 use zbus::Connection;
+use zbus::message::Message;
 
 /// How long a call runs before the bar appears.
 pub const DELAY: Duration = Duration::from_millis(300);
@@ -52,7 +54,7 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = zbus::Result<OpResult>>,
 {
-    let Ok(mut signals) = proxy.receive_progress().await else {
+    let Ok(mut signals) = subscribe(conn, proxy).await else {
         return start().await;
     };
     let me = conn.unique_name().map(|n| n.to_string()).unwrap_or_default();
@@ -73,6 +75,7 @@ where
                 return res;
             }
             Some(sig) = signals.next() => {
+                let Some(sig) = Progress::from_message(sig) else { continue };
                 let Ok(a) = sig.args() else { continue };
                 if *a.caller() != me {
                     continue;
@@ -87,4 +90,28 @@ where
             }
         }
     }
+}
+
+/// The progress signals: on the bus, the proxy's (from netadmd's name's
+/// owner); peer to peer, where no message has a sender and nobody owns a
+/// name, every `Progress` that comes.
+async fn subscribe(
+    conn: &Connection,
+    proxy: &NetadmProxy<'_>,
+) -> zbus::Result<Pin<Box<dyn Stream<Item = Message> + Send>>> {
+    if conn.is_bus() {
+        let signals = proxy.receive_progress().await?;
+        return Ok(Box::pin(signals.map(|s| s.message().clone())));
+    }
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .path(ROOT_PATH)?
+        .interface(INTERFACE)?
+        .member("Progress")?
+        .build();
+    Ok(Box::pin(
+        zbus::MessageStream::for_match_rule(rule, conn, None)
+            .await?
+            .filter_map(|m| async { m.ok() }),
+    ))
 }

@@ -1,9 +1,14 @@
 //! Caller authorization: anyone may look, only an administrator may change
 //! the network.
 //!
-//! The caller is the *sender of the message*, whose credentials the bus
-//! reports through `GetConnectionCredentials` — not the socket peer, which
-//! on a bus is the bus daemon itself, and never this process.
+//! On the bus the caller is the *sender of the message*, whose credentials
+//! the bus reports through `GetConnectionCredentials` — not the socket
+//! peer, which on a bus is the bus daemon itself. On the private socket
+//! (peer to peer, no bus) the caller is the socket's peer: its uid is the
+//! kernel's (`SO_PEERCRED`), its groups those the user database gives
+//! that uid (the bus reports the process's own). The socket is root's
+//! alone (mode 0600), so only an administrator who opens it to others
+//! meets the difference.
 
 use netadm_dbus::Error;
 use zbus::Connection;
@@ -25,8 +30,32 @@ impl Authorizer {
         Self { group: group.to_owned(), gid: gid_of(group) }
     }
 
-    /// Checks the sender of `hdr`; `AccessDenied` names why not.
-    pub async fn check(&self, conn: &Connection, hdr: &Header<'_>, op: &str) -> Result<(), Error> {
+    /// Checks the caller of `hdr`, which came on `conn` (on the private
+    /// socket, from uid `peer_uid`); `AccessDenied` names why not.
+    pub async fn check(
+        &self,
+        conn: &Connection,
+        peer_uid: Option<u32>,
+        hdr: &Header<'_>,
+        op: &str,
+    ) -> Result<(), Error> {
+        if !conn.is_bus() {
+            // Root needs no group looked up (the user database read).
+            if peer_uid == Some(0) {
+                return Ok(());
+            }
+            let creds = conn.peer_creds().await.map_err(|e| {
+                Error::AccessDenied(format!("{op}: the socket did not say who called: {e}"))
+            })?;
+            let uid = creds.unix_user_id().ok_or_else(|| {
+                Error::AccessDenied(format!("{op}: the caller has no Unix user id"))
+            })?;
+            return self.decide(
+                uid,
+                creds.unix_group_ids().map(Vec::as_slice).unwrap_or_default(),
+                op,
+            );
+        }
         let sender = hdr
             .sender()
             .ok_or_else(|| Error::AccessDenied(format!("{op}: the message has no sender")))?;
@@ -40,8 +69,12 @@ impl Authorizer {
         let uid = creds
             .unix_user_id()
             .ok_or_else(|| Error::AccessDenied(format!("{op}: {sender} has no Unix user id")))?;
-        let groups = creds.unix_group_ids().cloned().unwrap_or_default();
-        if allowed(uid, &groups, self.gid) {
+        self.decide(uid, creds.unix_group_ids().map(Vec::as_slice).unwrap_or_default(), op)
+    }
+
+    /// Whether uid `uid` in `groups` may do `op`.
+    fn decide(&self, uid: u32, groups: &[u32], op: &str) -> Result<(), Error> {
+        if allowed(uid, groups, self.gid) {
             return Ok(());
         }
         Err(Error::AccessDenied(format!(

@@ -42,6 +42,12 @@ struct Args {
     /// Bus to serve on: `system`, `session` or a D-Bus address.
     #[arg(long, value_name = "BUS", default_value = "system")]
     bus: String,
+    /// Also serve org.netadm.Netadm1 peer to peer, with no bus between, on
+    /// the Unix socket PATH (mode 0600: root's), where netadm(8) run as
+    /// root connects first; `none` for no such socket [default:
+    /// /run/netadm/private with --bus system, else none].
+    #[arg(long, value_name = "PATH")]
+    private_socket: Option<PathBuf>,
     /// Ring lifecycle strategy: batched, sequential, legacy or legacy@HZ.
     #[arg(long, default_value = "batched")]
     strategy: Strategy,
@@ -152,12 +158,36 @@ fn run(args: Args) -> Result<(), String> {
             let bound = metrics::start(addr, core.clone()).await?;
             tracing::info!("metrics: Prometheus text format on http://{bound}/metrics");
         }
-        service::serve(core, &args.bus, auth).await
+        service::serve(core, &args.bus, private_socket(&args).as_deref(), auth).await
     })
+}
+
+/// The private socket's path, if netadmd serves one: as `--private-socket`
+/// says, else the system bus's netadmd's.
+fn private_socket(args: &Args) -> Option<PathBuf> {
+    match &args.private_socket {
+        Some(p) if p.as_os_str() == "none" || p.as_os_str().is_empty() => None,
+        Some(p) => Some(p.clone()),
+        None => (args.bus == "system").then(|| PathBuf::from(netadm_dbus::PRIVATE_SOCKET)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_private_socket_is_the_system_netadmds_unless_told() {
+        use clap::Parser;
+        let of = |argv: &[&str]| {
+            super::private_socket(&super::Args::parse_from(
+                std::iter::once("netadmd").chain(argv.iter().copied()),
+            ))
+        };
+        assert_eq!(of(&[]), Some(netadm_dbus::PRIVATE_SOCKET.into()));
+        assert_eq!(of(&["--bus", "unix:path=/x"]), None, "another bus's netadmd has none");
+        assert_eq!(of(&["--bus", "unix:path=/x", "--private-socket", "/y"]), Some("/y".into()));
+        assert_eq!(of(&["--private-socket", "none"]), None);
+    }
+
     #[test]
     fn the_journal_is_used_only_when_stderr_is_its_stream() {
         use std::os::unix::fs::MetadataExt;

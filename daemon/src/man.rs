@@ -41,6 +41,11 @@ The log level and filter (default info). Logs go to the journal when standard
 error is the journal's stream (as under systemd), else to standard error.
 .SH FILES
 .TP
+.B /run/netadm/private
+The private socket (with \-\-bus system, unless \-\-private\-socket says
+otherwise): org.netadm.Netadm1 peer to peer, with no bus between, mode 0600.
+netadm(8) run as root connects to it first; it is removed when netadmd stops.
+.TP
 .B /etc/netadm/netadm.toml
 The hardware configuration the unit passes with \-\-config
 (netadm.toml(5)); without \-\-config, a built-in default of emulated ports.

@@ -1,7 +1,16 @@
 //! The `org.netadm.Netadm1` service: the manager object, per-link objects
-//! and progress signals.
+//! and progress signals, on the bus and, peer to peer, on netadmd's
+//! private socket.
+//!
+//! The private socket is the bus's interface without the bus: root's
+//! `netadm` connects to it straight (as `systemctl` does to systemd's
+//! `/run/systemd/private`), so a command costs no `Hello`, no bus
+//! daemon's hop each way and no `GetConnectionCredentials` round trip
+//! (the caller is the socket's peer). The same [`Manager`] answers on it,
+//! authorized the same way; the link objects stay on the bus.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use netadm_core::{Core, CoreError};
@@ -23,12 +32,21 @@ use zbus::{Connection, interface};
 /// Link objects currently served, by name.
 type Served = Mutex<BTreeMap<String, LinkInfo>>;
 
-/// The manager object at [`ROOT_PATH`].
+/// The manager object at [`ROOT_PATH`], on the bus and on each
+/// connection to the private socket.
+#[derive(Clone)]
 struct Manager {
     core: Arc<Core>,
     auth: Authorizer,
     /// Link objects currently served, by name.
     links: Arc<Served>,
+    /// Where the link objects are served: the bus connection for a
+    /// private socket's manager; none for the bus's own, whose calls come
+    /// on the bus (and whose connection holds it).
+    bus: Option<Connection>,
+    /// The private socket's peer's uid, from the socket itself when it
+    /// was accepted; none on the bus.
+    peer_uid: Option<u32>,
 }
 
 impl Manager {
@@ -62,8 +80,8 @@ impl Manager {
     }
 
     /// Runs a mutation on the blocking pool, forwarding its progress as
-    /// signals to everyone (clients filter on `caller`), then refreshes the
-    /// link objects.
+    /// signals on the connection the call came on (on the bus to everyone:
+    /// clients filter on `caller`), then refreshes the link objects.
     async fn mutate<T: ToWire + Send + 'static>(
         &self,
         hdr: &Header<'_>,
@@ -71,7 +89,7 @@ impl Manager {
         op: &'static str,
         f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T::Wire, Error> {
-        self.auth.check(emitter.connection(), hdr, op).await.inspect_err(|e| {
+        self.auth.check(emitter.connection(), self.peer_uid, hdr, op).await.inspect_err(|e| {
             tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
         })?;
         let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
@@ -101,7 +119,8 @@ impl Manager {
         // Only the link objects the change can have touched.
         let after = (self.core.running(), self.core.persisted_snapshot());
         let changed = self.core.links_changed((&before.0, &after.0), (&before.1, &after.1));
-        sync_links(&self.core, emitter.connection(), &self.links, Some(changed)).await;
+        let bus = self.bus.as_ref().unwrap_or(emitter.connection());
+        sync_links(&self.core, bus, &self.links, Some(changed)).await;
         Ok(res)
     }
 }
@@ -145,7 +164,7 @@ impl Manager {
         op: &'static str,
         f: impl FnOnce(&Core) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T::Wire, Error> {
-        self.auth.check(emitter.connection(), hdr, op).await?;
+        self.auth.check(emitter.connection(), self.peer_uid, hdr, op).await?;
         let core = self.core.clone();
         tokio::task::spawn_blocking(move || f(&core))
             .await
@@ -449,31 +468,52 @@ async fn watch_kernel_ports(core: Arc<Core>, conn: Connection, links: Arc<Served
     .await
 }
 
-/// Serves until SIGTERM or SIGINT, then lets the mutation in progress
-/// finish before returning.
-pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), String> {
+/// Serves until SIGTERM or SIGINT, on the bus and on the private socket
+/// at `private` if any, then lets the mutation in progress finish before
+/// returning.
+pub async fn serve(
+    core: Arc<Core>,
+    bus: &str,
+    private: Option<&Path>,
+    auth: Authorizer,
+) -> Result<(), String> {
     // Handlers first: a SIGTERM that comes as soon as READY=1 is out (a
     // quick `systemctl stop`, a test) must stop cleanly, not kill.
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let links = Arc::new(Mutex::new(BTreeMap::new()));
-    let manager = Manager { core: core.clone(), auth, links: links.clone() };
     let builder = match bus {
         "system" => zbus::connection::Builder::system(),
         "session" => zbus::connection::Builder::session(),
         addr => zbus::connection::Builder::address(addr),
     }
     .map_err(|e| format!("bus {bus}: {e}"))?;
-    let conn = builder
-        .serve_at(ROOT_PATH, manager)
-        .map_err(|e| e.to_string())?
-        .name(BUS_NAME)
-        .map_err(|e| e.to_string())?
-        .build()
+    let conn =
+        builder.build().await.map_err(|e| format!("cannot connect to the {bus} bus: {e}"))?;
+    let links = Arc::new(Mutex::new(BTreeMap::new()));
+    let manager =
+        Manager { core: core.clone(), auth, links: links.clone(), bus: None, peer_uid: None };
+    // The objects first, the name after: whoever sees the name can call.
+    conn.object_server()
+        .at(ROOT_PATH, manager.clone())
+        .await
+        .map_err(|e| format!("cannot serve {ROOT_PATH}: {e}"))?;
+    sync_links(&core, &conn, &links, None).await;
+    // Not queued behind another netadmd: owned now, or netadmd stops.
+    conn.request_name_with_flags(BUS_NAME, zbus::fdo::RequestNameFlags::DoNotQueue.into())
         .await
         .map_err(|e| format!("cannot serve {BUS_NAME} on the {bus} bus: {e}"))?;
-    sync_links(&core, &conn, &links, None).await;
+    // Bound only once the name is ours: a second netadmd stops at the
+    // name and never takes the first one's socket.
+    let private = match private {
+        Some(path) => {
+            let listener = bind_private(path)?;
+            tokio::spawn(serve_private(listener, Manager { bus: Some(conn.clone()), ..manager }));
+            tracing::info!("serving {BUS_NAME} peer to peer on {}", path.display());
+            Some(Private(path.to_owned()))
+        }
+        None => None,
+    };
     tokio::spawn(watch_checkpoint(core.clone(), conn.clone(), links.clone()));
     tokio::spawn(watch_kernel_ports(core.clone(), conn.clone(), links.clone()));
     tracing::info!("serving {BUS_NAME} on the {bus} bus");
@@ -485,8 +525,77 @@ pub async fn serve(core: Arc<Core>, bus: &str, auth: Authorizer) -> Result<(), S
     }
     tracing::info!("stopping: waiting for the mutation in progress");
     crate::notify::notify(crate::notify::NotifyState::Stopping);
+    drop(private);
     // Wait for a mutation in progress: it persists before it returns.
     tokio::task::spawn_blocking(move || core.quiesce()).await.map_err(|e| e.to_string())?;
     drop(conn);
     Ok(())
+}
+
+/// The private socket's path, removed when netadmd stops serving on it
+/// (a client then finds no socket and takes the bus).
+struct Private(PathBuf);
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Binds the private socket at `path`, mode 0600: only root (or
+/// netadmd's own user) may connect. A socket left there by a netadmd that
+/// died is replaced; anything else there is refused.
+fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, String> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let what = |e: &dyn std::fmt::Display| format!("private socket {}: {e}", path.display());
+    // Its directory is systemd's RuntimeDirectory under the unit; made
+    // here for a netadmd started by hand.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| what(&e))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(|e| what(&e))?,
+        Ok(_) => return Err(what(&"something that is not a socket is there")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(what(&e)),
+    }
+    // Made with no permission for anyone but the owner from the start (no
+    // moment in which another user could connect), then opened to it.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = std::os::unix::net::UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener = bound.map_err(|e| what(&e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| what(&e))?;
+    listener.set_nonblocking(true).map_err(|e| what(&e))?;
+    tokio::net::UnixListener::from_std(listener).map_err(|e| what(&e))
+}
+
+/// Serves `manager` to each client of the private socket on a peer-to-peer
+/// connection of its own, as long as the client keeps it.
+async fn serve_private(listener: tokio::net::UnixListener, manager: Manager) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("private socket: accept: {e}");
+                continue;
+            }
+        };
+        let manager =
+            Manager { peer_uid: stream.peer_cred().ok().map(|c| c.uid()), ..manager.clone() };
+        tokio::spawn(async move {
+            let conn = async {
+                zbus::connection::Builder::unix_stream(stream)
+                    .server(zbus::Guid::generate())?
+                    .p2p()
+                    .serve_at(ROOT_PATH, manager)?
+                    .build()
+                    .await
+            };
+            match conn.await {
+                Ok(conn) => conn.closed().await,
+                Err(e) => tracing::warn!("private socket: a client's handshake failed: {e}"),
+            }
+        });
+    }
 }

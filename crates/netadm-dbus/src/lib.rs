@@ -20,6 +20,10 @@ pub mod interface;
 
 /// Well-known bus name.
 pub const BUS_NAME: &str = "org.netadm.Netadm1";
+/// The system bus's netadmd's private socket: the same interface peer to
+/// peer, with no bus between (mode 0600: root's). `netadm` run as root
+/// connects to it first, and takes the system bus when it cannot.
+pub const PRIVATE_SOCKET: &str = "/run/netadm/private";
 /// Root object path.
 pub const ROOT_PATH: &str = "/org/netadm/Netadm1";
 /// Manager interface at [`ROOT_PATH`].
@@ -198,7 +202,7 @@ impl FlowStats {
     }
 }
 
-pub use proxies::{LinkProxy, NetadmProxy};
+pub use proxies::{LinkProxy, NetadmProxy, Progress};
 
 /// Wire type `as`: link (or port) names.
 pub type Links = Vec<String>;

@@ -9,11 +9,15 @@ use serde_json::Value;
 
 use crate::{Bus, Error, bin};
 
-/// `netadm` (or a link to it) pointed at one bus (`NETADM_BUS`).
+/// `netadm` (or a link to it) pointed at one bus (`NETADM_BUS`), and at
+/// a netadmd's private socket first (`NETADM_PRIVATE`) when told.
 #[derive(Debug, Clone)]
 pub struct Cli {
     program: PathBuf,
     bus: String,
+    /// The private socket, or none: the bus alone (`NETADM_PRIVATE` set
+    /// empty, so that the caller's environment never steers a test).
+    private: Option<PathBuf>,
 }
 
 impl Cli {
@@ -25,7 +29,14 @@ impl Cli {
     /// `program` (a `netadm` binary or a link to it) against the bus at
     /// `address`.
     pub fn with(program: impl Into<PathBuf>, address: impl Into<String>) -> Self {
-        Self { program: program.into(), bus: address.into() }
+        Self { program: program.into(), bus: address.into(), private: None }
+    }
+
+    /// The same `netadm`, connecting to the private socket at `path` first
+    /// (root's way to a netadmd that serves one), the bus when it cannot.
+    pub fn private(mut self, path: impl Into<PathBuf>) -> Self {
+        self.private = Some(path.into());
+        self
     }
 
     /// The command `netadm ARGS` (stdin closed), to be run by the caller.
@@ -33,7 +44,10 @@ impl Cli {
     /// wall time is what a user waits for.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.program);
-        c.env("NETADM_BUS", &self.bus).args(args).stdin(Stdio::null());
+        c.env("NETADM_BUS", &self.bus)
+            .env("NETADM_PRIVATE", self.private.as_deref().unwrap_or("".as_ref()))
+            .args(args)
+            .stdin(Stdio::null());
         c
     }
 
@@ -94,7 +108,12 @@ pub fn netadm_as(bus: &Bus, id: u32, groups: &[u32], args: &[&str]) -> Output {
         let g: Vec<String> = groups.iter().map(ToString::to_string).collect();
         cmd.arg(format!("--groups={}", g.join(",")));
     }
-    cmd.arg(bin("netadm")).env("NETADM_BUS", bus.address()).args(args).output().unwrap()
+    cmd.arg(bin("netadm"))
+        .env("NETADM_BUS", bus.address())
+        .env("NETADM_PRIVATE", "")
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// Runs `netadm ARGS` (no --json), which must succeed; returns its stdout.

@@ -35,6 +35,7 @@ pub struct DaemonBuilder {
     config: Option<Config>,
     kernel_mirror: Option<bool>,
     netns: Option<String>,
+    private: Option<PathBuf>,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     ready_within: Duration,
@@ -75,6 +76,14 @@ impl DaemonBuilder {
         self
     }
 
+    /// Serves on the private socket `path` too (`--private-socket`); by
+    /// default it serves none (`--private-socket none`), as another bus's
+    /// netadmd does, and never takes the system's.
+    pub fn private_socket(mut self, path: impl Into<PathBuf>) -> Self {
+        self.private = Some(path.into());
+        self
+    }
+
     /// One more argument.
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
         self.args.push(arg.into());
@@ -109,7 +118,9 @@ impl DaemonBuilder {
             .arg(&self.bus)
             .arg("--state-dir")
             .arg(&self.state)
-            .args(["--kernel-mirror", if mirror { "on" } else { "off" }]);
+            .args(["--kernel-mirror", if mirror { "on" } else { "off" }])
+            .arg("--private-socket")
+            .arg(self.private.as_deref().unwrap_or("none".as_ref()));
         match &self.config {
             Some(Config::File(path)) => {
                 cmd.arg("--config").arg(path);
@@ -200,6 +211,7 @@ impl Daemon {
             config: None,
             kernel_mirror: None,
             netns: None,
+            private: None,
             args: vec![],
             env: vec![],
             ready_within: READY,
@@ -222,6 +234,11 @@ impl Daemon {
     /// start; returns its stderr.
     pub fn start_fails(bus: &Bus, state_dir: &Path) -> String {
         Self::builder(bus, state_dir).start_fails()
+    }
+
+    /// The private socket it serves on, if it was told one.
+    pub fn private_socket(&self) -> Option<&Path> {
+        self.builder.private.as_deref()
     }
 
     /// Its process id.
