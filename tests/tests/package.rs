@@ -117,6 +117,12 @@ fn the_package_installs_upgrades_removes_and_purges_in_a_booted_root() {
     let version = run(&["dpkg-deb", "-f", deb.to_str().unwrap(), "Version"]).unwrap();
     let version = version.trim();
     let work = tempfile::tempdir().unwrap();
+    // The shipped netadm is static: a command's start runs no dynamic
+    // loader. netadmd is not (it looks groups up through NSS).
+    let files = work.path().join("files");
+    run(&["dpkg-deb", "-x", deb.to_str().unwrap(), files.to_str().unwrap()]).unwrap();
+    assert_eq!(interpreter(&files.join("usr/bin/netadm")).unwrap(), None, "netadm is dynamic");
+    assert!(interpreter(&files.join("usr/sbin/netadmd")).unwrap().is_some());
     let newer_version = format!("{version}+upgrade1");
     let newer = repacked(&deb, &newer_version, work.path());
     let c = Container::boot(Setup::Files(&[deb.clone(), newer.clone()]));
@@ -130,6 +136,12 @@ fn the_package_installs_upgrades_removes_and_purges_in_a_booted_root() {
     await_unit(&c, "netadmd active after install", |c| c.unit("ActiveState") == "active");
     let links = c.ok(&["dladm", "show-link", "-p", "-o", "link"]);
     assert!(links.lines().any(|l| l == "i40e0"), "dladm show-link: {links}");
+    // Root's commands go over netadmd's private socket, root's alone; the
+    // bus's answer is the same.
+    let socket = c.ok(&["stat", "-c", "%F %a %U", "/run/netadm/private"]);
+    assert_eq!(socket.trim(), "socket 600 root", "/run/netadm/private");
+    let on_bus = c.ok(&["env", "NETADM_PRIVATE=", "dladm", "show-link", "-p", "-o", "link"]);
+    assert_eq!(on_bus, links, "the bus and the private socket answer alike");
     assert!(c.ok(&["getent", "group", "netadm"]).starts_with("netadm:"));
     let conffiles = c.ok(&["dpkg-query", "-W", "-f", "${Conffiles}", "netadm"]);
     assert!(conffiles.contains("/etc/netadm/netadm.toml"), "conffiles: {conffiles}");

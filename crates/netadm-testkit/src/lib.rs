@@ -195,6 +195,35 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The dynamic loader the ELF program at `path` asks for (its
+/// `PT_INTERP`), or `None` for a static one: whether starting it costs the
+/// loader's work (mapping and relocating its shared libraries).
+pub fn interpreter(path: &Path) -> std::io::Result<Option<String>> {
+    let elf = std::fs::read(path)?;
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not a 64-bit ELF file");
+    let at = |o: usize, n: usize| elf.get(o..o + n).ok_or_else(bad);
+    let word = |o: usize| -> std::io::Result<u64> {
+        Ok(u64::from_le_bytes(at(o, 8)?.try_into().expect("8 bytes")))
+    };
+    let half = |o: usize| -> std::io::Result<usize> {
+        Ok(u16::from_le_bytes(at(o, 2)?.try_into().expect("2 bytes")).into())
+    };
+    if at(0, 5)? != b"\x7fELF\x02" {
+        return Err(bad());
+    }
+    let (phoff, phentsize, phnum) = (word(0x20)? as usize, half(0x36)?, half(0x38)?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        // PT_INTERP: the loader's path, NUL-terminated, at p_offset.
+        if u32::from_le_bytes(at(ph, 4)?.try_into().expect("4 bytes")) == 3 {
+            let (off, size) = (word(ph + 8)? as usize, word(ph + 32)? as usize);
+            let name = at(off, size)?.split(|b| *b == 0).next().unwrap_or_default();
+            return Ok(Some(String::from_utf8_lossy(name).into_owned()));
+        }
+    }
+    Ok(None)
+}
+
 /// The repository's root directory (as this crate was built from it).
 pub fn repo_root() -> PathBuf {
     let kit = Path::new(env!("CARGO_MANIFEST_DIR"));

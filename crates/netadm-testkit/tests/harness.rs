@@ -141,3 +141,17 @@ fn namespaces_are_made_wired_entered_and_removed_also_on_panic() {
     assert_eq!(swept, [("tks4999999".to_owned(), "4999999".to_owned())]);
     assert!(run(&["ip", "netns", "list"]).unwrap().contains(live.name()));
 }
+
+#[test]
+fn a_programs_dynamic_loader_is_read_from_its_elf_headers() {
+    // /bin/sh is a dynamic program; Debian's ldconfig is static-pie.
+    let sh = interpreter(Path::new("/bin/sh")).unwrap();
+    assert!(sh.as_deref().is_some_and(|l| l.contains("ld-linux")), "{sh:?}");
+    if Path::new("/sbin/ldconfig").exists() {
+        assert_eq!(interpreter(Path::new("/sbin/ldconfig")).unwrap(), None);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("text");
+    std::fs::write(&text, "#!/bin/sh\n").unwrap();
+    assert!(interpreter(&text).is_err(), "a script is no ELF program");
+}
