@@ -105,8 +105,15 @@ fn main() -> ExitCode {
 fn logging() {
     use tracing_subscriber::prelude::*;
     let filter = || {
-        tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+        let f = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // zbus opens a span at level info for each message it reads,
+        // writes or dispatches, its arguments formatted: quiet unless
+        // RUST_LOG asks for zbus by name.
+        match std::env::var("RUST_LOG") {
+            Ok(v) if v.contains("zbus") => f,
+            _ => f.add_directive("zbus=warn".parse().expect("a valid directive")),
+        }
     };
     if stderr_is_journal()
         && let Ok(journal) = tracing_journald::layer()

@@ -37,7 +37,8 @@ a bus it could not own its name on.
 .SH ENVIRONMENT
 .TP
 .B RUST_LOG
-The log level and filter (default info). Logs go to the journal when standard
+The log level and filter (default info; zbus's own spans and messages only
+from warn unless it names zbus). Logs go to the journal when standard
 error is the journal's stream (as under systemd), else to standard error.
 .SH FILES
 .TP
