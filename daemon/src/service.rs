@@ -90,7 +90,7 @@ impl Manager {
         f: impl FnOnce(&Core, netadm_core::Progress<'_>) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T::Wire, Error> {
         self.auth.check(emitter.connection(), self.peer_uid, hdr, op).await.inspect_err(|e| {
-            tracing::warn!(op, caller = ?hdr.sender(), "refused: {}", e.message());
+            tracing::warn!(op, caller = ?hdr.sender(), peer_uid = ?self.peer_uid, "refused: {}", e.message());
         })?;
         let caller = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
         let started = std::time::Instant::now();
@@ -571,14 +571,18 @@ fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, String> {
 }
 
 /// Serves `manager` to each client of the private socket on a peer-to-peer
-/// connection of its own, as long as the client keeps it.
+/// connection of its own, as long as the client keeps it. An accept that
+/// fails (out of file descriptors) would fail again at once: netadmd then
+/// stops listening rather than spin, and clients, refused, take the bus.
 async fn serve_private(listener: tokio::net::UnixListener, manager: Manager) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
-                tracing::warn!("private socket: accept: {e}");
-                continue;
+                tracing::error!(
+                    "private socket: accept: {e}; no longer served, clients take the bus"
+                );
+                return;
             }
         };
         let manager =

@@ -236,11 +236,6 @@ impl Daemon {
         Self::builder(bus, state_dir).start_fails()
     }
 
-    /// The private socket it serves on, if it was told one.
-    pub fn private_socket(&self) -> Option<&Path> {
-        self.builder.private.as_deref()
-    }
-
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
