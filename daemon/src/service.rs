@@ -546,26 +546,37 @@ impl Drop for Private {
 /// netadmd's own user) may connect. A socket left there by a netadmd that
 /// died is replaced; anything else there is refused.
 fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, String> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
     let what = |e: &dyn std::fmt::Display| format!("private socket {}: {e}", path.display());
     // Its directory is systemd's RuntimeDirectory under the unit; made
     // here for a netadmd started by hand.
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| what(&e))?;
-    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| what(&e))?;
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(|e| what(&e))?,
+        // A dead netadmd's: the rename below replaces it.
+        Ok(m) if m.file_type().is_socket() => {}
         Ok(_) => return Err(what(&"something that is not a socket is there")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(what(&e)),
     }
-    // Made with no permission for anyone but the owner from the start (no
-    // moment in which another user could connect), then opened to it.
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let bound = std::os::unix::net::UnixListener::bind(path);
-    nix::sys::stat::umask(old);
+    // Bound in a directory of its own that only netadmd can enter, so no
+    // other user can connect before the socket is closed to them, then
+    // renamed into place: the socket at `path` is open to root only from
+    // the moment it is there (and the process's umask is left alone).
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| what(&e))?;
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(&tmp).map_err(|e| what(&e))?;
+    let at = tmp.join(&name);
+    let bound = std::os::unix::net::UnixListener::bind(&at).and_then(|l| {
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&at, path)?;
+        Ok(l)
+    });
+    let _ = std::fs::remove_dir_all(&tmp);
     let listener = bound.map_err(|e| what(&e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| what(&e))?;
     listener.set_nonblocking(true).map_err(|e| what(&e))?;
     tokio::net::UnixListener::from_std(listener).map_err(|e| what(&e))
 }
@@ -601,5 +612,47 @@ async fn serve_private(listener: tokio::net::UnixListener, manager: Manager) {
                 Err(e) => tracing::warn!("private socket: a client's handshake failed: {e}"),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    use super::bind_private;
+
+    #[tokio::test]
+    async fn the_private_socket_replaces_a_dead_ones_and_is_root_only_with_nothing_left_beside_it()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run").join("private");
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        // A socket a netadmd that died left behind: there, nobody listening.
+        drop(UnixListener::bind(&path).unwrap());
+        assert!(UnixStream::connect(&path).is_err());
+
+        let listener = bind_private(&path).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        let _client = UnixStream::connect(&path).expect("the new socket takes connections");
+        listener.accept().await.expect("and its listener hears them");
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("run"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["private"], "the directory it was bound in is gone");
+    }
+
+    #[tokio::test]
+    async fn something_that_is_not_a_socket_at_the_path_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private");
+        std::fs::write(&path, "an operator's file").unwrap();
+        let e = bind_private(&path).unwrap_err();
+        assert!(e.contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "an operator's file");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }
