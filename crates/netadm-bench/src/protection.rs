@@ -23,6 +23,12 @@
 //! - **kernel** (root, with `--kernel`): the same over a kernel port (a
 //!   veth NIC): pv0 the guarded veth and stand-in macvlan with nftables'
 //!   rules, uv0 a plain macvlan.
+//!
+//! Beside each rate, the machine's busy CPU time per GB received (from
+//! /proc/stat: user, system and interrupts on every CPU; idle and what the
+//! hypervisor took are not in it): a round that the hypervisor slowed
+//! moves it far less than its rate, so the cost in CPU is printed too,
+//! with how much CPU the hypervisor took during the runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -131,6 +137,29 @@ struct Side {
     frames: u64,
     bytes: u64,
     secs: f64,
+    /// The machine's busy CPU time per GB received, ms, per round.
+    cpu_ms_per_gb: Vec<f64>,
+    /// CPU time the hypervisor took during its runs, s.
+    steal_s: f64,
+}
+
+/// The machine's CPU time so far, in seconds: busy (user, nice, system,
+/// irq, softirq) and stolen by the hypervisor; idle and iowait are
+/// neither. From /proc/stat's first line.
+fn cpu_seconds() -> Result<(f64, f64), String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0.0);
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok(((at(0) + at(1) + at(2) + at(5) + at(6)) / hz, at(7) / hz))
 }
 
 /// The emulated or kernel world: namespaces, bus, netadmd, two VNICs.
@@ -198,12 +227,20 @@ fn setup(kernel: bool, netadmd: &Path, cli: &Path) -> Result<World, String> {
     Ok(World { cli: n, _daemon: daemon, _bus: bus, _dir: dir, ns })
 }
 
-/// iperf3 TCP from zone `i` to B for `seconds`: Gbit/s received.
-fn iperf(w: &World, i: usize, seconds: u32) -> Result<f64, String> {
+/// iperf3 TCP from zone `i` to B for `seconds` onto `side`: Gbit/s
+/// received, and the machine's CPU time per GB received.
+fn iperf(w: &World, i: usize, seconds: u32, side: &mut Side) -> Result<(), String> {
+    let (busy, steal) = cpu_seconds()?;
     let server = iperf3::server(w.b())?;
     let text = iperf3::client(w.zone(i), "192.0.2.2", seconds, &[], &mut |_| Ok(()))?;
     iperf3::reap_server(server);
-    Ok(iperf3::parse(&text)?.received_gbps)
+    let (busy_after, steal_after) = cpu_seconds()?;
+    let r = iperf3::parse(&text)?;
+    let gb = r.received_gbps * r.duration / 8.0;
+    side.gbps.push(r.received_gbps);
+    side.cpu_ms_per_gb.push(if gb > 0.0 { (busy_after - busy) * 1e3 / gb } else { 0.0 });
+    side.steal_s += steal_after - steal;
+    Ok(())
 }
 
 /// What pv0's guard let through so far: (frames, bytes).
@@ -240,7 +277,7 @@ fn end_to_end(o: &Opts, kernel: bool, netadmd: &Path, cli: &Path) -> Result<[Sid
         for i in order {
             let before = if i == 0 { Some(passed(&w)?) } else { None };
             let t = Instant::now();
-            sides[i].gbps.push(iperf(&w, i, o.seconds)?);
+            iperf(&w, i, o.seconds, &mut sides[i])?;
             if let Some(before) = before {
                 let after = passed(&w)?;
                 sides[0].frames += after.0 - before.0;
@@ -275,6 +312,14 @@ pub fn run(o: Opts) -> Result<(), String> {
     // The same measure between two unprotected VNICs: what the noise alone
     // makes of it.
     let noise = |s: &[Side; 3]| 100.0 * (1.0 - iperf3::median(&ratios_of(&s[2], &s[1])));
+    // The same by the machine's CPU time per GB received, which a slower
+    // round (the hypervisor taking the CPU) moves much less than its rate.
+    let cpu_ratios_of = |a: &Side, b: &Side| -> Vec<f64> {
+        a.cpu_ms_per_gb.iter().zip(&b.cpu_ms_per_gb).map(|(x, y)| x / y).collect()
+    };
+    let cpu_cost = |s: &[Side; 3]| 100.0 * (iperf3::median(&cpu_ratios_of(&s[0], &s[1])) - 1.0);
+    let cpu_noise = |s: &[Side; 3]| 100.0 * (iperf3::median(&cpu_ratios_of(&s[2], &s[1])) - 1.0);
+    let steal = |s: &[Side; 3]| s.iter().map(|x| x.steal_s).sum::<f64>();
     let slowest = cls.iter().map(|(_, ns)| *ns).fold(0.0, f64::max);
     // The classifier's share of one CPU at the rate pv0's guard passed.
     let fps = |s: &[Side; 3]| if s[0].secs > 0.0 { s[0].frames as f64 / s[0].secs } else { 0.0 };
@@ -289,6 +334,11 @@ pub fn run(o: Opts) -> Result<(), String> {
                 "round_ratios": ratios(s),
                 "control_difference_percent": noise(s),
                 "cost_percent": cost(s),
+                "protected_cpu_ms_per_gb": s[0].cpu_ms_per_gb, "unprotected_cpu_ms_per_gb": s[1].cpu_ms_per_gb,
+                "control_cpu_ms_per_gb": s[2].cpu_ms_per_gb,
+                "cpu_cost_percent": cpu_cost(s),
+                "control_cpu_difference_percent": cpu_noise(s),
+                "steal_seconds": steal(s),
                 "guard_frames_per_second": fps(s),
                 "guard_bytes_per_frame": if s[0].frames > 0 { s[0].bytes as f64 / s[0].frames as f64 } else { 0.0 },
                 "classifier_cpu_percent": if *k == "emulated" { json!(cpu(s)) } else { Value::Null },
@@ -337,6 +387,33 @@ pub fn run(o: Opts) -> Result<(), String> {
             "  the same between control and unprotected (neither protected): {:.1} %: a cost \
              smaller than this cannot be told from the noise here",
             noise(s)
+        );
+        let per_gb = |s: &Side| iperf3::median(&s.cpu_ms_per_gb);
+        println!(
+            "  CPU per GB received (the machine's busy time, both ends and the path, ms): \
+             protected {:.0}, unprotected {:.0}, control {:.0}",
+            per_gb(&s[0]),
+            per_gb(&s[1]),
+            per_gb(&s[2])
+        );
+        println!(
+            "  cost of protection in CPU: {:+.1} % (the median of each round's protected/unprotected \
+             ratio); control against unprotected: {:+.1} %",
+            cpu_cost(s),
+            cpu_noise(s)
+        );
+        // The CPU time the runs had: their wall time on every CPU.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let runs: f64 = s.iter().map(|x| x.gbps.len() as f64).sum::<f64>() * o.seconds as f64;
+        let st = steal(s);
+        println!(
+            "  the hypervisor took {st:.1} s of the {:.0} CPU-seconds of the runs{}",
+            runs * cpus,
+            if st > 0.02 * runs * cpus {
+                ": a disturbed run; its throughput figures say little, its CPU figures more"
+            } else {
+                ""
+            }
         );
         if *k == "emulated" && s[0].frames > 0 {
             println!(
