@@ -240,7 +240,24 @@ fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood
     json(&bus, &["remove-flow", "lim"]);
     udp_flow(&bus, 5001, "priority=high", "hi");
     udp_flow(&bus, 5002, "priority=low", "lo");
-    let r = rates(a.name(), "192.0.2.2", &raw, &[(5001, 1, 6.0), (5002, 4, 5.0)]);
+    // The flood offers twice the wire: a wire carrying less than 90 % of
+    // its 10 Mb/s did not have netadm keeping up (a machine too loaded to
+    // run the datapath beside five paced senders: the TAP's queue in the
+    // kernel drops before any priority can act), and says nothing of
+    // priorities. Such a run is measured again, up to 3 times.
+    let mut r = vec![];
+    for _ in 0..3 {
+        r = rates(a.name(), "192.0.2.2", &raw, &[(5001, 1, 6.0), (5002, 4, 5.0)]);
+        if r[0] >= 0.95 * 6.0 || r[0] + r[1] >= 0.9 * 10.0 {
+            break;
+        }
+        eprintln!(
+            "priority: the wire carried {:.2} Mb/s of 10 (hi {:.2}, lo {:.2}): netadm did not keep up; measuring again",
+            r[0] + r[1],
+            r[0],
+            r[1]
+        );
+    }
     let (hi, lo) = (r[0], r[1]);
     eprintln!("priority: hi (high) {hi:.2} Mb/s of 6, lo (low, flooding) {lo:.2}; the wire 10");
     assert!(hi >= 0.95 * 6.0, "the high-priority flow got {hi:.2} of 6 Mb/s");
