@@ -20,9 +20,14 @@ use netadm_testkit::*;
 
 const FRAME: u64 = 1514;
 
-fn received(bus: &Bus, link: &str) -> u64 {
+/// Field `field` of `link`'s row of `show-traffic`.
+fn traffic(bus: &Bus, link: &str, field: &str) -> f64 {
     let v = json(bus, &["show-traffic", link]);
-    v[0]["received"].as_u64().unwrap_or_else(|| panic!("{v}"))
+    v[0][field].as_f64().unwrap_or_else(|| panic!("{field}: {v}"))
+}
+
+fn received(bus: &Bus, link: &str) -> u64 {
+    traffic(bus, link, "received") as u64
 }
 
 /// Frames per second `link`'s stream receives while `frames` more arrive.
@@ -39,8 +44,7 @@ fn pps(bus: &Bus, link: &str, frames: u64) -> f64 {
 /// All the time `link`'s generator has held frames its link would not
 /// take, µs.
 fn held_us(bus: &Bus, link: &str) -> f64 {
-    let v = json(bus, &["show-traffic", link]);
-    v[0]["paused_us"].as_f64().unwrap_or_else(|| panic!("{v}"))
+    traffic(bus, link, "paused_us")
 }
 
 fn linkprop(bus: &Bus, link: &str, prop: &str) -> String {
