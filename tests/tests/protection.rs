@@ -413,10 +413,52 @@ fn wait_counts(bus: &Bus, before: &Value, round: u32) -> Value {
     }
 }
 
+/// Frames device `dev` of namespace `ns` has (`tx`: sent, else
+/// received), found by the start of its name.
+fn frames(ns: &str, dev: &str, tx: bool) -> u64 {
+    let links: Value = serde_json::from_str(&ip(ns, &["-j", "-s", "link", "show"])).unwrap();
+    let l = links
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with(dev)));
+    let l = l.unwrap_or_else(|| panic!("no {dev}... in {ns}: {links}"));
+    l["stats64"][if tx { "tx" } else { "rx" }]["packets"].as_u64().unwrap()
+}
+
 fn hostile_tenant(tag: &str, kernel: bool) {
     let Some(mut w) = World::new(tag, kernel) else { return };
     w.vnics();
     w.own_traffic_flows();
+    if kernel {
+        // What the zone receives, netadm's BPF program on the stand-in
+        // hands to hv0 in the zone: none of it goes out of the guard end
+        // into the veth (nftables' fwd, behind it, would).
+        // And what hv0 sends that the rules' first one would pass (IPv4
+        // that is not UDP: the echo requests), netadm's BPF program on
+        // the guard end sends on and counts, with what the rules pass,
+        // in show-link -s.
+        let guard = || frames(w.a.name(), "npg", true);
+        let shown = || drops(&w.bus)["opackets"].as_u64().unwrap();
+        let ruled = || {
+            let out = run(&["ip", "netns", "exec", w.a.name(), "nft", "-j", "list", "counters"]);
+            let v: Value = serde_json::from_str(&out.unwrap()).unwrap();
+            let c = v["nftables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["counter"]["name"].as_str().is_some_and(|n| n.ends_with("_pass")));
+            c.expect("the rules' pass counter")["counter"]["packets"].as_u64().unwrap()
+        };
+        let (sent, got) = (guard(), frames(w.z1.name(), "hv0", false));
+        let (was_shown, was_ruled) = (shown(), ruled());
+        w.own_traffic_flows();
+        let now = frames(w.z1.name(), "hv0", false);
+        assert!(now >= got + 4, "hv0 received {} frames for 4 ping replies", now - got);
+        assert_eq!(guard(), sent, "frames for hv0 went out of the guard end");
+        let (by_all, by_rules) = (shown() - was_shown, ruled() - was_ruled);
+        assert!(by_all >= by_rules + 4, "of {by_all} passed, the rules passed {by_rules}");
+    }
     let zero = drops(&w.bus);
     assert_eq!(zero["enforced"], if kernel { "kernel" } else { "datapath" }, "{zero}");
     let after = protected_round(&w, 1, &zero);

@@ -22,7 +22,8 @@
 //!   frames per second — the cost that does not drown in the noise.
 //! - **kernel** (root, with `--kernel`): the same over a kernel port (a
 //!   veth NIC): pv0 the guarded veth and stand-in macvlan with nftables'
-//!   rules, uv0 a plain macvlan.
+//!   rules and netadm's BPF programs in front of them, uv0 a plain
+//!   macvlan.
 //!
 //! Beside each rate, the machine's busy CPU time per GB received (from
 //! /proc/stat: user, system and interrupts on every CPU; idle and what the
@@ -425,8 +426,8 @@ pub fn run(o: Opts) -> Result<(), String> {
             );
         } else {
             println!(
-                "  guard: {:.0} frames/s passed nftables' rules during pv0's runs (their cost is \
-                 in the throughput above)",
+                "  guard: {:.0} frames/s passed netadm's BPF program and nftables' rules behind \
+                 it during pv0's runs (their cost is in the throughput above)",
                 fps(s)
             );
         }

@@ -62,6 +62,14 @@
 //!   a task of the tokio runtime: two thread wake-ups a request, 55-85 µs
 //!   here against the 10 µs of the request itself. The messages are the
 //!   crates' own (link builders' and `message_mut()`'s).
+//! - **BPF programs** (`tcx`, ~390 lines): the two netadm attaches, a
+//!   redirect to a veth end's peer (4 instructions) and a classifier that
+//!   sends on and counts what a guard's first rule passes (25 plus 3 per
+//!   prefix), written out with a small assembler (labels, resolved
+//!   jumps), and the bpf(2) commands that load, attach, list, identify,
+//!   detach them and read their map. A BPF crate (aya, libbpf-rs) would
+//!   bring an ELF loader and a compiler toolchain for BPF (clang, which
+//!   this build does not need) for two programs this size.
 //! - **Driver info** (`Ethtool::driver_info`, ~45 lines): the ethtool
 //!   netlink family has no driver-info message, so `SIOCETHTOOL`
 //!   `ETHTOOL_GDRVINFO` on a datagram socket opened in the handle's
@@ -84,6 +92,7 @@ mod rt;
 pub mod sysctl;
 mod tap;
 mod tc;
+pub mod tcx;
 mod wake;
 
 pub use errors::module_of_kind;

@@ -21,7 +21,10 @@
 //!   as they would the VNIC's; shaping (`maxbw`, `priority`) classifies
 //!   its frames on the lower as before. Protection put on or taken off
 //!   rebuilds the device, so it is refused under an IP interface
-//!   (`protect::rebuild_free`).
+//!   (`protect::rebuild_free`). Two BPF programs of netadm's stand in
+//!   front of the rules there (see [`Kernel::fast_paths`]): what the
+//!   rules' first one passes goes from `npg…` to `npm…` past them, and
+//!   what `npm…` receives goes straight into the VNIC in its zone.
 //!
 //! One table, `netdev netadm`; per VNIC (by `id`, `v` and an FNV hash of
 //! its name): a base chain on the host end's ingress, one on the
@@ -55,12 +58,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, PoisonError};
 
 use netadm_datapath::protect::GuardCounts;
-use netadm_kernel::{KernelError, Netlink, Netns, NewLink, sysctl};
+use netadm_kernel::{KernelError, Netlink, Netns, NewLink, sysctl, tcx};
 use netadm_model::{LinkName, Protection};
 
 use super::devices::{Dev, Key, What, bridge_end, fnv};
@@ -438,6 +441,7 @@ impl Kernel {
                     nft(&["-f", "-"], Some(&format!("{}{old}{}", head(), file)))?;
                     *objs = table()?;
                     verify(objs, &shape)?;
+                    self.fast_paths(vt, &n, &s)?;
                     made.insert(n.clone(), id(&n));
                 }
                 None => {
@@ -465,6 +469,57 @@ impl Kernel {
         Ok(())
     }
 
+    /// The BPF programs in front of the rules of VNIC `n` over a port (as
+    /// `s` says; see `tcx`), which nftables' rules never see the frames
+    /// of:
+    ///
+    /// - on the guard end, what the rules' first one passes (IPv4 that is
+    ///   not UDP, from the VNIC's MAC and an allowed sender: the bulk of
+    ///   a TCP stream) sent out of the stand-in and counted with what the
+    ///   rules pass;
+    /// - on the stand-in, everything it receives handed to the guard
+    ///   end's peer, the VNIC itself, in the zone's receive path, where
+    ///   the rules' `fwd` would send it out of the guard end, into the
+    ///   veth and through a second receive queue. A VNIC in netadmd's own
+    ///   namespace has no peer across one (`bpf_redirect_peer` would drop
+    ///   its frames): they take the `fwd`.
+    ///
+    /// The nftables path they stand in front of was a veth hop and 2-4
+    /// rules a frame each way; what the programs save is measured by
+    /// `netadm-bench protection --kernel`. The rules stay behind them:
+    /// they carry what comes while a program is put on or replaced, and
+    /// all of it on a kernel without tcx (before 6.6), where netadmd says
+    /// so.
+    fn fast_paths(&self, v: &View<'_>, n: &LinkName, s: &Spec) -> Result<(), CoreError> {
+        let Some(standin) = &s.fwd else { return Ok(()) };
+        let (on, end) = (
+            self.nl.link_named(standin).map_err(kerr)?.index,
+            self.nl.link_named(&s.host).map_err(kerr)?.index,
+        );
+        let v4: Vec<(Ipv4Addr, u8)> = s
+            .want
+            .allowed
+            .iter()
+            .filter_map(|(a, l)| match a {
+                IpAddr::V4(a) => Some((*a, *l)),
+                IpAddr::V6(_) => None,
+            })
+            .chain([(Ipv4Addr::UNSPECIFIED, 32)])
+            .collect();
+        let res = if v4.len() > tcx::MAX_PREFIXES {
+            tcx::clear_pass(end)
+        } else {
+            tcx::pass(end, on, &tcx::Pass { mac: s.want.mac, v4 })
+        };
+        let zoned = self.device_of(v, &Link::Vnic(n.clone())).is_some_and(|(z, _)| z.is_some());
+        let res =
+            res.and(if zoned { tcx::redirect_peer(on, end) } else { tcx::clear_redirect_peer(on) });
+        if let Err(e) = res {
+            tracing::warn!(vnic = %n, "nftables' rules carry the VNIC's frames, without BPF in front: {e}");
+        }
+        Ok(())
+    }
+
     /// The books of every protected kernel VNIC: what its rules counted.
     pub(crate) fn guard_counts(&self, _v: &View<'_>) -> Vec<(LinkName, GuardCounts)> {
         let made = self.rules.made.lock().unwrap_or_else(PoisonError::into_inner).clone();
@@ -485,7 +540,13 @@ impl Kernel {
             .map(|(n, x)| {
                 let drops =
                     ["mac", "ip", "dhcp", "restricted"].map(|c| counter(format!("{x}_{c}")).0);
-                let (passed, passed_bytes) = counter(format!("{x}_pass"));
+                let (mut passed, mut passed_bytes) = counter(format!("{x}_pass"));
+                // What the BPF program in front of the rules passed.
+                let end = self.nl.link_named(&guard_end(&n)).ok();
+                if let Some((f, b)) = end.and_then(|e| tcx::passed(e.index).ok().flatten()) {
+                    passed += f;
+                    passed_bytes += b;
+                }
                 (n, GuardCounts { drops, passed, passed_bytes })
             })
             .collect()

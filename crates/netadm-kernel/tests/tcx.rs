@@ -1,0 +1,184 @@
+//! netadm's BPF program on a device's tcx ingress, against the real
+//! kernel, in namespaces this test makes: attached, read back, carrying
+//! frames to a veth end's peer in another namespace, replaced and taken
+//! off. Skips, saying so, when not root — except under CI (`CI=true`),
+//! where not being root fails the test.
+
+use std::time::{Duration, Instant};
+
+use netadm_kernel::{LinkCounters, Netlink, NewLink, PacketSocket, tcx};
+
+mod common;
+use common::{Scratch, skip};
+
+fn counters(nl: &Netlink, dev: &str) -> LinkCounters {
+    nl.link_counters().unwrap()[dev]
+}
+
+/// Sends `n` frames out of device `from` of namespace `ns`.
+fn send(ns: &Scratch, from: u32, n: usize) {
+    ns.open()
+        .run(|| {
+            let s = PacketSocket::open(from, 0x88b5).unwrap();
+            for _ in 0..n {
+                s.send([0x02, 0, 0, 0, 0, 0x01], b"netadm tcx test").unwrap();
+            }
+        })
+        .unwrap();
+}
+
+/// Waits until `dev`'s received frames reach `want`, at most 5 s; its
+/// count then.
+fn received(nl: &Netlink, dev: &str, want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = counters(nl, dev).rx_packets;
+        if got >= want || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_peer_redirect_hands_what_a_device_receives_to_a_zones_veth_end_and_is_read_back_replaced_and_taken_off()
+ {
+    if skip() {
+        return;
+    }
+    let (h, z) = (Scratch::new("tcx-h"), Scratch::new("tcx-z"));
+    let (host, zone) = (h.netlink(), z.netlink());
+    let up = NewLink { up: true, ..Default::default() };
+    // Two guard ends here (`g1`, `g2`), their peers in the zone; frames
+    // come in on `in`, sent from its peer `out`.
+    host.add_veth("g1", "v1", &up, Some(&z.open())).unwrap();
+    host.add_veth("g2", "v2", &up, Some(&z.open())).unwrap();
+    host.add_veth("out", "in", &up, None).unwrap();
+    z.ip(&["link", "set", "v1", "up"]);
+    z.ip(&["link", "set", "v2", "up"]);
+    h.ip(&["link", "set", "in", "up"]);
+    let ix = |n: &str| host.link_named(n).unwrap().index;
+    let (g1, g2, on, out) = (ix("g1"), ix("g2"), ix("in"), ix("out"));
+    let ns = h.open();
+    let of = || ns.run(|| tcx::redirect_peer_of(on)).unwrap().unwrap();
+    assert_eq!(of(), Vec::<u32>::new(), "none of netadm's at first");
+
+    ns.run(|| tcx::redirect_peer(on, g1)).unwrap().unwrap();
+    assert_eq!(of(), [g1]);
+    ns.run(|| tcx::redirect_peer(on, g1)).unwrap().unwrap();
+    assert_eq!(of(), [g1], "put on again: still one");
+    let (v1, g1_sent) = (counters(&zone, "v1").rx_packets, counters(&host, "g1").tx_packets);
+    send(&h, out, 20);
+    assert_eq!(received(&zone, "v1", v1 + 20), v1 + 20, "the zone's end received all 20");
+    assert_eq!(counters(&host, "g1").tx_packets, g1_sent, "none went out of the guard end");
+
+    // Replaced: to the other pair's peer, and only there.
+    ns.run(|| tcx::redirect_peer(on, g2)).unwrap().unwrap();
+    assert_eq!(of(), [g2]);
+    let (v1, v2) = (counters(&zone, "v1").rx_packets, counters(&zone, "v2").rx_packets);
+    send(&h, out, 10);
+    assert_eq!(received(&zone, "v2", v2 + 10), v2 + 10);
+    assert_eq!(counters(&zone, "v1").rx_packets, v1);
+
+    // Taken off: what comes in stays here.
+    ns.run(|| tcx::clear_redirect_peer(on)).unwrap().unwrap();
+    assert_eq!(of(), Vec::<u32>::new());
+    let (came, v2) = (counters(&host, "in").rx_packets, counters(&zone, "v2").rx_packets);
+    send(&h, out, 5);
+    assert_eq!(received(&host, "in", came + 5), came + 5, "they arrived");
+    assert_eq!(counters(&zone, "v2").rx_packets, v2, "and were not redirected");
+
+    // No such device: nothing to take off.
+    ns.run(|| tcx::clear_redirect_peer(999_999)).unwrap().unwrap();
+}
+
+/// An IPv4 packet of 40 bytes from `src` carrying `proto`.
+fn ipv4(src: [u8; 4], proto: u8) -> Vec<u8> {
+    let mut p = vec![0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, proto, 0, 0];
+    p.extend(src);
+    p.extend([192, 0, 2, 2]);
+    p.extend([0u8; 20]);
+    p
+}
+
+/// Sends `packet` as `ethertype` out of device `from` of namespace `ns`.
+fn send_ip(ns: &Scratch, from: u32, ethertype: u16, packet: &[u8]) {
+    ns.open()
+        .run(|| {
+            let s = PacketSocket::open(from, ethertype).unwrap();
+            s.send([0x02, 0, 0, 0, 0, 0xfe], packet).unwrap();
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_counted() {
+    if skip() {
+        return;
+    }
+    let (h, z) = (Scratch::new("tcp-h"), Scratch::new("tcp-z"));
+    let (host, zone) = (h.netlink(), z.netlink());
+    let up = NewLink { up: true, ..Default::default() };
+    // The guard end `g` here, its peer `v` in the zone, which sends; what
+    // passes goes out of `s`, and the wire `w` receives it.
+    const MAC: [u8; 6] = [0x02, 0, 0, 0, 0xbb, 0x01];
+    host.add_veth("g", "v", &up, Some(&z.open())).unwrap();
+    host.add_veth("s", "w", &up, None).unwrap();
+    z.ip(&["link", "set", "v", "address", "02:00:00:00:bb:01", "up"]);
+    h.ip(&["link", "set", "w", "up"]);
+    let ix = |n: &str| host.link_named(n).unwrap().index;
+    let (g, s) = (ix("g"), ix("s"));
+    let v = zone.link_named("v").unwrap().index;
+    let ns = h.open();
+    let pass = |v4: Vec<(std::net::Ipv4Addr, u8)>| {
+        let p = tcx::Pass { mac: MAC, v4 };
+        ns.run(|| tcx::pass(g, s, &p)).unwrap()
+    };
+    let passed = || ns.run(|| tcx::passed(g)).unwrap().unwrap();
+    assert_eq!(passed(), None, "no program, no counts");
+    pass(vec![("192.0.2.10".parse().unwrap(), 32), ("198.51.100.0".parse().unwrap(), 24)]).unwrap();
+    assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), [s]);
+    assert_eq!(passed(), Some((0, 0)));
+
+    let wire = || counters(&host, "w").rx_packets;
+    let at = wire();
+    // What goes on to nftables (here: to the guard end's own stack).
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 17)); // UDP
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 99], 6)); // a source not allowed
+    send_ip(&z, v, 0x0800, &ipv4([198, 51, 101, 7], 6)); // outside the /24
+    send_ip(&z, v, 0x86dd, &ipv4([192, 0, 2, 10], 6)); // not IPv4 by its EtherType
+    let mut bad = ipv4([192, 0, 2, 10], 6);
+    bad[0] = 0x44; // a header of 4 words
+    send_ip(&z, v, 0x0800, &bad);
+    // What passes: TCP and ICMP from an allowed source, the last one
+    // after all the above on the same path.
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
+    send_ip(&z, v, 0x0800, &ipv4([198, 51, 100, 7], 1));
+    assert_eq!(received(&host, "w", at + 2), at + 2, "the wire got the 2 that pass");
+    assert_eq!(passed(), Some((2, 80)), "2 frames of 40 bytes from their IPv4 header");
+    // From another MAC: on to nftables.
+    z.ip(&["link", "set", "v", "address", "02:00:00:00:bb:02"]);
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
+    z.ip(&["link", "set", "v", "address", "02:00:00:00:bb:01"]);
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
+    assert_eq!(received(&host, "w", at + 3), at + 3);
+    assert_eq!(wire(), at + 3, "the other MAC's frame did not pass");
+
+    // Replaced, with other prefixes: the counts go on.
+    pass(vec![("192.0.2.99".parse().unwrap(), 32)]).unwrap();
+    assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), [s], "one, replaced");
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
+    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 99], 6));
+    assert_eq!(received(&host, "w", at + 4), at + 4);
+    assert_eq!(wire(), at + 4);
+    assert_eq!(passed(), Some((4, 160)));
+
+    // More prefixes than a program compares: refused, nothing changed.
+    let many = (0..=tcx::MAX_PREFIXES).map(|i| (std::net::Ipv4Addr::from(i as u32), 32)).collect();
+    assert!(matches!(pass(many), Err(netadm_kernel::KernelError::Invalid { .. })));
+    assert_eq!(passed(), Some((4, 160)));
+
+    ns.run(|| tcx::clear_pass(g)).unwrap().unwrap();
+    assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), Vec::<u32>::new());
+    assert_eq!(passed(), None);
+}
