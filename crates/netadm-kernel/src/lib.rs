@@ -64,7 +64,7 @@
 //!   crates' own (link builders' and `message_mut()`'s).
 //! - **BPF programs** (`tcx`, ~390 lines): the two netadm attaches, a
 //!   redirect to a veth end's peer (4 instructions) and a classifier that
-//!   sends on and counts what a guard's first rule passes (25 plus 3 per
+//!   sends on and counts what a guard's first rule passes (42 plus 3 per
 //!   prefix), written out with a small assembler (labels, resolved
 //!   jumps), and the bpf(2) commands that load, attach, list, identify,
 //!   detach them and read their map. A BPF crate (aya, libbpf-rs) would

@@ -85,6 +85,11 @@ impl Netns {
         std::fs::metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
     }
 
+    /// Whether it is the calling thread's own namespace.
+    pub fn is_current(&self) -> bool {
+        std::fs::metadata("/proc/thread-self/ns/net").is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+    }
+
     /// Runs `f` on a thread of its own inside the namespace.
     pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, KernelError> {
         std::thread::scope(|s| {

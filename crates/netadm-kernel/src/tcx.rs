@@ -11,8 +11,8 @@
 //!   (`bpf_redirect`, out of it) what a [`Pass`] describes — untagged
 //!   IPv4 that is not UDP, from one MAC and an allowed source — counting
 //!   it, frames and bytes, in a map of its own (one slot per CPU) that
-//!   outlives the program replacing it; everything else goes on (to
-//!   nftables). 25 instructions and 3 per allowed prefix.
+//!   outlives the programs that use it ([`PassCounts`]); everything else
+//!   goes on (to nftables). 42 instructions and 3 per allowed prefix.
 //!
 //! Written out here as instructions, and loaded, attached, listed,
 //! identified and detached with the bpf(2) system call. Attached with
@@ -390,21 +390,27 @@ fn detach(on: u32, fd: &OwnedFd) -> Result<(), KernelError> {
 }
 
 /// Puts `prog`, `kind`'s program sending to `target`, on device `on`'s
-/// tcx ingress after any other's, then takes off the ones of `kind` it
-/// replaces (`old`); read back.
+/// tcx ingress after any other's, taking off the ones of `kind` it
+/// replaces (`old`): after it, or (`first`) before it, so that none of
+/// them acts beside it for a moment; read back.
 fn install(
     on: u32,
     kind: Kind,
     target: u32,
     prog: &OwnedFd,
     old: &[(Prog, u32)],
+    first: bool,
 ) -> Result<(), KernelError> {
+    let drop_old = || old.iter().try_for_each(|(p, _)| detach(on, &p.fd));
+    if first {
+        drop_old()?;
+    }
     let mut attr = Attr::new().u32(0, on).u32(4, prog.as_raw_fd() as u32).u32(8, BPF_TCX_INGRESS);
     bpf(BPF_PROG_ATTACH, &mut attr).map_err(io_err(format!(
         "attach a BPF program to device {on}'s tcx ingress (tcx is in Linux 6.6 and later)"
     )))?;
-    for (p, _) in old {
-        detach(on, &p.fd)?;
+    if !first {
+        drop_old()?;
     }
     let now: Vec<u32> = ours(on, kind)?.into_iter().map(|(_, t)| t).collect();
     if now != [target] {
@@ -449,7 +455,7 @@ pub fn redirect_peer(on: u32, end: u32) -> Result<(), KernelError> {
         return Ok(());
     }
     let prog = load(Kind::Peer, end, &peer_code(imm(end)?))?;
-    install(on, Kind::Peer, end, &prog, &old)
+    install(on, Kind::Peer, end, &prog, &old, false)
 }
 
 /// Where netadm's peer programs on device `on` send what it receives:
@@ -463,36 +469,89 @@ pub fn clear_redirect_peer(on: u32) -> Result<(), KernelError> {
     clear(on, Kind::Peer)
 }
 
+/// The counters of netadm's pass programs on one device: a map, frames
+/// and bytes per CPU, that lives as long as a program or a holder of
+/// this uses it. Held, it carries the counts over to a program that
+/// replaces one, or comes after none was there for a while.
+#[derive(Debug)]
+pub struct PassCounts(OwnedFd);
+
+impl PassCounts {
+    /// What the programs counted: frames and bytes (from the network
+    /// header, as nftables counts them on ingress), summed over the CPUs.
+    pub fn read(&self) -> Result<(u64, u64), KernelError> {
+        let op = || "read the counters of a pass program".to_owned();
+        let cpus = possible_cpus().map_err(io_err(op()))?;
+        let mut values = vec![0u64; 2 * cpus];
+        let key = 0u32;
+        let mut attr = Attr::new()
+            .u32(0, self.0.as_raw_fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, values.as_mut_ptr() as u64);
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(io_err(op()))?;
+        let sum = |i: usize| values.iter().skip(i).step_by(2).sum();
+        Ok((sum(0), sum(1)))
+    }
+
+    /// Another holder of the same counters.
+    pub fn share(&self) -> Result<Self, KernelError> {
+        let fd = self.0.try_clone().map_err(io_err("hold a pass program's counters".into()))?;
+        Ok(Self(fd))
+    }
+}
+
+/// The counters of netadm's pass program on device `on`, if one is there.
+pub fn pass_counts(on: u32) -> Result<Option<PassCounts>, KernelError> {
+    let Some(id) = ours(on, Kind::Pass)?.iter().find_map(|(p, _)| p.maps.first().copied()) else {
+        return Ok(None);
+    };
+    let op = format!("open the counters of device {on}'s pass program");
+    Ok(Some(PassCounts(
+        bpf_fd(BPF_MAP_GET_FD_BY_ID, &mut Attr::new().u32(0, id)).map_err(io_err(op))?,
+    )))
+}
+
 /// Makes device `on` send what `p` describes out of device `to`,
 /// counted: netadm's pass program on its tcx ingress, replacing the one
-/// there (whose counts go on in the same map); read back.
-pub fn pass(on: u32, to: u32, p: &Pass) -> Result<(), KernelError> {
-    if p.v4.len() > MAX_PREFIXES || p.v4.iter().any(|(_, l)| *l > 32) {
+/// there, which is taken off first (what comes meanwhile goes on, to
+/// nftables), so that what it passed and `p` no longer allows is never
+/// passed beside it; read back. It counts into `counts`, else into the
+/// counters of the program it replaces, else into new ones: those it
+/// counts into.
+pub fn pass(
+    on: u32,
+    to: u32,
+    p: &Pass,
+    counts: Option<&PassCounts>,
+) -> Result<PassCounts, KernelError> {
+    if p.v4.is_empty() || p.v4.len() > MAX_PREFIXES || p.v4.iter().any(|(_, l)| *l > 32) {
         return Err(KernelError::Invalid {
             what: format!("netadm's pass program on device {on}"),
-            reason: format!("at most {MAX_PREFIXES} IPv4 prefixes of 0 to 32 bits"),
+            reason: format!("1 to {MAX_PREFIXES} IPv4 prefixes of 0 to 32 bits"),
         });
     }
+    let map =
+        match counts {
+            Some(c) => c.share()?,
+            None => match pass_counts(on)? {
+                Some(c) => c,
+                None => {
+                    let mut attr = Attr::new()
+                        .u32(0, BPF_MAP_TYPE_PERCPU_ARRAY)
+                        .u32(4, 4)
+                        .u32(8, 16)
+                        .u32(12, 1)
+                        .bytes(28, b"na_passed");
+                    PassCounts(bpf_fd(BPF_MAP_CREATE, &mut attr).map_err(io_err(format!(
+                        "make the counters of device {on}'s pass program"
+                    )))?)
+                }
+            },
+        };
     let old = ours(on, Kind::Pass)?;
-    let kept = match old.iter().find_map(|(p, _)| p.maps.first()) {
-        Some(id) => bpf_fd(BPF_MAP_GET_FD_BY_ID, &mut Attr::new().u32(0, *id)).ok(),
-        None => None,
-    };
-    let map = match kept {
-        Some(m) => m,
-        None => {
-            let mut attr = Attr::new()
-                .u32(0, BPF_MAP_TYPE_PERCPU_ARRAY)
-                .u32(4, 4)
-                .u32(8, 16)
-                .u32(12, 1)
-                .bytes(28, b"na_passed");
-            bpf_fd(BPF_MAP_CREATE, &mut attr)
-                .map_err(io_err(format!("make the counters of device {on}'s pass program")))?
-        }
-    };
-    let prog = load(Kind::Pass, to, &pass_code(imm(to)?, map.as_raw_fd(), p))?;
-    install(on, Kind::Pass, to, &prog, &old)
+    let prog = load(Kind::Pass, to, &pass_code(imm(to)?, map.0.as_raw_fd(), p))?;
+    install(on, Kind::Pass, to, &prog, &old, true)?;
+    Ok(map)
 }
 
 /// Where netadm's pass programs on device `on` send what they pass,
@@ -501,28 +560,14 @@ pub fn pass_of(on: u32) -> Result<Vec<u32>, KernelError> {
     Ok(ours(on, Kind::Pass)?.into_iter().map(|(_, t)| t).collect())
 }
 
-/// What netadm's pass program on device `on` has passed: frames and
-/// bytes (from the network header, as nftables counts them on ingress),
-/// summed over the CPUs; none when it is not there.
+/// What netadm's pass program on device `on` has passed (see
+/// [`PassCounts::read`]); none when it is not there.
 pub fn passed(on: u32) -> Result<Option<(u64, u64)>, KernelError> {
-    let op = || format!("read the counters of device {on}'s pass program");
-    let Some(id) = ours(on, Kind::Pass)?.iter().find_map(|(p, _)| p.maps.first().copied()) else {
-        return Ok(None);
-    };
-    let map = bpf_fd(BPF_MAP_GET_FD_BY_ID, &mut Attr::new().u32(0, id)).map_err(io_err(op()))?;
-    let cpus = possible_cpus().map_err(io_err(op()))?;
-    let mut values = vec![0u64; 2 * cpus];
-    let key = 0u32;
-    let mut attr = Attr::new()
-        .u32(0, map.as_raw_fd() as u32)
-        .u64(8, &key as *const u32 as u64)
-        .u64(16, values.as_mut_ptr() as u64);
-    bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(io_err(op()))?;
-    let sum = |i: usize| values.iter().skip(i).step_by(2).sum();
-    Ok(Some((sum(0), sum(1))))
+    pass_counts(on)?.map(|c| c.read()).transpose()
 }
 
-/// Takes netadm's pass programs off device `on` (their counts go).
+/// Takes netadm's pass programs off device `on` (their counts go with
+/// the last holder of their [`PassCounts`]).
 pub fn clear_pass(on: u32) -> Result<(), KernelError> {
     clear(on, Kind::Pass)
 }

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use netadm_kernel::{LinkCounters, Netlink, NewLink, PacketSocket, tcx};
+use std::net::Ipv4Addr;
+
+use netadm_kernel::{KernelError, LinkCounters, Netlink, NewLink, PacketSocket, tcx};
 
 mod common;
 use common::{Scratch, skip};
@@ -130,55 +132,91 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
     let (g, s) = (ix("g"), ix("s"));
     let v = zone.link_named("v").unwrap().index;
     let ns = h.open();
-    let pass = |v4: Vec<(std::net::Ipv4Addr, u8)>| {
+    let pass = |v4: Vec<(Ipv4Addr, u8)>, held: Option<&tcx::PassCounts>| {
         let p = tcx::Pass { mac: MAC, v4 };
-        ns.run(|| tcx::pass(g, s, &p)).unwrap()
+        ns.run(|| tcx::pass(g, s, &p, held)).unwrap()
     };
     let passed = || ns.run(|| tcx::passed(g)).unwrap().unwrap();
     assert_eq!(passed(), None, "no program, no counts");
-    pass(vec![("192.0.2.10".parse().unwrap(), 32), ("198.51.100.0".parse().unwrap(), 24)]).unwrap();
+    let counts = pass(vec![(ip("192.0.2.10"), 32), (ip("198.51.100.0"), 24)], None).unwrap();
     assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), [s]);
     assert_eq!(passed(), Some((0, 0)));
 
     let wire = || counters(&host, "w").rx_packets;
+    let good = ipv4([192, 0, 2, 10], 6);
+    // Each frame that goes on to nftables (here: to the guard end's own
+    // stack), then one that passes on the same path: the wire gets that
+    // one alone.
+    let goes_on = |ethertype: u16, packet: &[u8], what: &str| {
+        let at = wire();
+        send_ip(&z, v, ethertype, packet);
+        send_ip(&z, v, 0x0800, &good);
+        assert_eq!(received(&host, "w", at + 1), at + 1, "{what}: the frame after it passed");
+        assert_eq!(wire(), at + 1, "{what} passed");
+    };
+    goes_on(0x0800, &ipv4([192, 0, 2, 10], 17), "UDP");
+    goes_on(0x0800, &ipv4([192, 0, 2, 99], 6), "a source not allowed");
+    goes_on(0x0800, &ipv4([198, 51, 101, 7], 6), "a source outside the /24");
+    goes_on(0x86dd, &ipv4([192, 0, 2, 10], 6), "another EtherType");
+    let mut tagged = vec![0x00, 0x07, 0x08, 0x00];
+    tagged.extend(&good);
+    // The kernel takes the tag out of the frame on receive (skb_vlan_untag):
+    // the program sees IPv4 and the tag beside it.
+    goes_on(0x8100, &tagged, "a VLAN-tagged frame");
+    let mut short = good.clone();
+    short[0] = 0x44;
+    goes_on(0x0800, &short, "a header of 4 words");
+    let mut v5 = good.clone();
+    v5[0] = 0x50;
+    goes_on(0x0800, &v5, "IP version 5");
+    goes_on(0x0800, &good[..19], "19 bytes of IPv4 header");
+    // What passes: TCP and ICMP from an allowed source.
     let at = wire();
-    // What goes on to nftables (here: to the guard end's own stack).
-    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 17)); // UDP
-    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 99], 6)); // a source not allowed
-    send_ip(&z, v, 0x0800, &ipv4([198, 51, 101, 7], 6)); // outside the /24
-    send_ip(&z, v, 0x86dd, &ipv4([192, 0, 2, 10], 6)); // not IPv4 by its EtherType
-    let mut bad = ipv4([192, 0, 2, 10], 6);
-    bad[0] = 0x44; // a header of 4 words
-    send_ip(&z, v, 0x0800, &bad);
-    // What passes: TCP and ICMP from an allowed source, the last one
-    // after all the above on the same path.
-    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
     send_ip(&z, v, 0x0800, &ipv4([198, 51, 100, 7], 1));
-    assert_eq!(received(&host, "w", at + 2), at + 2, "the wire got the 2 that pass");
-    assert_eq!(passed(), Some((2, 80)), "2 frames of 40 bytes from their IPv4 header");
+    assert_eq!(received(&host, "w", at + 1), at + 1);
+    let n = 9; // the 8 that followed each refused frame, and this one
+    assert_eq!(passed(), Some((n, 40 * n)), "frames of 40 bytes from their IPv4 header");
     // From another MAC: on to nftables.
     z.ip(&["link", "set", "v", "address", "02:00:00:00:bb:02"]);
-    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
+    let at = wire();
+    send_ip(&z, v, 0x0800, &good);
     z.ip(&["link", "set", "v", "address", "02:00:00:00:bb:01"]);
-    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
-    assert_eq!(received(&host, "w", at + 3), at + 3);
-    assert_eq!(wire(), at + 3, "the other MAC's frame did not pass");
+    send_ip(&z, v, 0x0800, &good);
+    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(wire(), at + 1, "the other MAC's frame did not pass");
 
-    // Replaced, with other prefixes: the counts go on.
-    pass(vec![("192.0.2.99".parse().unwrap(), 32)]).unwrap();
+    // Replaced, with other prefixes: the old ones no longer pass, and the
+    // counts go on.
+    pass(vec![(ip("192.0.2.99"), 32)], None).unwrap();
     assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), [s], "one, replaced");
-    send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 10], 6));
+    let at = wire();
+    send_ip(&z, v, 0x0800, &good);
     send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 99], 6));
-    assert_eq!(received(&host, "w", at + 4), at + 4);
-    assert_eq!(wire(), at + 4);
-    assert_eq!(passed(), Some((4, 160)));
+    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(wire(), at + 1);
+    let n = 11;
+    assert_eq!(passed(), Some((n, 40 * n)));
 
-    // More prefixes than a program compares: refused, nothing changed.
-    let many = (0..=tcx::MAX_PREFIXES).map(|i| (std::net::Ipv4Addr::from(i as u32), 32)).collect();
-    assert!(matches!(pass(many), Err(netadm_kernel::KernelError::Invalid { .. })));
-    assert_eq!(passed(), Some((4, 160)));
-
+    // Taken off, the counts held; put back with them, they go on.
     ns.run(|| tcx::clear_pass(g)).unwrap().unwrap();
     assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), Vec::<u32>::new());
     assert_eq!(passed(), None);
+    assert_eq!(counts.read().unwrap(), (n, 40 * n), "held, they stay");
+    pass(vec![(ip("192.0.2.10"), 32)], Some(&counts)).unwrap();
+    let at = wire();
+    send_ip(&z, v, 0x0800, &good);
+    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(passed(), Some((n + 1, 40 * (n + 1))));
+
+    // Too many prefixes, or none: refused, nothing changed.
+    let many = (0..=tcx::MAX_PREFIXES).map(|i| (Ipv4Addr::from(i as u32), 32)).collect();
+    assert!(matches!(pass(many, None), Err(KernelError::Invalid { .. })));
+    assert!(matches!(pass(vec![], None), Err(KernelError::Invalid { .. })));
+    assert_eq!(ns.run(|| tcx::pass_of(g)).unwrap().unwrap(), [s]);
+    assert_eq!(passed(), Some((n + 1, 40 * (n + 1))));
+    ns.run(|| tcx::clear_pass(g)).unwrap().unwrap();
+}
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
 }
