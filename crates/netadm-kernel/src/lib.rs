@@ -62,7 +62,7 @@
 //!   a task of the tokio runtime: two thread wake-ups a request, 55-85 µs
 //!   here against the 10 µs of the request itself. The messages are the
 //!   crates' own (link builders' and `message_mut()`'s).
-//! - **BPF programs** (`tcx`, ~390 lines): the two netadm attaches, a
+//! - **BPF programs** (`tcx`, ~440 lines): the two netadm attaches, a
 //!   redirect to a veth end's peer (4 instructions) and a classifier that
 //!   sends on and counts what a guard's first rule passes (42 plus 3 per
 //!   prefix), written out with a small assembler (labels, resolved
