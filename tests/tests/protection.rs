@@ -413,19 +413,6 @@ fn wait_counts(bus: &Bus, before: &Value, round: u32) -> Value {
     }
 }
 
-/// Frames device `dev` of namespace `ns` has (`tx`: sent, else
-/// received), found by the start of its name.
-fn frames(ns: &str, dev: &str, tx: bool) -> u64 {
-    let links: Value = serde_json::from_str(&ip(ns, &["-j", "-s", "link", "show"])).unwrap();
-    let l = links
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with(dev)));
-    let l = l.unwrap_or_else(|| panic!("no {dev}... in {ns}: {links}"));
-    l["stats64"][if tx { "tx" } else { "rx" }]["packets"].as_u64().unwrap()
-}
-
 fn hostile_tenant(tag: &str, kernel: bool) {
     let Some(mut w) = World::new(tag, kernel) else { return };
     w.vnics();
@@ -438,7 +425,10 @@ fn hostile_tenant(tag: &str, kernel: bool) {
         // that is not UDP: the echo requests), netadm's BPF program on
         // the guard end sends on and counts, with what the rules pass,
         // in show-link -s.
-        let guard = || frames(w.a.name(), "npg", true);
+        let links = ip(w.a.name(), &["-o", "link", "show"]);
+        let end = links.split(": ").find(|d| d.starts_with("npg")).expect("the guard end");
+        let end = end.split('@').next().unwrap();
+        let guard = || link_counts(w.a.name(), end)[2];
         let shown = || drops(&w.bus)["opackets"].as_u64().unwrap();
         let ruled = || {
             let out = run(&["ip", "netns", "exec", w.a.name(), "nft", "-j", "list", "counters"]);

@@ -412,7 +412,7 @@ fn install(
     if !first {
         drop_old()?;
     }
-    let now: Vec<u32> = ours(on, kind)?.into_iter().map(|(_, t)| t).collect();
+    let now = targets(on, kind)?;
     if now != [target] {
         return Err(KernelError::NotApplied {
             what: format!("netadm's {} program on device {on}, to device {target}", kind.prefix()),
@@ -458,10 +458,15 @@ pub fn redirect_peer(on: u32, end: u32) -> Result<(), KernelError> {
     install(on, Kind::Peer, end, &prog, &old, false)
 }
 
+/// Where netadm's programs of `kind` on device `on` send, first to last.
+fn targets(on: u32, kind: Kind) -> Result<Vec<u32>, KernelError> {
+    Ok(ours(on, kind)?.into_iter().map(|(_, t)| t).collect())
+}
+
 /// Where netadm's peer programs on device `on` send what it receives:
 /// the index of each one's veth end, first to last (empty: none there).
 pub fn redirect_peer_of(on: u32) -> Result<Vec<u32>, KernelError> {
-    Ok(ours(on, Kind::Peer)?.into_iter().map(|(_, t)| t).collect())
+    targets(on, Kind::Peer)
 }
 
 /// Takes netadm's peer programs off device `on`.
@@ -477,6 +482,18 @@ pub fn clear_redirect_peer(on: u32) -> Result<(), KernelError> {
 pub struct PassCounts(OwnedFd);
 
 impl PassCounts {
+    /// New counters, at zero, for device `on`'s pass program.
+    fn new(on: u32) -> Result<Self, KernelError> {
+        let mut attr = Attr::new()
+            .u32(0, BPF_MAP_TYPE_PERCPU_ARRAY)
+            .u32(4, 4)
+            .u32(8, 16)
+            .u32(12, 1)
+            .bytes(28, b"na_passed");
+        let op = format!("make the counters of device {on}'s pass program");
+        Ok(Self(bpf_fd(BPF_MAP_CREATE, &mut attr).map_err(io_err(op))?))
+    }
+
     /// What the programs counted: frames and bytes (from the network
     /// header, as nftables counts them on ingress), summed over the CPUs.
     pub fn read(&self) -> Result<(u64, u64), KernelError> {
@@ -500,15 +517,21 @@ impl PassCounts {
     }
 }
 
-/// The counters of netadm's pass program on device `on`, if one is there.
-pub fn pass_counts(on: u32) -> Result<Option<PassCounts>, KernelError> {
-    let Some(id) = ours(on, Kind::Pass)?.iter().find_map(|(p, _)| p.maps.first().copied()) else {
+/// The counters the pass programs `progs` of device `on` count into, if
+/// any is there.
+fn counts_of(on: u32, progs: &[(Prog, u32)]) -> Result<Option<PassCounts>, KernelError> {
+    let Some(id) = progs.iter().find_map(|(p, _)| p.maps.first().copied()) else {
         return Ok(None);
     };
     let op = format!("open the counters of device {on}'s pass program");
     Ok(Some(PassCounts(
         bpf_fd(BPF_MAP_GET_FD_BY_ID, &mut Attr::new().u32(0, id)).map_err(io_err(op))?,
     )))
+}
+
+/// The counters of netadm's pass program on device `on`, if one is there.
+pub fn pass_counts(on: u32) -> Result<Option<PassCounts>, KernelError> {
+    counts_of(on, &ours(on, Kind::Pass)?)
 }
 
 /// Makes device `on` send what `p` describes out of device `to`,
@@ -530,25 +553,11 @@ pub fn pass(
             reason: format!("1 to {MAX_PREFIXES} IPv4 prefixes of 0 to 32 bits"),
         });
     }
-    let map =
-        match counts {
-            Some(c) => c.share()?,
-            None => match pass_counts(on)? {
-                Some(c) => c,
-                None => {
-                    let mut attr = Attr::new()
-                        .u32(0, BPF_MAP_TYPE_PERCPU_ARRAY)
-                        .u32(4, 4)
-                        .u32(8, 16)
-                        .u32(12, 1)
-                        .bytes(28, b"na_passed");
-                    PassCounts(bpf_fd(BPF_MAP_CREATE, &mut attr).map_err(io_err(format!(
-                        "make the counters of device {on}'s pass program"
-                    )))?)
-                }
-            },
-        };
     let old = ours(on, Kind::Pass)?;
+    let map = match counts {
+        Some(c) => c.share()?,
+        None => counts_of(on, &old)?.map_or_else(|| PassCounts::new(on), Ok)?,
+    };
     let prog = load(Kind::Pass, to, &pass_code(imm(to)?, map.0.as_raw_fd(), p))?;
     install(on, Kind::Pass, to, &prog, &old, true)?;
     Ok(map)
@@ -557,7 +566,7 @@ pub fn pass(
 /// Where netadm's pass programs on device `on` send what they pass,
 /// first to last (empty: none there).
 pub fn pass_of(on: u32) -> Result<Vec<u32>, KernelError> {
-    Ok(ours(on, Kind::Pass)?.into_iter().map(|(_, t)| t).collect())
+    targets(on, Kind::Pass)
 }
 
 /// What netadm's pass program on device `on` has passed (see

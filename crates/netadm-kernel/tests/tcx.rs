@@ -29,16 +29,26 @@ fn send(ns: &Scratch, from: u32, n: usize) {
         .unwrap();
 }
 
-/// Waits until `dev`'s received frames reach `want`, at most 5 s; its
-/// count then.
-fn received(nl: &Netlink, dev: &str, want: u64) -> u64 {
+/// A device's arrivals, heard as they come: a packet socket on it
+/// (every EtherType), opened in its namespace before anything is sent.
+struct Ear(PacketSocket);
+
+fn ear(ns: &Scratch, dev: &str) -> Ear {
+    let index = ns.netlink().link_named(dev).unwrap().index;
+    Ear(ns.open().run(|| PacketSocket::open(index, libc::ETH_P_ALL as u16)).unwrap().unwrap())
+}
+
+/// Waits until `dev`'s received frames reach `want`, reading the count
+/// again at each frame `ear` hears, at most 5 s; its count then.
+fn received(ear: &Ear, nl: &Netlink, dev: &str, want: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0u8; 2048];
     loop {
         let got = counters(nl, dev).rx_packets;
-        if got >= want || Instant::now() > deadline {
-            return got;
+        // No stop descriptor: poll(2) passes over a negative one.
+        if got >= want || ear.0.recv(&mut buf, deadline, -1).unwrap().is_none() {
+            return counters(nl, dev).rx_packets;
         }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -69,9 +79,10 @@ fn a_peer_redirect_hands_what_a_device_receives_to_a_zones_veth_end_and_is_read_
     assert_eq!(of(), [g1]);
     ns.run(|| tcx::redirect_peer(on, g1)).unwrap().unwrap();
     assert_eq!(of(), [g1], "put on again: still one");
+    let (e1, e2, ein) = (ear(&z, "v1"), ear(&z, "v2"), ear(&h, "in"));
     let (v1, g1_sent) = (counters(&zone, "v1").rx_packets, counters(&host, "g1").tx_packets);
     send(&h, out, 20);
-    assert_eq!(received(&zone, "v1", v1 + 20), v1 + 20, "the zone's end received all 20");
+    assert_eq!(received(&e1, &zone, "v1", v1 + 20), v1 + 20, "the zone's end received all 20");
     assert_eq!(counters(&host, "g1").tx_packets, g1_sent, "none went out of the guard end");
 
     // Replaced: to the other pair's peer, and only there.
@@ -79,7 +90,7 @@ fn a_peer_redirect_hands_what_a_device_receives_to_a_zones_veth_end_and_is_read_
     assert_eq!(of(), [g2]);
     let (v1, v2) = (counters(&zone, "v1").rx_packets, counters(&zone, "v2").rx_packets);
     send(&h, out, 10);
-    assert_eq!(received(&zone, "v2", v2 + 10), v2 + 10);
+    assert_eq!(received(&e2, &zone, "v2", v2 + 10), v2 + 10);
     assert_eq!(counters(&zone, "v1").rx_packets, v1);
 
     // Taken off: what comes in stays here.
@@ -87,7 +98,7 @@ fn a_peer_redirect_hands_what_a_device_receives_to_a_zones_veth_end_and_is_read_
     assert_eq!(of(), Vec::<u32>::new());
     let (came, v2) = (counters(&host, "in").rx_packets, counters(&zone, "v2").rx_packets);
     send(&h, out, 5);
-    assert_eq!(received(&host, "in", came + 5), came + 5, "they arrived");
+    assert_eq!(received(&ein, &host, "in", came + 5), came + 5, "they arrived");
     assert_eq!(counters(&zone, "v2").rx_packets, v2, "and were not redirected");
 
     // No such device: nothing to take off.
@@ -143,6 +154,7 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
     assert_eq!(passed(), Some((0, 0)));
 
     let wire = || counters(&host, "w").rx_packets;
+    let ew = ear(&h, "w");
     let good = ipv4([192, 0, 2, 10], 6);
     // Each frame that goes on to nftables (here: to the guard end's own
     // stack), then one that passes on the same path: the wire gets that
@@ -151,7 +163,7 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
         let at = wire();
         send_ip(&z, v, ethertype, packet);
         send_ip(&z, v, 0x0800, &good);
-        assert_eq!(received(&host, "w", at + 1), at + 1, "{what}: the frame after it passed");
+        assert_eq!(received(&ew, &host, "w", at + 1), at + 1, "{what}: the frame after it passed");
         assert_eq!(wire(), at + 1, "{what} passed");
     };
     goes_on(0x0800, &ipv4([192, 0, 2, 10], 17), "UDP");
@@ -173,7 +185,7 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
     // What passes: TCP and ICMP from an allowed source.
     let at = wire();
     send_ip(&z, v, 0x0800, &ipv4([198, 51, 100, 7], 1));
-    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(received(&ew, &host, "w", at + 1), at + 1);
     let n = 9; // the 8 that followed each refused frame, and this one
     assert_eq!(passed(), Some((n, 40 * n)), "frames of 40 bytes from their IPv4 header");
     // From another MAC: on to nftables.
@@ -182,7 +194,7 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
     send_ip(&z, v, 0x0800, &good);
     z.ip(&["link", "set", "v", "address", "02:00:00:00:bb:01"]);
     send_ip(&z, v, 0x0800, &good);
-    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(received(&ew, &host, "w", at + 1), at + 1);
     assert_eq!(wire(), at + 1, "the other MAC's frame did not pass");
 
     // Replaced, with other prefixes: the old ones no longer pass, and the
@@ -192,7 +204,7 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
     let at = wire();
     send_ip(&z, v, 0x0800, &good);
     send_ip(&z, v, 0x0800, &ipv4([192, 0, 2, 99], 6));
-    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(received(&ew, &host, "w", at + 1), at + 1);
     assert_eq!(wire(), at + 1);
     let n = 11;
     assert_eq!(passed(), Some((n, 40 * n)));
@@ -205,7 +217,7 @@ fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_
     pass(vec![(ip("192.0.2.10"), 32)], Some(&counts)).unwrap();
     let at = wire();
     send_ip(&z, v, 0x0800, &good);
-    assert_eq!(received(&host, "w", at + 1), at + 1);
+    assert_eq!(received(&ew, &host, "w", at + 1), at + 1);
     assert_eq!(passed(), Some((n + 1, 40 * (n + 1))));
 
     // Too many prefixes, or none: refused, nothing changed.

@@ -522,12 +522,11 @@ impl Kernel {
         let pass = if v4.len() > tcx::MAX_PREFIXES {
             // More senders than the program compares: the rules alone,
             // the counts kept for when it comes back.
-            let keep = match held.contains_key(n) {
-                true => Ok(()),
-                false => tcx::pass_counts(end)
-                    .map(|c| c.into_iter().for_each(|c| drop(held.insert(n.clone(), c)))),
-            };
-            keep.and_then(|()| tcx::clear_pass(end))
+            let found = if held.contains_key(n) { Ok(None) } else { tcx::pass_counts(end) };
+            found.and_then(|c| {
+                held.extend(c.map(|c| (n.clone(), c)));
+                tcx::clear_pass(end)
+            })
         } else {
             let p = tcx::Pass { mac: s.want.mac, v4 };
             tcx::pass(end, on, &p, held.get(n)).map(|c| drop(held.insert(n.clone(), c)))
