@@ -447,6 +447,10 @@ trap 'rc=$?; [ $rc = 0 ] || { cat /proc/net/bonding/* ; ip -s link; tail -40 /tm
 netadm_start
 aggr_up @LACP@
 echo "DRIVER $(ethtool -i eth0 | grep '^driver:')"
+# seqs WAY: the sequence numbers answered, in order, once each; last_seq
+# WAY: the highest (0 before the first reply).
+seqs() { grep -o 'icmp_seq=[0-9]*' /tmp/ping.$1 | cut -d= -f2 | sort -un; }
+last_seq() { seqs $1 | tail -1 | grep . || echo 0; }
 for way in netadm baseline; do
     # By its path: a shell function (the shim) in the background would
     # be a subshell, and $! its pid.
@@ -470,16 +474,24 @@ for way in netadm baseline; do
             echo "JUMBO $way $(ping -c 2 -i 0.2 -W 2 -M do -s 8000 192.0.2.1 | grep -o '[0-9]* received')"
         fi
     done
+    # Fifty more replies after the last change (half a second of pings),
+    # so a ping lost to its end is followed by replies and counted as a
+    # gap below. A ping still in flight when ping is stopped was not lost
+    # to a change: LOST counts it apart.
+    mark=$(( $(last_seq $way) + 50 ))
+    echo "AFTER $way $(wait_for 30 eval '[ $(last_seq $way) -ge $mark ]' >/dev/null && echo replied || echo none)"
     # A background job ignores SIGINT; iputils ping ends on SIGALRM too,
     # with its statistics.
     kill -ALRM $PING; wait $PING || true
     echo "PINGS $way $(grep -o '[0-9]* packets transmitted, [0-9]* received' /tmp/ping.$way)"
+    # Sequence numbers missing before the last reply, and the last reply's.
+    echo "LOST $way $(seqs $way | awk '{if ($1 > p + 1) m += $1 - p - 1; p = $1} END {printf "%d %d", m, p}')"
     # The longest time between two replies: a ping the bond itself
     # refuses (no member up) fails with ENOBUFS and is not counted as
     # sent, so what was lost undercounts a stall; the time does not.
     echo "LONGEST $way $(awk -F'[][]' '/bytes from/ {t = $2 * 1000; if (p && t - p > m) m = t - p; p = t} END {printf "%d", m}' /tmp/ping.$way) ms"
     echo "REFUSED $way $(grep -c 'sendmsg' /tmp/ping.$way || true)"
-    echo "GAPS $way $(grep -o 'icmp_seq=[0-9]*' /tmp/ping.$way | cut -d= -f2 | awk 'BEGIN{p=0} {if ($1 > p + 1) printf "%d-%d ", p + 1, $1 - 1; p = $1}')"
+    echo "GAPS $way $(seqs $way | awk 'BEGIN{p=0} {if ($1 > p + 1) printf "%d-%d ", p + 1, $1 - 1; p = $1}')"
 done
 "#;
 
@@ -552,7 +564,18 @@ fn mtu_one_member_at_a_time(lacp: &str) {
         assert_eq!(n.len(), 2, "PINGS {way}: {l:?}\n{}", out.transcript());
         (n[0], n[0] - n[1])
     };
-    let ((sent_n, lost_n), (sent_b, lost_b)) = (pings("netadm"), pings("baseline"));
+    let ((sent_n, _), (sent_b, lost_b)) = (pings("netadm"), pings("baseline"));
+    // Through netadm, what was lost is what is missing before the last
+    // reply: fifty replies came after the last change (AFTER), so a ping
+    // lost to a change is among them; those sent after the last reply
+    // were in flight when ping was stopped.
+    assert_eq!(line(&out, "AFTER netadm "), "replied", "{}", out.transcript());
+    let (lost_n, in_flight_n) = {
+        let l = line(&out, "LOST netadm ");
+        let n: Vec<u64> = l.split(' ').filter_map(|x| x.parse().ok()).collect();
+        assert_eq!(n.len(), 2, "LOST netadm: {l:?}");
+        (n[0], sent_n - n[1])
+    };
     let longest = |way: &str| -> u64 {
         let l = line(&out, &format!("LONGEST {way} "));
         l.trim_end_matches(" ms").parse().unwrap_or_else(|_| panic!("LONGEST {way}: {l:?}"))
@@ -560,8 +583,9 @@ fn mtu_one_member_at_a_time(lacp: &str) {
     let (gap_n, gap_b) = (longest("netadm"), longest("baseline"));
     let refused = line(&out, "REFUSED netadm ");
     eprintln!(
-        "MTU ({mode}, e1000e): one member at a time: {lost_n} of {sent_n} pings lost, longest \
-         without a reply {gap_n} ms, {refused} refused by the bond; both at once: {lost_b} of {sent_b} lost, longest {gap_b} ms; \
+        "MTU ({mode}, e1000e): one member at a time: {lost_n} of {sent_n} pings lost ({in_flight_n} \
+         more in flight when stopped), longest without a reply {gap_n} ms, {refused} refused by the \
+         bond; both at once: {lost_b} of {sent_b} lost, longest {gap_b} ms; \
          pings lost (by sequence number): {:?}\n{}",
         lines(&out, "GAPS "),
         notes.join("\n")
