@@ -1,14 +1,15 @@
 //! The rtnetlink requests netadm makes, behind a synchronous interface:
 //! answered in the caller's thread on a blocking socket of their own
 //! ([`Requests`]), with the `rtnetlink` crate's messages and builders; and
-//! one long-lived `rtnetlink` connection on the tokio runtime, for
-//! notifications and the few requests built by a builder that does not
-//! hand its message back.
+//! one long-lived `rtnetlink` connection on the tokio runtime, for the few
+//! requests built by a builder that does not hand its message back.
+//! Notifications have a socket of their own ([`crate::Events`]).
 
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, PoisonError};
 
+use rtnetlink::LinkUnspec;
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_MULTIPART, NLM_F_REPLACE, NLM_F_REQUEST,
     NetlinkDeserializable, NetlinkMessage, NetlinkPayload, NetlinkSerializable,
@@ -18,11 +19,8 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, CacheInfo};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::sys::{AsyncSocket, Socket, SocketAddr, protocols::NETLINK_ROUTE};
-use rtnetlink::{LinkUnspec, MulticastGroup};
 use tokio::runtime::Handle;
 
-use crate::events::Events;
-use crate::events::Rx as Notifications;
 use crate::{KernelError, errors, rt};
 
 /// A link as the kernel reports it.
@@ -48,8 +46,8 @@ pub(crate) const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// life: each call waits for the kernel's acknowledgement or answer.
 #[derive(Debug)]
 pub struct Netlink {
-    /// The connection on the runtime (notifications, and requests made
-    /// by a builder of the `rtnetlink` crate only).
+    /// The connection on the runtime (requests made by a builder of the
+    /// `rtnetlink` crate only).
     h: rtnetlink::Handle,
     rt: Handle,
     /// Requests, answered in the caller's thread.
@@ -217,14 +215,10 @@ impl Conversation {
     }
 }
 
-/// The groups the drift watcher hears: links and their addresses.
-const GROUPS: [MulticastGroup; 3] =
-    [MulticastGroup::Link, MulticastGroup::Ipv4Ifaddr, MulticastGroup::Ipv6Ifaddr];
-
 impl Netlink {
     /// Opens the connection in this thread's network namespace.
     pub fn open() -> Result<Self, KernelError> {
-        Self::connect(&[]).map(|(nl, _)| nl)
+        Self::connect()
     }
 
     /// Opens the connection inside zone `ns`, on the runtime this thread
@@ -237,38 +231,20 @@ impl Netlink {
         })?
     }
 
-    /// Opens the connection subscribed to link and address notifications,
-    /// which the returned [`Events`] hears: one socket for requests and
-    /// notifications.
-    pub fn open_with_events() -> Result<(Self, Events), KernelError> {
-        let (nl, rx) = Self::connect(&GROUPS)?;
-        let ev = Events::from_receiver(rx, nl.rt.clone());
-        Ok((nl, ev))
-    }
-
-    /// A connection of its own for notifications only.
-    pub(crate) fn subscribe() -> Result<(Notifications, Handle), KernelError> {
-        Self::connect(&GROUPS).map(|(nl, rx)| (rx, nl.rt))
-    }
-
-    fn connect(groups: &[MulticastGroup]) -> Result<(Self, Notifications), KernelError> {
+    fn connect() -> Result<Self, KernelError> {
         let rt = rt::handle()?;
         let io = |source| KernelError::Io { op: "open rtnetlink".into(), source };
         // The socket is made here, in this thread's namespace, and
         // registered with the runtime's reactor; the connection's task
         // only reads and writes it.
         let _in = rt.enter();
-        let (mut conn, h, rx) = if groups.is_empty() {
-            rtnetlink::new_connection().map_err(io)?
-        } else {
-            rtnetlink::new_multicast_connection(groups).map_err(io)?
-        };
+        let (mut conn, h, _) = rtnetlink::new_connection().map_err(io)?;
         // The kernel's own words with every refusal ("Unknown device
         // type", "Invalid VLAN id", ...): see `errors::extack`.
         conn.socket_mut().socket_mut().set_ext_ack(true).map_err(io)?;
         rt.spawn(conn);
         let req = Requests::open(NETLINK_ROUTE)?;
-        Ok((Self { h, rt, req }, Box::pin(rx)))
+        Ok(Self { h, rt, req })
     }
 
     pub(crate) fn wait<T: Send + 'static>(

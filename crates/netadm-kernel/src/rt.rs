@@ -64,41 +64,6 @@ pub(crate) fn wait<T: Send + 'static>(
     })
 }
 
-/// Runs `fut` on `rt` and waits for it, or until `stop` is readable
-/// (then `None`). `fut` is expected to watch `stop` itself; this thread
-/// also looks at it every [`STOP_CHECK`] in case the runtime no longer
-/// runs `fut` (it is shutting down, and may be waiting for this thread).
-pub(crate) fn wait_or_stop<T: Send + 'static>(
-    rt: &Handle,
-    op: &str,
-    stop: std::os::fd::RawFd,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> Result<Option<T>, KernelError> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let task = rt.spawn(async move {
-        let _ = tx.send(fut.await);
-    });
-    loop {
-        match rx.recv_timeout(STOP_CHECK) {
-            Ok(v) => return Ok(Some(v)),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                let mut fd = [libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 }];
-                // SAFETY: one valid pollfd; no wait (timeout 0).
-                if unsafe { libc::poll(fd.as_mut_ptr(), 1, 0) } > 0 {
-                    task.abort();
-                    return Ok(None);
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(KernelError::Io { op: op.into(), source: gone() });
-            }
-        }
-    }
-}
-
-/// How often [`wait_or_stop`] looks at its stop descriptor itself.
-const STOP_CHECK: Duration = Duration::from_millis(250);
-
 fn gone() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the rtnetlink runtime stopped")
 }

@@ -70,16 +70,16 @@ fn notifications_name_the_link_changed_and_stop_wakes_the_waiter() {
         return;
     }
     in_netns(|| {
-        // One connection for requests and notifications, and one of its own.
-        let (nl, shared) = Netlink::open_with_events().unwrap();
-        let own = Events::open().unwrap();
+        // Two subscriptions, each hearing every notification.
+        let nl = Netlink::open().unwrap();
+        let (one, own) = (Events::open().unwrap(), Events::open().unwrap());
         let _tap = Tap::create("naev0").unwrap();
         let i = nl.index("naev0").unwrap();
         nl.set_link(i, None, Some(1400)).unwrap();
         // SAFETY: eventfd(2); checked.
         let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         assert!(stop >= 0);
-        for ev in [&shared, &own] {
+        for ev in [&one, &own] {
             // Wait until a batch names the link (its creation may come first).
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             loop {
