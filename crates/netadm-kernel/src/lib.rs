@@ -200,6 +200,19 @@ fn because(message: &Option<String>) -> String {
     message.as_ref().map(|m| format!(" ({m})")).unwrap_or_default()
 }
 
+/// The index of interface `name` in this thread's network namespace, or
+/// `None` when there is none (or the name is not one the kernel takes).
+/// An ioctl that reads the device table under RCU: unlike a netlink
+/// request for the link, it never waits for the RTNL lock, which whoever
+/// is making devices holds.
+pub fn index_of(name: &str) -> Option<u32> {
+    check_ifname(name).ok()?;
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: c is a valid C string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
+}
+
 /// Checks a name as the kernel's `dev_valid_name` does.
 pub fn check_ifname(name: &str) -> Result<(), KernelError> {
     let bad = |reason| Err(KernelError::BadName { name: name.to_owned(), reason });

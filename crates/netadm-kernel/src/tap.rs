@@ -26,9 +26,7 @@ impl Tap {
     pub fn create(name: &str) -> Result<Self, KernelError> {
         check_ifname(name)?;
         // Someone else's interface of that name (of any kind) stays theirs.
-        let c = std::ffi::CString::new(name).expect("checked: no NUL");
-        // SAFETY: c is a valid C string.
-        if unsafe { libc::if_nametoindex(c.as_ptr()) } != 0 {
+        if crate::index_of(name).is_some() {
             return Err(KernelError::Exists { what: format!("interface {name}") });
         }
         let file = OpenOptions::new()

@@ -110,10 +110,12 @@ impl KernelPort {
     /// it all again ([`KernelPort::refresh`]) only when it is not: the
     /// kernel tells of a port's device on every change over it (each
     /// macvlan made on it), and its driver, channel maximum and offloads
-    /// do not change with those. The device's index now.
+    /// do not change with those. Looked up without the RTNL lock
+    /// ([`netadm_kernel::index_of`]), which whoever makes those macvlans
+    /// holds. The device's index now.
     pub(crate) fn refresh_presence(&self) -> Option<u32> {
         let known = self.index();
-        if known.is_some() && self.nl.link_named(&self.interface).ok().map(|l| l.index) == known {
+        if known.is_some() && netadm_kernel::index_of(&self.interface) == known {
             return known;
         }
         self.refresh();
