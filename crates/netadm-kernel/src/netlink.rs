@@ -81,13 +81,19 @@ const ANSWER_BUF: usize = 64 * 1024;
 
 impl Requests {
     /// A socket of netlink `protocol` in this thread's network namespace,
-    /// with extended acknowledgements, answering within [`REPLY_TIMEOUT`].
+    /// with extended acknowledgements (and, for rtnetlink, dump requests
+    /// checked strictly), answering within [`REPLY_TIMEOUT`].
     pub(crate) fn open(protocol: isize) -> Result<Self, KernelError> {
         let io = |source| KernelError::Io { op: "open netlink".into(), source };
         let mut sock = Socket::new(protocol).map_err(io)?;
         sock.bind_auto().map_err(io)?;
         sock.connect(&SocketAddr::new(0, 0)).map_err(io)?;
         sock.set_ext_ack(true).map_err(io)?;
+        if protocol == NETLINK_ROUTE {
+            // Dumps filtered by the kernel where the request names what
+            // it wants (one interface's addresses, not every one's).
+            sock.set_netlink_get_strict_chk(true).map_err(io)?;
+        }
         let tv = libc::timeval { tv_sec: REPLY_TIMEOUT.as_secs() as libc::time_t, tv_usec: 0 };
         // SAFETY: a valid timeval of the size given, on our own socket.
         let r = unsafe {
@@ -413,13 +419,13 @@ impl Netlink {
         self.ack(&format!("remove {ip}/{prefix}"), RouteNetlinkMessage::DelAddress(m), 0)
     }
 
-    /// The addresses on a link.
+    /// The addresses on a link: a dump the kernel filters by interface
+    /// (the socket checks dump requests strictly), read again here in
+    /// case a kernel does not.
     pub fn addrs(&self, index: u32) -> Result<Vec<(IpAddr, u8)>, KernelError> {
-        let all = self.request(
-            "list addresses",
-            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
-            NLM_F_DUMP,
-        )?;
+        let mut m = AddressMessage::default();
+        m.header.index = index;
+        let all = self.request("list addresses", RouteNetlinkMessage::GetAddress(m), NLM_F_DUMP)?;
         Ok(all
             .iter()
             .filter_map(|m| match m {
