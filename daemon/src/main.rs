@@ -10,6 +10,7 @@ mod auth;
 mod man;
 mod metrics;
 mod notify;
+mod peer;
 mod service;
 mod wire;
 

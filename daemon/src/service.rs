@@ -600,7 +600,7 @@ async fn serve_private(listener: tokio::net::UnixListener, manager: Manager) {
             Manager { peer_uid: stream.peer_cred().ok().map(|c| c.uid()), ..manager.clone() };
         tokio::spawn(async move {
             let conn = async {
-                zbus::connection::Builder::unix_stream(stream)
+                zbus::connection::Builder::socket(crate::peer::PeerStream::new(stream))
                     .server(zbus::Guid::generate())?
                     .p2p()
                     .serve_at(ROOT_PATH, manager)?
