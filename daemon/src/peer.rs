@@ -6,9 +6,11 @@
 //! and its own answer looks the peer's groups up in the user database
 //! (`getpwuid_r`, `getgrouplist`: /etc/passwd and /etc/group, or LDAP and
 //! SSSD where NSS says so), on a blocking thread, before it reads the
-//! client's first line. For root, whom the authorizer admits without
-//! groups, that is the whole of a command's connection work twice over;
-//! any other peer's credentials are zbus's, groups and all.
+//! client's first line. Root, whom the authorizer admits without groups,
+//! needs none of it, and a root command should not wait on a directory
+//! that does not answer; any other peer's credentials are zbus's, groups
+//! and all. (With /etc files behind NSS the lookup is cheap: no command
+//! measured faster without it.)
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};

@@ -574,7 +574,7 @@ fn mtu_one_member_at_a_time(lacp: &str) {
         let l = line(&out, "LOST netadm ");
         let n: Vec<u64> = l.split(' ').filter_map(|x| x.parse().ok()).collect();
         assert_eq!(n.len(), 2, "LOST netadm: {l:?}");
-        (n[0], sent_n - n[1])
+        (n[0], sent_n.saturating_sub(n[1]))
     };
     let longest = |way: &str| -> u64 {
         let l = line(&out, &format!("LONGEST {way} "));
