@@ -8,7 +8,7 @@ use netadm_kernel::{
 };
 
 mod common;
-use common::{Scratch, skip};
+use common::{Scratch, pair, skip};
 
 const MAC: [u8; 6] = [0x02, 0, 0, 0, 0x0a, 0x01];
 
@@ -37,10 +37,7 @@ fn nic(host: &Netlink) -> u32 {
 
 #[test]
 fn macvlans_over_a_nic_are_made_in_bridge_mode_straight_into_a_zone_and_read_back() {
-    if skip() {
-        return;
-    }
-    let (h, z) = (Scratch::new("mv-h"), Scratch::new("mv-z"));
+    let Some((h, z)) = pair("mv") else { return };
     let (host, zone, zns) = (h.netlink(), z.netlink(), z.open());
     let nic0 = nic(&host);
 
@@ -93,10 +90,7 @@ fn macvlans_over_a_nic_are_made_in_bridge_mode_straight_into_a_zone_and_read_bac
 
 #[test]
 fn a_veth_pair_takes_one_mtu_and_its_peer_can_start_in_a_zone() {
-    if skip() {
-        return;
-    }
-    let (h, z) = (Scratch::new("ve-h"), Scratch::new("ve-z"));
+    let Some((h, z)) = pair("ve") else { return };
     let (host, zone) = (h.netlink(), z.netlink());
     let opts = NewLink { mtu: Some(9000), mac: Some(MAC), ..Default::default() };
     host.add_veth("ve0", "ve0p", &opts, Some(&z.open())).unwrap();

@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use netadm_kernel::{KernelError, LinkCounters, Netlink, NewLink, PacketSocket, tcx};
 
 mod common;
-use common::{Scratch, skip};
+use common::{Scratch, pair};
 
 fn counters(nl: &Netlink, dev: &str) -> LinkCounters {
     nl.link_counters().unwrap()[dev]
@@ -55,10 +55,7 @@ fn received(ear: &Ear, nl: &Netlink, dev: &str, want: u64) -> u64 {
 #[test]
 fn a_peer_redirect_hands_what_a_device_receives_to_a_zones_veth_end_and_is_read_back_replaced_and_taken_off()
  {
-    if skip() {
-        return;
-    }
-    let (h, z) = (Scratch::new("tcx-h"), Scratch::new("tcx-z"));
+    let Some((h, z)) = pair("tcx") else { return };
     let (host, zone) = (h.netlink(), z.netlink());
     let up = NewLink { up: true, ..Default::default() };
     // Two guard ends here (`g1`, `g2`), their peers in the zone; frames
@@ -126,10 +123,7 @@ fn send_ip(ns: &Scratch, from: u32, ethertype: u16, packet: &[u8]) {
 
 #[test]
 fn a_pass_program_sends_on_only_untagged_non_udp_ipv4_from_its_mac_and_prefixes_counted() {
-    if skip() {
-        return;
-    }
-    let (h, z) = (Scratch::new("tcp-h"), Scratch::new("tcp-z"));
+    let Some((h, z)) = pair("tcp") else { return };
     let (host, zone) = (h.netlink(), z.netlink());
     let up = NewLink { up: true, ..Default::default() };
     // The guard end `g` here, its peer `v` in the zone, which sends; what

@@ -22,6 +22,12 @@ pub fn skip() -> bool {
     true
 }
 
+/// Two scratch namespaces, `<tag>-h` (the host's side) and `<tag>-z` (a
+/// zone's); none when the test is skipped ([`skip`]).
+pub fn pair(tag: &str) -> Option<(Scratch, Scratch)> {
+    (!skip()).then(|| (Scratch::new(&format!("{tag}-h")), Scratch::new(&format!("{tag}-z"))))
+}
+
 /// A scratch namespace (under /run/netns, as `ip netns add` makes it),
 /// loopback up; deleted on drop. Open handles into it (a [`Netlink`], a
 /// [`Netns`]) keep it alive until they go too, so declare them after it.
