@@ -58,10 +58,7 @@ fn host<'a>(r: &'a Run, h: &str) -> &'a str {
 
 #[test]
 fn ansible_applies_to_two_hosts_idempotently_checks_and_rolls_back_the_one_that_fails() {
-    if !netns_prerequisites(&["ansible-playbook"]) {
-        return;
-    }
-    let made = [Netns::unique("aa", "").unwrap(), Netns::unique("ab", "").unwrap()];
+    let Some(made) = namespaces(&["ansible-playbook"], "a", ["a", "b"]) else { return };
     let names = made.each_ref().map(|n| n.name().to_owned());
     let (bus_a, bus_b) = (Bus::start(), Bus::start());
     // Each host: the embedded default hardware, the kernel mirror on.

@@ -343,10 +343,7 @@ fn commit_confirmed_rolls_back_unless_confirmed_also_across_a_restart() {
 
 #[test]
 fn kernel_changes_are_read_back_and_a_failing_step_is_driven_back_entirely() {
-    if !netns_prerequisites(&[]) {
-        return;
-    }
-    let ns = Netns::unique("na", "").unwrap();
+    let Some([ns]) = namespaces(&[], "na", [""]) else { return };
     let name = ns.name().to_owned();
     let bus = Bus::start();
     let state = bus.subdir("state");

@@ -78,13 +78,7 @@ impl Far {
     /// The far side, or `None` (the test skipped) without root, ip, ping
     /// or dnsmasq.
     fn new(tag: &str, far_addr: &str, server_args: &[&str]) -> Option<Self> {
-        if !netns_prerequisites(&["ping", "dnsmasq"]) {
-            return None;
-        }
-        let ns = [
-            Netns::unique(&format!("{tag}a"), "").unwrap(),
-            Netns::unique(&format!("{tag}b"), "").unwrap(),
-        ];
+        let ns = namespaces(&["ping", "dnsmasq"], tag, ["a", "b"])?;
         let [a, b] = ns.each_ref().map(|n| n.name().to_owned());
         veth((&a, "va0"), (&b, "vb0")).unwrap();
         ip(&b, &["addr", "add", far_addr, "dev", "vb0", "nodad"]);

@@ -64,11 +64,7 @@ struct World {
 impl World {
     /// `None` (skipped) without root or ping, unless under CI.
     fn new(tag: &str, far_side: fn(&str, &str) -> Result<(), Error>, hw: Hardware) -> Option<Self> {
-        if !netns_prerequisites(&["ping"]) {
-            return None;
-        }
-        let a = Netns::unique(tag, "a").unwrap();
-        let b = Netns::unique(tag, "b").unwrap();
+        let [a, b] = namespaces(&["ping"], tag, ["a", "b"])?;
         far_side(a.name(), b.name()).unwrap();
         let bus = Bus::start();
         let state = bus.subdir("state");

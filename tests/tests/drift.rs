@@ -38,10 +38,7 @@ fn await_if(bus: &Bus, what: &str, want: impl Fn(&Value) -> bool) -> (Duration, 
 
 #[test]
 fn changes_behind_netadms_back_are_reported_and_refresh_if_puts_them_back() {
-    if !netns_prerequisites(&["setpriv"]) {
-        return;
-    }
-    let ns = Netns::unique("nd", "").unwrap();
+    let Some([ns]) = namespaces(&["setpriv"], "nd", [""]) else { return };
     let name = ns.name().to_owned();
     let bus = Bus::start();
     // The embedded default hardware, the kernel mirror on; its log read.

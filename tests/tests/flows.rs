@@ -192,11 +192,7 @@ fn udp_flow(bus: &Bus, port: u16, prop: &str, name: &str) {
 
 #[test]
 fn a_flow_holds_its_maxbw_and_a_high_priority_flow_keeps_its_rate_beside_a_flood() {
-    if !netns_prerequisites(&["ping"]) {
-        return;
-    }
-    let a = Netns::unique("flw", "a").unwrap();
-    let b = Netns::unique("flw", "b").unwrap();
+    let Some([a, b]) = namespaces(&["ping"], "flw", ["a", "b"]) else { return };
     netadm_far_side(a.name(), b.name()).unwrap();
     let bus = Bus::start();
     let state = bus.subdir("state");

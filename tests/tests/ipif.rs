@@ -45,10 +45,7 @@ struct Setup {
 impl Setup {
     /// The set-up, or `None` (the test skipped) without root and ip.
     fn new(tag: &str) -> Option<Self> {
-        if !netns_prerequisites(&[]) {
-            return None;
-        }
-        let made = Netns::unique(tag, "").unwrap();
+        let [made] = namespaces(&[], tag, [""])?;
         let ns = made.name().to_owned();
         veth((&ns, "va0"), (&ns, "vb0")).unwrap();
         let bus = Bus::start();

@@ -107,11 +107,7 @@ fn mac_slots_locations_and_ethernet_settings_of_emulated_ports() {
 /// no bus).
 #[test]
 fn kernel_ports_say_what_the_kernel_says() {
-    if !netns_prerequisites(&["ethtool"]) {
-        return;
-    }
-    let a = Netns::unique("sp", "a").unwrap();
-    let b = Netns::unique("sp", "b").unwrap();
+    let Some([a, b]) = namespaces(&["ethtool"], "sp", ["a", "b"]) else { return };
     veth((a.name(), "nic0"), (b.name(), "far0")).unwrap();
     for (ns, dev) in [(&a, "nic0"), (&b, "far0")] {
         ns.ip(&["link", "set", dev, "up"]).unwrap();

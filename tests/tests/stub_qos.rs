@@ -71,10 +71,7 @@ fn nice_of(pid: u32, name: &str) -> Option<i32> {
 
 #[test]
 fn maxbw_and_priority_act_on_what_a_vnic_over_an_etherstub_sends_through_its_switch() {
-    if !netns_prerequisites(&["iperf3", "ping"]) {
-        return;
-    }
-    let made = ["sqa", "sq1", "sq2"].map(|tag| Netns::unique(tag, "").unwrap());
+    let Some(made) = namespaces(&["iperf3", "ping"], "sq", ["a", "1", "2"]) else { return };
     let [a, z1, z2] = made.each_ref().map(|n| n.name().to_owned());
     let bus = Bus::start();
     let dir = bus.subdir("stubqos");
@@ -132,10 +129,7 @@ fn maxbw_and_priority_act_on_what_a_vnic_over_an_etherstub_sends_through_its_swi
 /// naming why, changing nothing. The switch path above is netadm's only.
 #[test]
 fn over_a_kernel_bridge_etherstub_priority_is_refused_and_maxbw_is_the_kernels() {
-    if !netns_prerequisites(&[]) {
-        return;
-    }
-    let a = Netns::unique("sqk", "").unwrap();
+    let Some([a]) = namespaces(&[], "sqk", [""]) else { return };
     let bus = Bus::start();
     let state = bus.subdir("kstub");
     // The etherstub made a kernel bridge in the persistent configuration

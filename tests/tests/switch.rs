@@ -127,10 +127,7 @@ fn mac_of(bus: &Bus, vnic: &str) -> [u8; 6] {
 
 #[test]
 fn vnics_over_one_etherstub_or_one_link_reach_each_other_through_netadms_switch() {
-    if !netns_prerequisites(&["ping", "sysctl"]) {
-        return;
-    }
-    let made = [Netns::unique("swa", "").unwrap(), Netns::unique("swb", "").unwrap()];
+    let Some(made) = namespaces(&["ping", "sysctl"], "sw", ["a", "b"]) else { return };
     let (a, b) = (made[0].name().to_owned(), made[1].name().to_owned());
     veth((&a, "va0"), (&b, "vb0")).unwrap();
     for args in [

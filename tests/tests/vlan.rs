@@ -131,10 +131,7 @@ fn idrops(bus: &Bus, link: &str) -> u64 {
 
 #[test]
 fn vid_tagged_vnics_send_and_receive_8021q_frames_on_a_real_wire_and_unknown_vids_are_dropped() {
-    if !netns_prerequisites(&["ping"]) {
-        return;
-    }
-    let made = [Netns::unique("vla", "").unwrap(), Netns::unique("vlb", "").unwrap()];
+    let Some(made) = namespaces(&["ping"], "vl", ["a", "b"]) else { return };
     let (a, b) = (made[0].name().to_owned(), made[1].name().to_owned());
     for i in 0..2 {
         veth((&a, &format!("va{i}")), (&b, &format!("vb{i}"))).unwrap();

@@ -67,10 +67,7 @@ fn show_if(bus: &Bus, name: &str) -> serde_json::Value {
 
 #[test]
 fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
-    if !netns_prerequisites(&["ping"]) {
-        return;
-    }
-    let made = ["za", "zb", "zz"].map(|tag| Netns::unique(tag, "").unwrap());
+    let Some(made) = namespaces(&["ping"], "z", ["a", "b", "z"]) else { return };
     let [a, b, z] = made.each_ref().map(|n| n.name().to_owned());
     netadm_far_side(&a, &b).unwrap();
     let bus = Bus::start();
@@ -210,10 +207,7 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
 /// VNIC that has the MAC), and nothing of it reaches the port's wire.
 #[test]
 fn two_zones_over_one_etherstub_ping_each_other() {
-    if !netns_prerequisites(&["ping"]) {
-        return;
-    }
-    let made = ["ea", "eb", "ez1", "ez2"].map(|tag| Netns::unique(tag, "").unwrap());
+    let Some(made) = namespaces(&["ping"], "e", ["a", "b", "z1", "z2"]) else { return };
     let [a, b, z1, z2] = made.each_ref().map(|n| n.name().to_owned());
     netadm_far_side(&a, &b).unwrap();
     let bus = Bus::start();

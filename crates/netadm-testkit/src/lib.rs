@@ -299,6 +299,17 @@ pub fn netns_prerequisites(tools: &[&str]) -> bool {
     prerequisites(Some("to make network namespaces"), &all)
 }
 
+/// A test's namespaces, `{tag}{pid}{suffix}` for each suffix, loopback
+/// up, once `tools` are there ([`netns_prerequisites`]); none when the
+/// test is skipped.
+pub fn namespaces<const N: usize>(
+    tools: &[&str],
+    tag: &str,
+    suffixes: [&str; N],
+) -> Option<[Netns; N]> {
+    netns_prerequisites(tools).then(|| suffixes.map(|s| Netns::unique(tag, s).unwrap()))
+}
+
 /// Waits (yielding) until `cond` holds, for at most `within`.
 pub fn try_wait_for(
     what: &str,
