@@ -43,18 +43,10 @@ fn mac_str(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
-fn own4() -> Ipv4Addr {
-    Ipv4Addr::new(192, 0, 2, 10)
-}
-fn their4() -> Ipv4Addr {
-    Ipv4Addr::new(192, 0, 2, 20)
-}
-fn gateway4() -> Ipv4Addr {
-    Ipv4Addr::new(192, 0, 2, 2)
-}
-fn their6() -> Ipv6Addr {
-    "2001:db8::20".parse().unwrap()
-}
+const OWN4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+const THEIR4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 20);
+const GATEWAY4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+const THEIR6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x20);
 
 /// One hostile frame: what it is, the protection that must drop it, and
 /// whether it is for every station (so the wire would carry it) or for
@@ -82,32 +74,32 @@ fn hostile(round: u32) -> Vec<Hostile> {
             "a spoofed source MAC",
             "mac-nospoof",
             true,
-            udp4(BCAST, NV, own4(), Ipv4Addr::BROADCAST, &mk(1)),
+            udp4(BCAST, NV, OWN4, Ipv4Addr::BROADCAST, &mk(1)),
         ),
         h(
             "a spoofed source MAC, to the neighbour",
             "mac-nospoof",
             false,
-            udp4(NV, NV, own4(), their4(), &mk(2)),
+            udp4(NV, NV, OWN4, THEIR4, &mk(2)),
         ),
         h(
             "a spoofed IPv4 source",
             "ip-nospoof",
             true,
-            udp4(BCAST, HV, their4(), Ipv4Addr::BROADCAST, &mk(3)),
+            udp4(BCAST, HV, THEIR4, Ipv4Addr::BROADCAST, &mk(3)),
         ),
         h(
             "a spoofed IPv4 source, to the neighbour",
             "ip-nospoof",
             false,
-            udp4(NV, HV, their4(), their4(), &mk(4)),
+            udp4(NV, HV, THEIR4, THEIR4, &mk(4)),
         ),
         h(
             "an IPv4 header shorter than its 20 bytes, the source behind it unvouched",
             "ip-nospoof",
             true,
             {
-                let mut f = udp4(BCAST, HV, own4(), Ipv4Addr::BROADCAST, &mk(12));
+                let mut f = udp4(BCAST, HV, OWN4, Ipv4Addr::BROADCAST, &mk(12));
                 f[14] = 0x44;
                 f
             },
@@ -118,7 +110,7 @@ fn hostile(round: u32) -> Vec<Hostile> {
             true,
             [
                 eth([0x33, 0x33, 0, 0, 0, 1], HV, 0x86dd),
-                ipv6(their6(), "ff02::1".parse().unwrap(), 17, &udp(4000, 4001, &mk(5))),
+                ipv6(THEIR6, "ff02::1".parse().unwrap(), 17, &udp(4000, 4001, &mk(5))),
             ]
             .concat(),
         ),
@@ -126,13 +118,13 @@ fn hostile(round: u32) -> Vec<Hostile> {
             "an ARP reply claiming the gateway's address",
             "ip-nospoof",
             true,
-            [eth(BCAST, HV, 0x0806), arp(2, HV, gateway4(), their4()), mk(6)].concat(),
+            [eth(BCAST, HV, 0x0806), arp(2, HV, GATEWAY4, THEIR4), mk(6)].concat(),
         ),
         h(
             "an ARP reply claiming the neighbour's MAC",
             "mac-nospoof",
             true,
-            [eth(BCAST, HV, 0x0806), arp(2, NV, own4(), their4()), mk(7)].concat(),
+            [eth(BCAST, HV, 0x0806), arp(2, NV, OWN4, THEIR4), mk(7)].concat(),
         ),
         h(
             "a DHCP server's offer",
@@ -141,7 +133,7 @@ fn hostile(round: u32) -> Vec<Hostile> {
             [
                 eth(BCAST, HV, 0x0800),
                 ipv4(
-                    own4(),
+                    OWN4,
                     Ipv4Addr::BROADCAST,
                     17,
                     &udp(67, 68, &bootp(2, NV, &[&[53, 1, 2][..], &mk(8)].concat())),
@@ -181,7 +173,7 @@ fn hostile(round: u32) -> Vec<Hostile> {
             [
                 eth(BCAST, HV, 0x8100),
                 vec![0, 7, 0x08, 0x00],
-                ipv4(their4(), Ipv4Addr::BROADCAST, 17, &udp(4000, 4001, &mk(11))),
+                ipv4(THEIR4, Ipv4Addr::BROADCAST, 17, &udp(4000, 4001, &mk(11))),
             ]
             .concat(),
         ),
@@ -192,7 +184,7 @@ fn hostile(round: u32) -> Vec<Hostile> {
 /// everything sent before it on that path.
 fn sentinel(round: u32) -> (Vec<u8>, Vec<u8>) {
     let m = format!("NETADM-SENTINEL-{round}").into_bytes();
-    (udp4(BCAST, HV, own4(), Ipv4Addr::new(192, 0, 2, 255), &m), m)
+    (udp4(BCAST, HV, OWN4, Ipv4Addr::new(192, 0, 2, 255), &m), m)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

@@ -14,18 +14,10 @@ const ME: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const HIM: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const BCAST: [u8; 6] = [0xff; 6];
 
-fn me4() -> Ipv4Addr {
-    Ipv4Addr::new(10, 0, 0, 1)
-}
-fn him4() -> Ipv4Addr {
-    Ipv4Addr::new(10, 0, 0, 2)
-}
-fn me6() -> Ipv6Addr {
-    "2001:db8::1".parse().unwrap()
-}
-fn him6() -> Ipv6Addr {
-    "2001:db8::2".parse().unwrap()
-}
+const ME4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const HIM4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const ME6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const HIM6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 
 fn all() -> Policy {
     Policy {
@@ -34,7 +26,7 @@ fn all() -> Policy {
         ip_nospoof: true,
         dhcp_nospoof: true,
         restricted: true,
-        allowed: vec![(me4().into(), 32), (me6().into(), 128), (link_local(ME).into(), 128)],
+        allowed: vec![(ME4.into(), 32), (ME6.into(), 128), (link_local(ME).into(), 128)],
         leased: None,
         cids: vec![],
     }
@@ -48,43 +40,43 @@ fn dhcp4(src_mac: [u8; 6], sport: u16, dport: u16, m: &[u8]) -> Vec<u8> {
 #[test]
 fn own_traffic_passes() {
     let p = all();
-    let udp4 = [eth(HIM, ME, ETH_IPV4), ipv4(me4(), him4(), IPPROTO_UDP, &udp(1, 2, b"x"))];
+    let udp4 = [eth(HIM, ME, ETH_IPV4), ipv4(ME4, HIM4, IPPROTO_UDP, &udp(1, 2, b"x"))];
     assert_eq!(p.check(&udp4.concat()), Ok(()));
-    let udp6 = [eth(HIM, ME, ETH_IPV6), ipv6(me6(), him6(), IPPROTO_UDP, &udp(1, 2, b"x"))];
+    let udp6 = [eth(HIM, ME, ETH_IPV6), ipv6(ME6, HIM6, IPPROTO_UDP, &udp(1, 2, b"x"))];
     assert_eq!(p.check(&udp6.concat()), Ok(()));
-    let arp4 = [eth(BCAST, ME, ETH_ARP), arp(1, ME, me4(), him4())].concat();
+    let arp4 = [eth(BCAST, ME, ETH_ARP), arp(1, ME, ME4, HIM4)].concat();
     assert_eq!(p.check(&arp4), Ok(()));
     // An ARP probe and a DHCP discover send from 0.0.0.0.
-    let probe = [eth(BCAST, ME, ETH_ARP), arp(1, ME, Ipv4Addr::UNSPECIFIED, me4())].concat();
+    let probe = [eth(BCAST, ME, ETH_ARP), arp(1, ME, Ipv4Addr::UNSPECIFIED, ME4)].concat();
     assert_eq!(p.check(&probe), Ok(()));
     let discover = dhcp4(ME, 68, 67, &bootp(1, ME, &[53, 1, 1, 61, 7, 1, 2, 0, 0, 0, 0, 1]));
     assert_eq!(p.check(&discover), Ok(()));
     // From the link-local address: a router solicitation with our MAC.
     let rs = [&[133, 0, 0, 0, 0, 0, 0, 0, 1, 1][..], &ME].concat();
-    let ll = [eth(HIM, ME, ETH_IPV6), ipv6(link_local(ME), him6(), IPPROTO_ICMPV6, &rs)];
+    let ll = [eth(HIM, ME, ETH_IPV6), ipv6(link_local(ME), HIM6, IPPROTO_ICMPV6, &rs)];
     assert_eq!(p.check(&ll.concat()), Ok(()));
 }
 
 #[test]
 fn each_rule_refuses_its_forgeries() {
     let p = all();
-    let spoofed_mac = [eth(HIM, HIM, ETH_IPV4), ipv4(me4(), him4(), 6, &[0; 20])].concat();
+    let spoofed_mac = [eth(HIM, HIM, ETH_IPV4), ipv4(ME4, HIM4, 6, &[0; 20])].concat();
     assert_eq!(p.check(&spoofed_mac), Err(Reason::Mac));
-    let arp_sha = [eth(BCAST, ME, ETH_ARP), arp(2, HIM, me4(), him4())].concat();
+    let arp_sha = [eth(BCAST, ME, ETH_ARP), arp(2, HIM, ME4, HIM4)].concat();
     assert_eq!(p.check(&arp_sha), Err(Reason::Mac));
     let other = [eth(HIM, ME, 0x88b5), vec![0; 46]].concat();
     assert_eq!(p.check(&other), Err(Reason::Restricted));
     let tagged = [eth(HIM, ME, 0x8100), vec![0, 7, 8, 0], vec![0; 46]].concat();
     assert_eq!(p.check(&tagged), Err(Reason::Restricted));
-    let v4 = [eth(HIM, ME, ETH_IPV4), ipv4(him4(), me4(), 6, &[0; 20])].concat();
+    let v4 = [eth(HIM, ME, ETH_IPV4), ipv4(HIM4, ME4, 6, &[0; 20])].concat();
     assert_eq!(p.check(&v4), Err(Reason::Ip));
-    let v6 = [eth(HIM, ME, ETH_IPV6), ipv6(him6(), me6(), 6, &[0; 20])].concat();
+    let v6 = [eth(HIM, ME, ETH_IPV6), ipv6(HIM6, ME6, 6, &[0; 20])].concat();
     assert_eq!(p.check(&v6), Err(Reason::Ip));
-    let forged_arp = [eth(BCAST, ME, ETH_ARP), arp(2, ME, him4(), me4())].concat();
+    let forged_arp = [eth(BCAST, ME, ETH_ARP), arp(2, ME, HIM4, ME4)].concat();
     assert_eq!(p.check(&forged_arp), Err(Reason::Ip));
     // A neighbour advertisement from our address claiming his.
-    let na = [&[136, 0, 0, 0, 0x20, 0, 0, 0][..], &him6().octets()].concat();
-    let na = [eth(HIM, ME, ETH_IPV6), ipv6(me6(), him6(), IPPROTO_ICMPV6, &na)].concat();
+    let na = [&[136, 0, 0, 0, 0x20, 0, 0, 0][..], &HIM6.octets()].concat();
+    let na = [eth(HIM, ME, ETH_IPV6), ipv6(ME6, HIM6, IPPROTO_ICMPV6, &na)].concat();
     assert_eq!(p.check(&na), Err(Reason::Ip));
     let offer = dhcp4(ME, 67, 68, &bootp(2, HIM, &[53, 1, 2]));
     assert_eq!(p.check(&offer), Err(Reason::Dhcp));
@@ -93,7 +85,7 @@ fn each_rule_refuses_its_forgeries() {
     let their_chaddr = dhcp4(ME, 68, 67, &bootp(1, HIM, &[53, 1, 1]));
     assert_eq!(p.check(&their_chaddr), Err(Reason::Dhcp));
     let adv = [&[2, 0, 0, 1][..], &[0, 1, 0, 10, 0, 3, 0, 1], &ME].concat();
-    let adv = ipv6(link_local(ME), him6(), IPPROTO_UDP, &udp(547, 546, &adv));
+    let adv = ipv6(link_local(ME), HIM6, IPPROTO_UDP, &udp(547, 546, &adv));
     assert_eq!(p.check(&[eth(HIM, ME, ETH_IPV6), adv].concat()), Err(Reason::Dhcp));
     assert_eq!(p.check(&[0; 10]), Err(Reason::Mac));
 }
@@ -107,11 +99,11 @@ fn allowed_lists_and_leases() {
         cids: vec![b"tenant".to_vec()],
         ..all()
     };
-    let from = |ip: Ipv4Addr| [eth(HIM, ME, ETH_IPV4), ipv4(ip, him4(), 6, &[0; 20])].concat();
+    let from = |ip: Ipv4Addr| [eth(HIM, ME, ETH_IPV4), ipv4(ip, HIM4, 6, &[0; 20])].concat();
     assert_eq!(p.check(&from(Ipv4Addr::new(192, 0, 2, 77))), Ok(()));
-    assert_eq!(p.check(&from(me4())), Err(Reason::Ip));
-    leased.lock().unwrap().push((IpAddr::V4(me4()), 24));
-    assert_eq!(p.check(&from(me4())), Ok(()));
+    assert_eq!(p.check(&from(ME4)), Err(Reason::Ip));
+    leased.lock().unwrap().push((IpAddr::V4(ME4), 24));
+    assert_eq!(p.check(&from(ME4)), Ok(()));
     let cid = |c: &[u8]| {
         let opts = [&[53, 1, 3, 61, c.len() as u8][..], c].concat();
         p.check(&dhcp4(ME, 68, 67, &bootp(1, HIM, &opts)))
@@ -125,7 +117,7 @@ fn allowed_lists_and_leases() {
 #[test]
 fn only_what_is_on_is_checked() {
     let p = Policy { mac: ME, mac_nospoof: true, ..Default::default() };
-    let v4 = [eth(HIM, ME, ETH_IPV4), ipv4(him4(), me4(), 6, &[0; 20])].concat();
+    let v4 = [eth(HIM, ME, ETH_IPV4), ipv4(HIM4, ME4, 6, &[0; 20])].concat();
     assert_eq!(p.check(&v4), Ok(()));
     let other = [eth(HIM, ME, 0x88b5), vec![0; 46]].concat();
     assert_eq!(p.check(&other), Ok(()));
@@ -152,15 +144,15 @@ type Parts = (
 fn frames() -> impl Strategy<Value = Vec<u8>> {
     let macs = prop::sample::select(vec![ME, HIM, BCAST, [0; 6]]);
     let v4s = prop::sample::select(vec![
-        me4(),
-        him4(),
+        ME4,
+        HIM4,
         Ipv4Addr::UNSPECIFIED,
         Ipv4Addr::new(192, 0, 2, 9),
         Ipv4Addr::BROADCAST,
     ]);
     let v6s = prop::sample::select(vec![
-        me6(),
-        him6(),
+        ME6,
+        HIM6,
         link_local(ME),
         link_local(HIM),
         Ipv6Addr::UNSPECIFIED,
@@ -325,9 +317,9 @@ proptest! {
     fn own_traffic_goes(p in policies(), dst in prop::sample::select(vec![HIM, BCAST]),
                         payload in prop::collection::vec(any::<u8>(), 0..200), v6 in any::<bool>()) {
         let f = if v6 {
-            [eth(dst, ME, ETH_IPV6), ipv6(me6(), him6(), IPPROTO_TCP, &payload)].concat()
+            [eth(dst, ME, ETH_IPV6), ipv6(ME6, HIM6, IPPROTO_TCP, &payload)].concat()
         } else {
-            [eth(dst, ME, ETH_IPV4), ipv4(me4(), him4(), IPPROTO_TCP, &payload)].concat()
+            [eth(dst, ME, ETH_IPV4), ipv4(ME4, HIM4, IPPROTO_TCP, &payload)].concat()
         };
         prop_assert_eq!(p.check(&f), Ok(()));
     }
