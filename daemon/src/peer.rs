@@ -23,18 +23,23 @@ use zbus::fdo::ConnectionCredentials;
 #[derive(Debug)]
 pub struct PeerStream {
     stream: tokio::net::UnixStream,
+    uid: Option<u32>,
     root: Option<u32>,
 }
 
 impl PeerStream {
-    /// `stream`, whose peer the kernel reports (`SO_PEERCRED`).
+    /// `stream`, whose peer the kernel reports (`SO_PEERCRED`, read once).
     pub fn new(stream: tokio::net::UnixStream) -> Self {
-        let root = stream
-            .peer_cred()
-            .ok()
+        let cred = stream.peer_cred().ok();
+        let root = cred
             .filter(|c| c.uid() == 0)
             .map(|c| c.pid().and_then(|p| u32::try_from(p).ok()).unwrap_or(0));
-        Self { stream, root }
+        Self { stream, uid: cred.map(|c| c.uid()), root }
+    }
+
+    /// The peer's uid, as the kernel reported it.
+    pub fn uid(&self) -> Option<u32> {
+        self.uid
     }
 }
 
@@ -129,6 +134,10 @@ mod tests {
         assert_eq!(got.unix_user_id(), Some(me.uid()));
         assert_eq!(also.unix_user_id(), Some(me.uid()));
         assert_eq!(got.process_id(), me.pid().map(|p| p as u32));
+        assert_eq!(
+            PeerStream::new(tokio::net::UnixStream::pair().unwrap().0).uid(),
+            Some(me.uid())
+        );
         if me.uid() == 0 {
             // Read from the socket alone: no user database, so no groups.
             assert_eq!(got.unix_group_ids(), None);
@@ -136,5 +145,16 @@ mod tests {
             // zbus's own answer, with the groups.
             assert!(got.unix_group_ids().is_some_and(|g| !g.is_empty()));
         }
+    }
+
+    #[tokio::test]
+    async fn anyone_but_root_gets_the_answer_zbus_gives() {
+        let theirs =
+            || ConnectionCredentials::default().set_unix_user_id(1000).add_unix_group_id(100);
+        let got = credentials(None, std::future::ready(Ok(theirs()))).await.unwrap();
+        assert_eq!((got.unix_user_id(), got.unix_group_ids()), (Some(1000), Some(&vec![100])));
+        let root = credentials(Some(7), std::future::ready(Ok(theirs()))).await.unwrap();
+        assert_eq!((root.unix_user_id(), root.process_id()), (Some(0), Some(7)));
+        assert_eq!(root.unix_group_ids(), None);
     }
 }

@@ -596,11 +596,11 @@ async fn serve_private(listener: tokio::net::UnixListener, manager: Manager) {
                 return;
             }
         };
-        let manager =
-            Manager { peer_uid: stream.peer_cred().ok().map(|c| c.uid()), ..manager.clone() };
+        let peer = crate::peer::PeerStream::new(stream);
+        let manager = Manager { peer_uid: peer.uid(), ..manager.clone() };
         tokio::spawn(async move {
             let conn = async {
-                zbus::connection::Builder::socket(crate::peer::PeerStream::new(stream))
+                zbus::connection::Builder::socket(peer)
                     .server(zbus::Guid::generate())?
                     .p2p()
                     .serve_at(ROOT_PATH, manager)?
