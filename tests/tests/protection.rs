@@ -550,6 +550,40 @@ fn metrics(w: &World) -> String {
     })
 }
 
+/// A protected VNIC over a kernel port is a veth pair whose far end
+/// netadm guards: both ends carry the link's MTU, before and after it
+/// changes, and a frame of the new size crosses them.
+#[test]
+fn a_guarded_kernel_vnics_veth_follows_its_links_mtu() {
+    let Some(w) = World::new("m", true) else { return };
+    w.vnics();
+    let mtu_of = |ns: &str, dev: &str| {
+        let line = ip(ns, &["-o", "link", "show", "dev", dev]);
+        let mtu = line.split_whitespace().skip_while(|f| *f != "mtu").nth(1);
+        mtu.and_then(|m| m.parse::<u32>().ok()).unwrap_or_else(|| panic!("no mtu in {line}"))
+    };
+    let links = ip(w.a.name(), &["-o", "link", "show"]);
+    let end = links.split(": ").find(|d| d.starts_with("npg")).expect("the guard end");
+    let end = end.split('@').next().unwrap().to_owned();
+    let ends = || [mtu_of(w.z1.name(), "hv0"), mtu_of(w.a.name(), &end)];
+    assert_eq!(ends(), [1500, 1500], "hv0's zone end and its guard end {end}");
+    let ping = |size: &str| {
+        let args = ["netns", "exec", w.z1.name(), "ping", "-c", "1", "-W", "2", "-M", "do"];
+        std::process::Command::new("ip")
+            .args(args)
+            .args(["-s", size, "192.0.2.20"])
+            .output()
+            .unwrap()
+    };
+    for mtu in [9000, 1500] {
+        json(&w.bus, &["set-linkprop", "-p", &format!("mtu={mtu}"), w.link]);
+        assert_eq!(ends(), [mtu, mtu], "hv0's zone end and its guard end {end}");
+        // The largest unfragmented echo of the MTU, to nv0 on the same link.
+        let out = ping(&(mtu - 28).to_string());
+        assert!(out.status.success(), "a {mtu}-byte ping from the protected zone: {out:?}");
+    }
+}
+
 #[test]
 fn a_hostile_tenant_on_an_emulated_vnic_reaches_no_one() {
     hostile_tenant("e", false);

@@ -779,8 +779,8 @@ impl Kernel {
             self.port_props(&k.1, d, was)?;
         }
         // A veth pair's two ends carry one MTU (the larger end's frames
-        // are dropped by the other).
-        if let What::Veth { peer, .. } = &d.what
+        // are dropped by the other): a switched VNIC's and a guarded one's.
+        if let What::Veth { peer, .. } | What::Guarded { peer } = &d.what
             && let Some(end) = self.find(&(None, peer.clone()))?
             && end.mtu != d.mtu
         {
