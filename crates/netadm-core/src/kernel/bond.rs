@@ -232,44 +232,56 @@ impl Kernel {
                 steps.push(format!("{} alone (nothing else carrying), changed as it was", m.name));
                 continue;
             }
-            let mut what = String::new();
             // The bond's own frames go out of `others[0]` meanwhile.
             let steered = match mode {
                 Some(md) if md.has_active_port() => None,
                 _ => Some(self.steer(l.index, &others[0])?),
             };
-            let down = match mode {
-                Some(md) if md.has_active_port() => {
-                    if m.bond_port.as_ref().is_some_and(|p| p.active) {
-                        let next = &others[0];
-                        self.nl.set_active_port(l.index, next.index).map_err(kerr)?;
-                        let (_, ok) = self.await_state(next.index, ACTIVE_WITHIN, |n| {
-                            n.bond_port.as_ref().is_some_and(|p| p.active)
-                        })?;
-                        what = if ok {
-                            format!(", {} made active first", next.name)
-                        } else {
-                            format!(", {} not active within {ACTIVE_WITHIN:?}", next.name)
-                        };
+            let handed = (|| -> Result<(bool, String), CoreError> {
+                let mut what = String::new();
+                let down = match mode {
+                    Some(md) if md.has_active_port() => {
+                        if m.bond_port.as_ref().is_some_and(|p| p.active) {
+                            let next = &others[0];
+                            self.nl.set_active_port(l.index, next.index).map_err(kerr)?;
+                            let (_, ok) = self.await_state(next.index, ACTIVE_WITHIN, |n| {
+                                n.bond_port.as_ref().is_some_and(|p| p.active)
+                            })?;
+                            what = if ok {
+                                format!(", {} made active first", next.name)
+                            } else {
+                                format!(", {} not active within {ACTIVE_WITHIN:?}", next.name)
+                            };
+                        }
+                        false
                     }
-                    false
+                    Some(BondMode::Lacp) => {
+                        what = format!(", {}", self.stop_distributing(&l.name, m)?);
+                        true
+                    }
+                    _ => true,
+                };
+                if down {
+                    self.nl.set_link(m.index, Some(false), None).map_err(kerr)?;
                 }
-                Some(BondMode::Lacp) => {
-                    what = format!(", {}", self.stop_distributing(&l.name, m)?);
-                    true
+                let changed = self.nl.set_link(m.index, None, Some(mtu)).map_err(kerr);
+                // A member taken down comes back up whether or not its
+                // MTU changed.
+                if down {
+                    let up = self.nl.set_link(m.index, Some(true), None).map_err(kerr);
+                    changed.and(up)?;
+                } else {
+                    changed?;
                 }
-                _ => true,
-            };
-            if down {
-                self.nl.set_link(m.index, Some(false), None).map_err(kerr)?;
-            }
-            self.nl.set_link(m.index, None, Some(mtu)).map_err(kerr)?;
-            if down {
-                self.nl.set_link(m.index, Some(true), None).map_err(kerr)?;
-            }
-            let (_, back) = self.await_state(m.index, BACK_WITHIN, |n| carrying(n, mode))?;
-            if let Some(s) = steered {
-                what.push_str(&self.unsteer(l.index, s)?);
+                let (_, back) = self.await_state(m.index, BACK_WITHIN, |n| carrying(n, mode))?;
+                Ok((back, what))
+            })();
+            // The bond's frames go back to the bond's own choice whatever
+            // happened: left steered, they would all leave by one member.
+            let unsteered = steered.map(|s| self.unsteer(l.index, s)).transpose();
+            let (back, mut what) = handed?;
+            if let Some(u) = unsteered? {
+                what.push_str(&u);
             }
             let took = t0.elapsed();
             if !back {
