@@ -195,6 +195,17 @@ impl Backend for Machine {
         Ok(ip || links)
     }
 
+    fn unshrink(&self, from: &View<'_>, to: &View<'_>) {
+        // The mirror's, by syncing back; the kernel links', device by
+        // device.
+        let _ = self.kernel(to, from, &mut Timing::new());
+        if let Some(k) = &self.kernel
+            && let Err(e) = k.unshrink(from, to)
+        {
+            tracing::warn!("putting back the kernel links' MTUs: {e}");
+        }
+    }
+
     fn drive(
         &self,
         from: &View<'_>,

@@ -382,6 +382,34 @@ impl Kernel {
         Ok(!down.is_empty())
     }
 
+    /// Puts back what [`Kernel::shrink`] lowered for the change from `vf`
+    /// to `vt` (when a later step of the change failed, or the shrink
+    /// itself part way): each device's MTU as `vf` has it, the lowest
+    /// layers first, as MTUs go up. A device already there is left alone.
+    pub(crate) fn unshrink(&self, vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError> {
+        let (a, b) = self.touched(vf, vt);
+        let mut up: Vec<(&Key, &Dev)> = a
+            .iter()
+            .filter(|(k, o)| b.get(*k).is_some_and(|d| o.same_device(d) && d.mtu < o.mtu))
+            .collect();
+        up.sort_by_key(|(_, o)| o.layer);
+        for (k, o) in up {
+            if o.what == What::Port && o.master.is_some() {
+                continue;
+            }
+            if let Some(l) = self.find(k)?
+                && l.mtu != o.mtu
+            {
+                if matches!(o.what, What::Bond(_)) {
+                    self.bond_mtu(&l, o.mtu, &o.link)?;
+                } else {
+                    self.conn(&k.0)?.nl().set_link(l.index, None, Some(o.mtu)).map_err(kerr)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Brings the kernel from `vf` to `vt`: devices that go, devices that
     /// come, properties, MTUs that go up; then reads back every device it
     /// touched. On failure, drives it back to `vf` and returns the error.

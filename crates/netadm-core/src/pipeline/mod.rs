@@ -47,6 +47,9 @@ pub(crate) trait Backend {
     /// Before the ports change: what must shrink first (kernel MTUs that
     /// go down). Whether it changed anything.
     fn shrink(&self, from: &View<'_>, to: &View<'_>) -> Result<bool, CoreError>;
+    /// Puts back what [`Backend::shrink`] lowered for the change from
+    /// `from` to `to` (best effort: a step after it failed).
+    fn unshrink(&self, from: &View<'_>, to: &View<'_>);
     /// Drives the ports from `from` to `to`; on failure puts them back to
     /// `from` and returns the error.
     fn drive(
@@ -538,9 +541,7 @@ fn change_backend(
 ) -> Result<(), CoreError> {
     b.prepare(vt);
     // What shrank is put back as it was if anything below fails.
-    let unshrink = || {
-        let _ = b.kernel(vt, vf, &mut Timing::new());
-    };
+    let unshrink = || b.unshrink(vf, vt);
     let shrunk = b.shrink(vf, vt).inspect_err(|_| unshrink())?;
     if let Err(e) = b.drive(vf, vt, t, progress) {
         if shrunk {
