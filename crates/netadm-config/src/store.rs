@@ -3,8 +3,11 @@
 //!
 //! Rewriting the whole file costs what the whole configuration costs (at
 //! 10,000 VNICs, 0.8 MB serialised and fsync'd per verb), so a change is
-//! appended to `links.journal` instead: one line per changed entry (the
-//! entry's new value, or its removal), fsync'd before the verb answers. The
+//! appended to `links.journal` instead: one line per change, the array of
+//! the entries it changed (each entry's new value, or its removal), under
+//! one checksum, fsync'd before the verb answers, and replayed whole or not
+//! at all. (A line holding one entry alone, as earlier versions wrote one
+//! per entry, still replays.) The
 //! journal's first line names, by hash, the exact `links.toml` it continues;
 //! loading replays it only onto that file. When the journal has grown as
 //! large as `links.toml` (and whenever netadmd starts or stops) the state is
@@ -390,8 +393,9 @@ impl Store {
 
     /// Applies the journal to `state` if it continues the `links.toml` of
     /// hash `base`. A last line cut short (a crash while appending) is
-    /// dropped: its change was never acknowledged. Any other bad line is a
-    /// [`StoreError::Parse`] naming the journal and the line.
+    /// dropped, every entry of its change with it: the change was never
+    /// acknowledged. Any other bad line is a [`StoreError::Parse`] naming
+    /// the journal and the line.
     fn replay(&self, base: u64, state: &mut LinkState) -> Result<(), StoreError> {
         let bytes = match fs::read(&self.journal_path) {
             Ok(b) => b,
@@ -432,10 +436,20 @@ impl Store {
                 }
                 return Err(bad("journal record damaged (checksum mismatch)".to_owned()));
             }
-            let entry: Entry =
-                serde_json::from_slice(payload).map_err(|e| bad(format!("journal record: {e}")))?;
-            entry.validate().map_err(|e| bad(format!("journal record: {e}")))?;
-            entry.apply(state);
+            // A change's entries (an array), or one entry alone (as
+            // journals of earlier versions hold them).
+            let entries: Vec<Entry> = if payload.first() == Some(&b'[') {
+                serde_json::from_slice(payload)
+            } else {
+                serde_json::from_slice(payload).map(|e| vec![e])
+            }
+            .map_err(|e| bad(format!("journal record: {e}")))?;
+            for e in &entries {
+                e.validate().map_err(|e| bad(format!("journal record: {e}")))?;
+            }
+            for e in entries {
+                e.apply(state);
+            }
         }
         Ok(())
     }
@@ -453,21 +467,22 @@ impl Store {
         if changes.is_empty() {
             return Ok(());
         }
-        let mut text = String::new();
         for e in &changes {
             e.validate().map_err(|error| StoreError::Invalid { path: self.path.clone(), error })?;
-            let json = serde_json::to_string(e).map_err(|e| StoreError::Serialize {
-                path: self.journal_path.clone(),
-                message: e.to_string(),
-            })?;
-            if serde_json::from_str::<Entry>(&json).ok().as_ref() != Some(e) {
-                return Err(StoreError::Serialize {
-                    path: self.journal_path.clone(),
-                    message: format!("record does not read back: {json}"),
-                });
-            }
-            text += &format!("{:016x} {json}\n", fnv(json.as_bytes()));
         }
+        // The whole change, one record: a crash while it is written loses
+        // all of it (never acknowledged), not the entries after a cut.
+        let json = serde_json::to_string(&changes).map_err(|e| StoreError::Serialize {
+            path: self.journal_path.clone(),
+            message: e.to_string(),
+        })?;
+        if serde_json::from_str::<Vec<Entry>>(&json).ok().as_ref() != Some(&changes) {
+            return Err(StoreError::Serialize {
+                path: self.journal_path.clone(),
+                message: format!("record does not read back: {json}"),
+            });
+        }
+        let text = format!("{:016x} {json}\n", fnv(json.as_bytes()));
         let mut j = self.journal();
         if j.base_len < self.journal_from {
             drop(j);

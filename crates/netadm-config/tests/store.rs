@@ -502,6 +502,40 @@ fn appended_changes_replay_and_a_torn_last_record_is_dropped() {
 }
 
 #[test]
+fn a_change_cut_short_replays_none_of_its_entries_and_older_journals_still_load() {
+    let (tmp, store, base) = journaled("whole");
+    // Two entries: an interface added, a VNIC removed.
+    let mut next = base.clone();
+    next.interface.insert("vnic9".parse().unwrap(), IfConf::default());
+    next.vnic.remove("vnic1");
+    store.append(&base, &next).unwrap();
+    let whole = fs::read(store.journal_path()).unwrap();
+    let lines: Vec<&[u8]> = whole.split_inclusive(|&b| b == b'\n').collect();
+    assert_eq!(lines.len(), 2, "the header and one record for the change");
+    let load = || Store::open(&tmp.0).unwrap().journal_from(0).load().unwrap();
+    assert_eq!(load(), next);
+    // A crash while the record was written, both entries in it but not
+    // its end: the change was never acknowledged, and none of it is there.
+    fs::write(store.journal_path(), &whole[..whole.len() - 2]).unwrap();
+    assert_eq!(load(), base, "part of a change replayed");
+    // The same change as earlier versions journaled it, an entry a line.
+    let fnv = |b: &[u8]| {
+        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+            (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3)
+        })
+    };
+    let mut older = lines[0].to_vec();
+    let changes = netadm_config::diff(&base, &next);
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    for e in &changes {
+        let json = serde_json::to_string(e).unwrap();
+        older.extend_from_slice(format!("{:016x} {json}\n", fnv(json.as_bytes())).as_bytes());
+    }
+    fs::write(store.journal_path(), &older).unwrap();
+    assert_eq!(load(), next, "a journal of one entry a line");
+}
+
+#[test]
 fn a_journal_naming_another_links_toml_is_ignored() {
     let (tmp, store, base) = journaled("stale");
     let mut next = base.clone();
