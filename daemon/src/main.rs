@@ -144,6 +144,9 @@ fn run(args: Args) -> Result<(), String> {
         Some(p) => HardwareConfig::load(p).map_err(|e| e.to_string())?,
         None => HardwareConfig::embedded_default(),
     };
+    // Held until the process ends: before the store is opened, which
+    // tidies the directory and replays its journal.
+    let _owner = own_state_dir(&args.state_dir)?;
     let store = Store::open(&args.state_dir).map_err(|e| e.to_string())?;
     let mirror = args.kernel_mirror == "on";
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -170,6 +173,36 @@ fn run(args: Args) -> Result<(), String> {
     })
 }
 
+/// Claims state directory `dir` (made, mode 0700, if missing) for this
+/// process with an exclusive `flock` on it, held while the returned file
+/// is open: a second netadmd on the same directory stops here, before it
+/// removes the first one's staged save or folds the journal the first one
+/// is still appending to into `links.toml`.
+fn own_state_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::io::AsRawFd;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: cannot create the state directory: {e}", dir.display()))?;
+    let f = std::fs::File::open(dir)
+        .map_err(|e| format!("{}: cannot open the state directory: {e}", dir.display()))?;
+    // SAFETY: flock on a descriptor we own; it does not outlive `f`.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.kind() == std::io::ErrorKind::WouldBlock {
+            format!(
+                "{}: the state directory is in use by another netadmd; stop it first",
+                dir.display()
+            )
+        } else {
+            format!("{}: cannot lock the state directory: {e}", dir.display())
+        });
+    }
+    Ok(f)
+}
+
 /// The private socket's path, if netadmd serves one: as `--private-socket`
 /// says, else the system bus's netadmd's.
 fn private_socket(args: &Args) -> Option<PathBuf> {
@@ -182,6 +215,18 @@ fn private_socket(args: &Args) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_second_netadmd_on_a_state_directory_in_use_stops_before_touching_it() {
+        let dir = std::env::temp_dir().join(format!("netadmd-owner-{}", std::process::id()));
+        let first = super::own_state_dir(&dir).expect("a fresh directory is claimed");
+        let e = super::own_state_dir(&dir).expect_err("a second claim while the first holds");
+        assert!(e.contains("in use by another netadmd"), "{e}");
+        drop(first);
+        let again = super::own_state_dir(&dir).expect("claimed again once let go");
+        drop(again);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
     #[test]
     fn the_private_socket_is_the_system_netadmds_unless_told() {
         use clap::Parser;
