@@ -23,6 +23,12 @@ const BUCKETS: [f64; 14] =
 /// dropped: nothing a scraper sends needs more.
 const MAX_REQUEST: usize = 8192;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapes answered at once; a connection beyond them is closed as it is
+/// accepted, so idle connections cannot take the daemon's descriptors.
+const MAX_CONNECTIONS: usize = 32;
+/// After a failed accept (out of descriptors), the listener waits this
+/// long before the next, rather than spin on the error.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// One verb's books.
 #[derive(Default)]
@@ -60,13 +66,24 @@ pub async fn start(addr: &str, core: Arc<Core>) -> Result<SocketAddr, String> {
         .await
         .map_err(|e| format!("--metrics-listen {addr}: cannot listen: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((conn, _)) => {
-                    tokio::spawn(answer(conn, core.clone()));
+                    // Over the limit, the connection is dropped: closed.
+                    if let Ok(slot) = slots.clone().try_acquire_owned() {
+                        let core = core.clone();
+                        tokio::spawn(async move {
+                            answer(conn, core).await;
+                            drop(slot);
+                        });
+                    }
                 }
-                Err(e) => tracing::warn!("metrics: accept: {e}"),
+                Err(e) => {
+                    tracing::warn!("metrics: accept: {e}");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
             }
         }
     });
