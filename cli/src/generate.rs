@@ -416,7 +416,7 @@ fn not_yet(who: Personality) -> String {
 }
 
 const OUTPUT: &[&str] = &[
-    "Show verbs print a table: uppercase headers, columns padded to the widest cell. With -p (-c for the property verbs) and -o FIELD,... they print parsable lines: the fields separated by colons, a colon in a field written as a backslash and a colon, and a backslash as two, when more than one field is printed. -o is case-insensitive; all selects every field. With --json they print an array of objects keyed by the lowercased column names.",
+    "Show verbs print a table: uppercase headers, columns padded to the widest cell. With -p (-c for the property verbs) and -o FIELD,... they print parsable lines: the fields separated by colons, a colon in a field written as a backslash and a colon, and a backslash as two, when more than one field is printed. -o is case-insensitive; all selects every field. With --json they print an array of objects keyed by the lowercased column names; dlstat and flowstat with -i print one such array a line, one line an interval (JSON Lines).",
     "Mutating verbs print what they did and how long it took (op object: total (phases); counts), and notes; with --json one object with op, object, timing, counts and notes. Errors print as COMMAND: MESSAGE on standard error; with --json as {\"error\": {\"kind\", \"message\"}}, where kind is netadmd's (NotFound, Busy, InvalidValue, ...), InvalidArgument for what the command line itself refuses, and Bus when netadmd cannot be reached.",
 ];
 

@@ -248,6 +248,9 @@ impl Personality {
             // dlstat and flowstat are one verb each, netadm's of their
             // name: dlstat's subcommand (show-link, show-aggr, ...) is
             // that verb's first operand.
+            if at > args.len() {
+                return Err(CliError::invalid_argument("--bus needs a value (the bus address)"));
+            }
             args[0] = name.to_owned();
             args.insert(at, name.to_owned());
             return Ok(args);
@@ -462,6 +465,13 @@ mod tests {
             ["dlstat", "--json", "dlstat", "show-aggr", "-r", "aggr0"]
         );
         assert_eq!(t(&["-i", "1", "net0"]), ["dlstat", "dlstat", "-i", "1", "net0"]);
+        // `--bus` with no address is refused, not a panic.
+        for p in [Personality::Dlstat, Personality::Flowstat] {
+            let mut v = vec![p.name().to_owned()];
+            v.extend(["--json", "--bus"].map(String::from));
+            let e = p.translate(v).expect_err("--bus without its value");
+            assert!(e.to_string().contains("--bus needs a value"), "{e}");
+        }
     }
 
     #[test]

@@ -1105,15 +1105,34 @@ async fn every<T, Fut>(
 where
     Fut: Future<Output = Result<T, CliError>>,
 {
+    // With --json, each interval's table is one line of its own (JSON
+    // Lines), so that a reader can take each as it comes.
+    let show = |t: &Table| -> Result<String, CliError> {
+        let text = render::render(t, fmt)?;
+        if !(fmt.json && interval.is_some()) {
+            return Ok(text);
+        }
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| CliError::new("Internal", format!("rendered JSON: {e}")))?;
+        Ok(format!("{v}\n"))
+    };
     let start = tokio::time::Instant::now();
     let mut before = fetch().await?;
-    let first = render::render(&table(&before, None), fmt)?;
+    let first = show(&table(&before, None))?;
     let Some(secs) = interval else { return Ok(first) };
     let period = std::time::Duration::from_secs(secs);
-    let mut ticks = tokio::time::interval_at(start + period, period);
+    let first_tick = start.checked_add(period).ok_or_else(|| {
+        CliError::invalid_argument(format!("interval {secs}: too long for this clock"))
+    })?;
+    let mut ticks = tokio::time::interval_at(first_tick, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut out = std::io::stdout();
-    let _ = out.write_all(first.as_bytes());
+    // Whoever reads the tables has gone (`| head`): so does this.
+    let mut shown_ok =
+        |text: &str| out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_ok();
+    if !shown_ok(&first) {
+        return Ok(String::new());
+    }
     let mut shown = 1;
     while count.is_none_or(|c| shown < c) {
         tokio::select! {
@@ -1121,8 +1140,9 @@ where
             _ = tokio::signal::ctrl_c() => break,
         }
         let now = fetch().await?;
-        let _ = out.write_all(render::render(&table(&now, Some(&before)), fmt)?.as_bytes());
-        let _ = out.flush();
+        if !shown_ok(&show(&table(&now, Some(&before)))?) {
+            break;
+        }
         before = now;
         shown += 1;
     }
