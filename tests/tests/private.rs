@@ -141,6 +141,27 @@ fn a_user_who_may_not_open_the_socket_takes_the_bus() {
 }
 
 #[test]
+fn a_second_netadmd_on_the_same_state_directory_stops_before_touching_it() {
+    let dir = Scratch::new("netadm-state-two").unwrap();
+    let state = dir.path().join("state");
+    let bus = Bus::start();
+    let _first = Daemon::builder(&bus, state.clone()).start();
+    // A save the first has staged and not yet renamed, as a change leaves
+    // one while it runs: what a store opened again would remove.
+    let staged = state.join(".links.toml.tmp.first");
+    std::fs::write(&staged, "staged").unwrap();
+    let other = Bus::start();
+    let said = match Daemon::builder(&other, state.clone()).try_start() {
+        Ok(_) => panic!("a second netadmd serves from the first one's state directory"),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("in use by another netadmd"), "{said}");
+    assert!(staged.exists(), "the second netadmd removed the first one's staged save");
+    let r = Cli::new(&bus).json_timed(&["show-link"]);
+    assert!(r.is_ok(), "the first netadmd still answers: {r:?}");
+}
+
+#[test]
 fn a_second_netadmd_on_the_bus_leaves_the_first_ones_socket_alone() {
     let dir = Scratch::new("netadm-private-two").unwrap();
     let socket = dir.path().join("private");
