@@ -1411,6 +1411,44 @@ fn a_commit_confirmed_apply_is_put_back_in_the_kernel_by_rollback_and_by_its_dea
     assert_eq!(t.now(), t.view_a, "rollback after a restart");
 }
 
+/// VNICs with a VID over a kernel port go over its 802.1Q device, named
+/// `LOWER.VID` within the kernel's 15 bytes. Two ports whose devices are
+/// named alike as far as the cut (USB NICs' enx<MAC> names) would share
+/// one, and one port's VNICs would leave by the other: refused before
+/// anything is made, naming both. (Validation comes before the kernel,
+/// so this host, which has no 8021q, tells the same.)
+#[test]
+fn vnics_tagging_over_two_ports_named_alike_to_the_cut_are_refused() {
+    const LONG: [&str; 2] = ["enx00e04c680001", "enx00e04c680002"];
+    let hw = fixtures::kernel(&["nic0", "nic1", LONG[0], LONG[1]]);
+    let Some(mut r) = Rig::new("tg", hw) else { return };
+    for (i, d) in LONG.iter().enumerate() {
+        veth((r.a(), d), (r.b(), &format!("farl{i}"))).unwrap();
+    }
+    r.start();
+    let before = (show_config(&r.bus), r.links_toml(), devices(r.a()));
+    let mut doc = before.0.clone();
+    for (i, port) in ["net2", "net3"].iter().enumerate() {
+        doc += &format!(
+            "\n[vnic.tv{i}]\nover = \"{port}\"\nmac = \"2:8:20:0:7:{i}\"\nmac_mode = \"fixed\"\nvid = 7\n"
+        );
+    }
+    let f = r.bus.dir().join("tagged.toml");
+    std::fs::write(&f, &doc).unwrap();
+    let (k, m) = r.err(&["apply", "-f", f.to_str().unwrap()]);
+    assert_eq!(k, "InvalidArgument", "{m}");
+    for word in ["enx00e04c6800.7", LONG[0], LONG[1], "15 bytes"] {
+        assert!(m.contains(word), "{word:?} not in {m:?}");
+    }
+    let after = (show_config(&r.bus), r.links_toml(), devices(r.a()));
+    assert!(before == after, "a refused apply changed the configuration or the kernel");
+    // One of the two alone is no clash: the check lets it through (to
+    // the kernel, which may lack 8021q).
+    let out = netadm(&r.bus, &["--json", "create-vnic", "-l", "net2", "-v", "7", "tv0"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() || said.contains("8021q"), "{said}");
+}
+
 #[test]
 fn bad_requests_on_kernel_links_are_typed_errors_that_change_nothing() {
     let Some(mut r) = Rig::started("br") else { return };

@@ -321,7 +321,7 @@ pub(crate) fn devices(
                 // that VID, shared by every VNIC tagging with it.
                 let lower = match conf.vid {
                     Some(vid) => {
-                        let name = tagged(&lower, vid.into());
+                        let name = crate::view::tagged(&lower, vid.into());
                         out.entry((None, name.clone())).or_insert(Dev {
                             link: conf.over.clone(),
                             of: over.clone(),
@@ -403,15 +403,6 @@ fn zone_of(v: &View<'_>, l: &Link) -> Zone {
         Link::Vnic(_) => v.prop(l, PropName::Zone).and_then(|z| z.as_text().map(str::to_owned)),
         _ => None,
     }
-}
-
-/// The 802.1Q device VNICs over `lower` with VID `vid` share: `LOWER.VID`
-/// as `ip` names them (the kernel's 15 bytes at most: a longer one is cut
-/// and keeps its VID).
-pub(crate) fn tagged(lower: &str, vid: u16) -> String {
-    let tail = format!(".{vid}");
-    let head: String = lower.chars().take(15 - tail.len()).collect();
-    format!("{head}{tail}")
 }
 
 /// The bridge's end of VNIC `vnic`'s veth pair: a name of its own, from

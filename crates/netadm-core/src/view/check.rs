@@ -112,7 +112,7 @@ pub(crate) fn check_state(v: &View<'_>) -> Result<(), CoreError> {
     for (f, conf) in &v.st.flow {
         check_flow(v, f, conf)?;
     }
-    Ok(())
+    check_tag_devices(v)
 }
 
 /// Flow `f`: on a link that exists and sends through netadm's datapath
@@ -256,6 +256,11 @@ pub(crate) fn check_change(vf: &View<'_>, vt: &View<'_>) -> Result<(), CoreError
     for name in &gone {
         check_users(vf, vt, name)?;
     }
+    // What a VNIC tags over is named from its link's device: a VNIC or a
+    // link name that changed may have made two such names one.
+    if !gone.is_empty() || from.vnic.diff(&to.vnic).next().is_some() {
+        check_tag_devices(vt)?;
+    }
     Ok(())
 }
 
@@ -356,6 +361,41 @@ fn check_vnic(vt: &View<'_>, n: &LinkName, conf: &VnicConf) -> Result<(), CoreEr
         }
         Some(_) => Ok(()),
     }
+}
+
+/// Over kernel links a VNIC with a VID goes over its link's 802.1Q device,
+/// which every VNIC over that link with that VID shares, named as `ip`
+/// names it, within the kernel's 15 bytes: two links whose device names
+/// agree as far as the cut would share one, and one's VNICs would leave
+/// by the other. Refused, naming both. One pass over the VNICs.
+fn check_tag_devices(v: &View<'_>) -> Result<(), CoreError> {
+    // The device each link VNICs tag over goes over, if a kernel link:
+    // there are few such links and many VNICs.
+    let mut lowers: BTreeMap<&LinkName, Option<String>> = BTreeMap::new();
+    let mut seen: BTreeMap<String, (String, &LinkName)> = BTreeMap::new();
+    for (n, c) in &v.st.vnic {
+        let Some(vid) = c.vid.filter(|_| !c.vlan) else { continue };
+        let lower = lowers.entry(&c.over).or_insert_with(|| {
+            let over = v.resolve(c.over.as_str())?;
+            (!matches!(over, Link::Etherstub(_)) && v.on_kernel(&over))
+                .then(|| crate::view::tag_lower(v, &over))
+        });
+        let Some(lower) = lower.clone() else { continue };
+        let name = crate::view::tagged(&lower, vid.into());
+        match seen.get(&name) {
+            Some((other, m)) if *other != lower => {
+                let keep = 15 - (name.len() - name.rfind('.').unwrap_or(name.len()));
+                return Err(CoreError::invalid_argument(format!(
+                    "VNIC {n}: its 802.1Q device over {lower} would be {name}, which VNIC {m}'s over {other} is (the kernel keeps 15 bytes of a name): give one of the two links a device name that differs within its first {keep} characters"
+                )));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(name, (lower, n));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_interface(vt: &View<'_>, i: &LinkName) -> Result<(), CoreError> {

@@ -277,3 +277,22 @@ impl<'a> View<'a> {
             || self.st.vnic.values().any(|v| v.over == name)
     }
 }
+
+/// The device VNICs with a VID over kernel link `over` tag on (their
+/// 802.1Q device, [`tagged`], goes over it): a port's is its interface
+/// (`eth0`), anything else's its link name.
+pub(crate) fn tag_lower(v: &View<'_>, over: &Link) -> String {
+    match over {
+        Link::Phys(d) => v.hw.find(d.as_str()).map_or_else(|| d.to_string(), |p| p.interface()),
+        l => v.name_of(l).to_string(),
+    }
+}
+
+/// The 802.1Q device VNICs over `lower` with VID `vid` share: `LOWER.VID`
+/// as `ip` names them (the kernel's 15 bytes at most: a longer one is cut
+/// and keeps its VID).
+pub(crate) fn tagged(lower: &str, vid: u16) -> String {
+    let tail = format!(".{vid}");
+    let head: String = lower.chars().take(15 - tail.len()).collect();
+    format!("{head}{tail}")
+}
