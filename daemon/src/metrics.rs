@@ -26,9 +26,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Scrapes answered at once; a connection beyond them is closed as it is
 /// accepted, so idle connections cannot take the daemon's descriptors.
 const MAX_CONNECTIONS: usize = 32;
-/// After a failed accept (out of descriptors), the listener waits this
-/// long before the next, rather than spin on the error.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// One verb's books.
 #[derive(Default)]
@@ -60,7 +57,9 @@ pub fn observe(op: &'static str, result: &'static str, took: Duration) {
 }
 
 /// Binds `addr` and serves scrapes on the current runtime; returns the
-/// address bound (port 0 picks one).
+/// address bound (port 0 picks one). An accept that fails (out of file
+/// descriptors) would fail again at once: the listener then stops, as the
+/// private socket's does, rather than spin.
 pub async fn start(addr: &str, core: Arc<Core>) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(addr)
         .await
@@ -81,8 +80,8 @@ pub async fn start(addr: &str, core: Arc<Core>) -> Result<SocketAddr, String> {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("metrics: accept: {e}");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    tracing::error!("metrics: accept: {e}; no longer served");
+                    return;
                 }
             }
         }
