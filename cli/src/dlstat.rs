@@ -215,7 +215,7 @@ mod tests {
         let now = [stats("net0", 15), stats("v0", 2)];
         let links = ["net0".to_owned(), "v0".to_owned(), "v9".to_owned()];
         let t = table(Object::Link, Side::Both, &links, &[], &now, Some(&before));
-        let fmt = Format { json: false, parsable: true, parsable_flag: "-p", fields: None };
+        let fmt = Format { parsable: true, parsable_flag: "-p", ..Format::default() };
         let fmt = Format { fields: Some("link,ipkts,rbytes,opkts,obytes".into()), ..fmt };
         // net0: 5 frames more; v0 made anew (its counters went back):
         // from zero; v9: no counters yet.

@@ -68,7 +68,13 @@ struct ShowOpts {
 
 impl ShowOpts {
     fn format(&self, json: bool) -> Format {
-        Format { json, parsable: self.parsable, parsable_flag: "-p", fields: self.fields.clone() }
+        Format {
+            json,
+            parsable: self.parsable,
+            parsable_flag: "-p",
+            fields: self.fields.clone(),
+            lines: false,
+        }
     }
 }
 
@@ -924,6 +930,7 @@ impl Ctx {
             parsable: m.get_flag("parsable"),
             parsable_flag: if short == Some('c') { "-c" } else { "-p" },
             fields: m.get_one::<String>("fields").cloned(),
+            lines: false,
         }
     }
 
@@ -1107,15 +1114,8 @@ where
 {
     // With --json, each interval's table is one line of its own (JSON
     // Lines), so that a reader can take each as it comes.
-    let show = |t: &Table| -> Result<String, CliError> {
-        let text = render::render(t, fmt)?;
-        if !(fmt.json && interval.is_some()) {
-            return Ok(text);
-        }
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| CliError::new("Internal", format!("rendered JSON: {e}")))?;
-        Ok(format!("{v}\n"))
-    };
+    let fmt = &Format { lines: interval.is_some(), ..fmt.clone() };
+    let show = |t: &Table| render::render(t, fmt);
     let start = tokio::time::Instant::now();
     let mut before = fetch().await?;
     let first = show(&table(&before, None))?;

@@ -144,6 +144,9 @@ pub struct Format {
     pub parsable_flag: &'static str,
     /// `-o FIELD,...`.
     pub fields: Option<String>,
+    /// With `json`: the array on one line (JSON Lines, a table an
+    /// interval), not pretty-printed.
+    pub lines: bool,
 }
 
 /// Picks the columns `-o` names (case-insensitive; `all` for every one) or,
@@ -219,7 +222,12 @@ pub fn render(table: &Table, fmt: &Format) -> Result<String, CliError> {
                 Value::Object(m)
             })
             .collect();
-        let mut s = serde_json::to_string_pretty(&Value::Array(objs)).expect("JSON values print");
+        let objs = Value::Array(objs);
+        let mut s = if fmt.lines {
+            objs.to_string()
+        } else {
+            serde_json::to_string_pretty(&objs).expect("JSON values print")
+        };
         s.push('\n');
         return Ok(s);
     }
@@ -294,7 +302,12 @@ mod tests {
     }
 
     fn fmt(parsable: bool, fields: Option<&str>) -> Format {
-        Format { json: false, parsable, parsable_flag: "-p", fields: fields.map(str::to_owned) }
+        Format {
+            parsable,
+            parsable_flag: "-p",
+            fields: fields.map(str::to_owned),
+            ..Format::default()
+        }
     }
 
     #[test]

@@ -142,6 +142,16 @@ fn dlstat_counts_what_a_vnic_and_its_port_carried() {
         "{lines:?}, TAP sent {k0:?}..{k1:?}"
     );
     assert!(lines[1] >= 1, "the second table counted none of the pings: {lines:?}");
+    // With --json, each interval's table is a JSON array on a line of its own.
+    let out = netadm(bus, &["--json", "dlstat", "show-vnic", "-i", "1", "-c", "2", "v0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let tables: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(tables.len(), 2, "{text}");
+    assert!(tables.iter().all(|t| t[0]["link"] == "v0"), "{text}");
 
     // Under illumos's name.
     let dir = illumos_links(&bus.subdir("bin"));
