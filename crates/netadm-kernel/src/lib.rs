@@ -213,10 +213,13 @@ pub fn index_of(name: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
+/// The most bytes a network device's name has (IFNAMSIZ less its NUL).
+pub const IFNAME_MAX: usize = 15;
+
 /// Checks a name as the kernel's `dev_valid_name` does.
 pub fn check_ifname(name: &str) -> Result<(), KernelError> {
     let bad = |reason| Err(KernelError::BadName { name: name.to_owned(), reason });
-    if name.is_empty() || name.len() > 15 {
+    if name.is_empty() || name.len() > IFNAME_MAX {
         return bad("must be 1 to 15 bytes");
     }
     if name == "." || name == ".." {

@@ -384,7 +384,7 @@ fn check_tag_devices(v: &View<'_>) -> Result<(), CoreError> {
         let name = crate::view::tagged(&lower, vid.into());
         match seen.get(&name) {
             Some((other, m)) if *other != lower => {
-                let keep = 15 - (name.len() - name.rfind('.').unwrap_or(name.len()));
+                let keep = crate::view::tagged_keeps(vid.into());
                 return Err(CoreError::invalid_argument(format!(
                     "VNIC {n}: its 802.1Q device over {lower} would be {name}, which VNIC {m}'s over {other} is (the kernel keeps 15 bytes of a name): give one of the two links a device name that differs within its first {keep} characters"
                 )));

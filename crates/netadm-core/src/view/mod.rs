@@ -292,7 +292,11 @@ pub(crate) fn tag_lower(v: &View<'_>, over: &Link) -> String {
 /// as `ip` names them (the kernel's 15 bytes at most: a longer one is cut
 /// and keeps its VID).
 pub(crate) fn tagged(lower: &str, vid: u16) -> String {
-    let tail = format!(".{vid}");
-    let head: String = lower.chars().take(15 - tail.len()).collect();
-    format!("{head}{tail}")
+    let head: String = lower.chars().take(tagged_keeps(vid)).collect();
+    format!("{head}.{vid}")
+}
+
+/// How many characters of its lower's name [`tagged`] keeps for `vid`.
+pub(crate) fn tagged_keeps(vid: u16) -> usize {
+    netadm_kernel::IFNAME_MAX - format!(".{vid}").len()
 }
