@@ -230,3 +230,100 @@ fn shows_held_in_their_reads_all_run_at_once_and_the_daemon_still_answers() {
         std::thread::yield_now();
     }
 }
+
+/// A protected kernel VNIC's host end (the guard end of one over a
+/// kernel port, the bridge end of one over a kernel etherstub) stays down
+/// until its rules stand: held at the step before they are made, each
+/// create-vnic has made the VNIC's end up in its zone and the host end
+/// down, so nothing it sends goes anywhere; released, the verb ends with
+/// the host end up and the rules hooked on it. (Up at make, as before,
+/// a tenant's forged frames passed until the rules came.)
+#[test]
+fn a_protected_kernel_vnics_host_end_stays_down_until_its_rules_stand() {
+    if !netns_prerequisites(&["nft"]) {
+        return;
+    }
+    sweep_stale("fh");
+    let [a, b, z] = ["a", "b", "z"].map(|s| Netns::unique("fh", s).unwrap());
+    veth((a.name(), "nic0"), (b.name(), "far0")).unwrap();
+    let bus = Bus::start();
+    let dir = bus.subdir("held");
+    let hw = dir.join("hw.toml");
+    fixtures::kernel(&["nic0"]).write(&hw).unwrap();
+    let fifo = dir.join("release");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let hold = format!("core.kernel.protect=return({})", fifo.display());
+    let d = Daemon::builder(&bus, dir.join("state"))
+        .netns(a.name())
+        .config(&hw)
+        .env("FAILPOINTS", &hold)
+        .start();
+    let holds =
+        || d.stderr_so_far().iter().filter(|l| l.contains("failpoint core.kernel.protect")).count();
+    // Runs `args`, which comes to the held step once: `look` there, then
+    // released, it must succeed.
+    let held = |args: &[&str], look: &dyn Fn()| {
+        let before = holds();
+        let mut verb = Cli::new(&bus)
+            .command(&[&["--json"], args].concat())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while holds() == before {
+            if let Some(st) = verb.try_wait().unwrap() {
+                panic!("{args:?} ended ({st}) without coming to the held step");
+            }
+            assert!(std::time::Instant::now() < deadline, "{args:?} never came to the held step");
+            std::thread::yield_now();
+        }
+        look();
+        // Released by a writer opening and closing the pipe (the reader
+        // may not have opened it yet: again until the verb ends).
+        use std::os::unix::fs::OpenOptionsExt;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            let _ =
+                std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+            if let Some(st) = verb.try_wait().unwrap() {
+                break st;
+            }
+            assert!(std::time::Instant::now() < deadline, "{args:?} never ended once released");
+            std::thread::yield_now();
+        };
+        let out = verb.wait_with_output().unwrap();
+        assert!(st.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    // Whether device `dev` of namespace `ns` is up (administratively).
+    let up = |ns: &str, dev: &str| {
+        let line = ip(ns, &["-o", "link", "show", "dev", dev]);
+        let flags = line.split('<').nth(1).and_then(|f| f.split('>').next()).unwrap_or("");
+        flags.split(',').any(|f| f == "UP")
+    };
+    let end = |prefix: &str| {
+        let links = ip(a.name(), &["-o", "link", "show"]);
+        let e = links.split(": ").find(|d| d.starts_with(prefix));
+        e.unwrap_or_else(|| panic!("no {prefix}... device in {links}"))
+            .split('@')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let protect = format!("zone={},protection=mac-nospoof,ip-nospoof", z.name());
+    held(&["create-etherstub", "stub0"], &|| {});
+    for (over, vnic, prefix) in [("net0", "pv0", "npg"), ("stub0", "sv0", "nsw")] {
+        held(&["create-vnic", "-l", over, "-p", &protect, vnic], &|| {
+            assert!(up(z.name(), vnic), "{vnic} is not up in its zone while held");
+            let host = end(prefix);
+            assert!(!up(a.name(), &host), "{vnic}'s host end {host} is up before its rules");
+        });
+        let host = end(prefix);
+        assert!(up(a.name(), &host), "{vnic}'s host end {host} is not up after the verb");
+        let rules =
+            run(&["ip", "netns", "exec", a.name(), "nft", "list", "table", "netdev", "netadm"]);
+        let rules = rules.unwrap();
+        assert!(rules.contains(&format!("device \"{host}\"")), "no rules on {host}:\n{rules}");
+    }
+}

@@ -593,3 +593,17 @@ fn a_hostile_tenant_on_an_emulated_vnic_reaches_no_one() {
 fn a_hostile_tenant_on_a_kernel_vnic_reaches_no_one() {
     hostile_tenant("k", true);
 }
+
+/// A protected kernel VNIC whose devices someone deleted, made again by
+/// `refresh-if`, is protected again: its rules are hooked on the new
+/// guard end, and a hostile round reaches no one.
+#[test]
+fn refresh_if_makes_a_protected_kernel_vnic_again_protected() {
+    let Some(w) = World::new("r", true) else { return };
+    w.vnics();
+    let before = drops(&w.bus);
+    ip(w.z1.name(), &["link", "del", "hv0"]);
+    json(&w.bus, &["refresh-if", "hv0"]);
+    w.own_traffic_flows();
+    protected_round(&w, 1, &before);
+}

@@ -21,7 +21,9 @@
 //!   as they would the VNIC's; shaping (`maxbw`, `priority`) classifies
 //!   its frames on the lower as before. Protection put on or taken off
 //!   rebuilds the device, so it is refused under an IP interface
-//!   (`protect::rebuild_free`). Two BPF programs of netadm's stand in
+//!   (`protect::rebuild_free`). Either host end (`npg…`, a bridge end
+//!   `nsw…`) is made down and comes up last, once the rules stand
+//!   ([`Kernel::open_ends`]): a VNIC's first frame meets them. Two BPF programs of netadm's stand in
 //!   front of the rules there (see [`Kernel::fast_paths`]): what the
 //!   rules' first one passes goes from `npg…` to `npm…` past them, and
 //!   what `npm…` receives goes straight into the VNIC in its zone.
@@ -110,8 +112,9 @@ pub(crate) fn guarded(v: &View<'_>, out: &mut BTreeMap<Key, Dev>) {
     out.extend(more);
 }
 
-/// Makes the zone end `k` of a guarded VNIC's veth pair, its host end
-/// `peer` here with IPv6 off, up.
+/// Makes the zone end `k` of a guarded VNIC's veth pair, and its host
+/// end `peer` here with IPv6 off, down: it comes up once its rules stand
+/// ([`Kernel::open_ends`]).
 pub(crate) fn make_veth(
     nl: &Netlink,
     k: &Key,
@@ -121,9 +124,7 @@ pub(crate) fn make_veth(
 ) -> Result<(), CoreError> {
     let host = NewLink { mac: None, up: false, ..opts.clone() };
     nl.add_veth(peer, &k.1, &host, zone).map_err(kerr)?;
-    quiet(peer)?;
-    let end = nl.link_named(peer).map_err(kerr)?.index;
-    nl.set_link(end, Some(true), None).map_err(kerr)
+    quiet(peer)
 }
 
 /// Makes stand-in macvlan `name` over `lower` (an index), IPv6 off
@@ -430,6 +431,18 @@ impl Kernel {
             names.extend(to.vnic.keys().cloned());
             names.extend(from.vnic.keys().cloned());
         }
+        self.protect_vnics(vf, vt, names)
+    }
+
+    /// Brings the rules of VNICs `names` from what `vf` asks to what `vt`
+    /// does; those `vt` protects are made anew, whatever `vf` asked (their
+    /// devices may have been made again: `refresh-if`).
+    pub(crate) fn protect_vnics(
+        &self,
+        vf: &View<'_>,
+        vt: &View<'_>,
+        names: BTreeSet<LinkName>,
+    ) -> Result<(), CoreError> {
         let mut made = self.rules.made.lock().unwrap_or_else(PoisonError::into_inner);
         let mut objs: Option<Vec<serde_json::Value>> = None;
         for n in names {

@@ -207,7 +207,8 @@ impl Kernel {
             .and_then(|()| self.verify(&b))
             .and_then(|()| self.protect(&vf, v))
             .and_then(|()| self.shape(v, &lowers))
-            .and_then(|()| self.hook(&b));
+            .and_then(|()| self.hook(&b))
+            .and_then(|()| self.open_ends(&b));
         self.adopting.store(false, Ordering::SeqCst);
         t.phase("kernel-links");
         res
@@ -215,15 +216,59 @@ impl Kernel {
 
     /// `refresh-if` of a kernel link: its devices put back as `v` says —
     /// made again if they are gone, their MTU, MAC and state set — and
-    /// read back.
+    /// read back; a VNIC's protection made anew on them, before what it
+    /// sends can pass.
     pub(crate) fn put_back(&self, v: &View<'_>, l: &Link, t: &mut Timing) -> Result<(), CoreError> {
         let devs = wanted(v, &self.ifnames, |x| x == l);
         for (k, d) in &devs {
             self.ensure(k, d, Some(d))?;
         }
-        let res = self.verify(&devs);
+        let vnic = match l {
+            Link::Vnic(n) => BTreeSet::from([n.clone()]),
+            _ => BTreeSet::new(),
+        };
+        let res = self
+            .verify(&devs)
+            .and_then(|()| self.protect_vnics(v, v, vnic))
+            .and_then(|()| self.open_ends(&devs));
         t.phase("kernel-links");
         res
+    }
+
+    /// Brings up the host ends of `b`'s veth pairs (a VNIC's over an
+    /// etherstub, a guarded VNIC's over a port), which are made down:
+    /// last, once the rules and shapers what the VNIC sends passes
+    /// through stand, so that no frame of a protected VNIC's passes
+    /// before its rules do. (Adopted ones are brought up too: a netadmd
+    /// stopped between making one and this left it down.)
+    fn open_ends(&self, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
+        let ends: Vec<&str> = b
+            .values()
+            .filter_map(|d| match &d.what {
+                What::Veth { peer, .. } | What::Guarded { peer } => Some(peer.as_str()),
+                _ => None,
+            })
+            .collect();
+        // Their state: one dump when they are many, a look-up each else.
+        let found: Vec<LinkDetail> = if ends.len() > MANY {
+            let all = self.nl.links().map_err(kerr)?;
+            all.into_iter().filter(|l| ends.contains(&l.name.as_str())).collect()
+        } else {
+            let mut found = vec![];
+            for e in ends {
+                match self.nl.link_named(e) {
+                    Ok(l) => found.push(l),
+                    // Gone with its pair (an undo deleted it).
+                    Err(KernelError::NotFound { .. }) => {}
+                    Err(err) => return Err(kerr(err)),
+                }
+            }
+            found
+        };
+        for l in found.iter().filter(|l| !l.up) {
+            self.nl.set_link(l.index, Some(true), None).map_err(kerr)?;
+        }
+        Ok(())
     }
 
     /// The interface index of device `k` now, if it is there.
@@ -431,9 +476,14 @@ impl Kernel {
             .unhook(&a, &b)
             .and_then(|()| self.apply(&a, &b))
             .and_then(|()| self.verify(&b))
-            .and_then(|()| self.protect(vf, vt))
+            .and_then(|()| {
+                #[cfg(feature = "failpoints")]
+                hold("core.kernel.protect");
+                self.protect(vf, vt)
+            })
             .and_then(|()| self.shape(vt, &lowers))
-            .and_then(|()| self.hook(&b));
+            .and_then(|()| self.hook(&b))
+            .and_then(|()| self.open_ends(&b));
         let made = self.made.lock().unwrap_or_else(PoisonError::into_inner).take();
         t.phase("kernel-links");
         self.hand_notes(t);
@@ -451,6 +501,7 @@ impl Kernel {
                 .and_then(|()| self.protect(vt, vf))
                 .and_then(|()| self.shape(vf, &lowers))
                 .and_then(|()| self.hook(&a))
+                .and_then(|()| self.open_ends(&a))
             {
                 return Err(CoreError::hardware(format!(
                     "{}; and putting the kernel back failed: {}",
@@ -895,14 +946,14 @@ impl Kernel {
             What::GuardMac { lower: l } => guard::make_stand_in(&self.nl, &k.1, lower(l)?, &opts),
             What::Veth { peer, bridge } => {
                 let b = lower(bridge)?;
-                // The bridge's end is made here; the VNIC's end where the
-                // VNIC lives, with the VNIC's MAC, then brought up there.
-                self.nl
-                    .add_veth(peer, &k.1, &NewLink { mac: None, ..opts.clone() }, zone.as_ref())
-                    .map_err(kerr)?;
+                // The bridge's end is made here, down until what the VNIC
+                // sends through it is governed ([`Kernel::open_ends`]); the
+                // VNIC's end where the VNIC lives, with the VNIC's MAC,
+                // then brought up there.
+                let host = NewLink { mac: None, up: false, ..opts.clone() };
+                self.nl.add_veth(peer, &k.1, &host, zone.as_ref()).map_err(kerr)?;
                 let end = self.nl.link_named(peer).map_err(kerr)?.index;
-                self.nl.set_master(end, Some(b)).map_err(kerr)?;
-                self.nl.set_link(end, Some(true), None).map_err(kerr)
+                self.nl.set_master(end, Some(b)).map_err(kerr)
             }
         }
     }
@@ -1086,4 +1137,16 @@ fn wanted(
     let mut out = devices::devices(v, ports, want);
     guard::guarded(v, &mut out);
     out
+}
+
+/// Test-only: `NAME=return(FIFO)` holds the change at that step until the
+/// test opens the named pipe FIFO for writing and closes it (an event,
+/// not a delay), saying so on stderr, so that a test can look at the
+/// kernel between two steps.
+#[cfg(feature = "failpoints")]
+fn hold(name: &str) {
+    if let Some(fifo) = fail::eval(name, |a| a).flatten() {
+        eprintln!("failpoint {name}: holding until {fifo} is released");
+        let _ = std::fs::read(&fifo);
+    }
 }
