@@ -741,6 +741,38 @@ fn rxrings_and_txrings_set_a_kernel_ports_channels() {
     assert_eq!(channels(a, "nic0"), ("1".into(), "1".into()));
 }
 
+/// Reset, a kernel port's channels and offloads go back to what the
+/// kernel had before netadm first set them — also when a netadmd started
+/// since does the reset — and show-linkprop shows them unset.
+#[test]
+fn reset_linkprop_puts_a_kernel_ports_channels_and_offloads_back_as_they_were() {
+    let Some(mut r) = Rig::started("rs") else { return };
+    let a = r.a().to_owned();
+    let offloads = || {
+        ["tcp-segmentation-offload", "tx-checksumming", "rx-checksumming"]
+            .map(|f| feature(&a, "nic0", f))
+    };
+    let before = (channels(&a, "nic0"), offloads());
+    assert_eq!(before, (("1".into(), "1".into()), ["on", "on", "on"].map(String::from)));
+    r.ok(&["set-linkprop", "-p", "rxrings=2,txrings=2,tso=off,tx-csum=off", "net0"]);
+    r.ok(&["set-linkprop", "-p", "rx-csum=off", "net0"]);
+    assert_eq!(channels(&a, "nic0"), ("2".into(), "2".into()));
+    assert_eq!(offloads(), ["off", "off", "off"]);
+    // One of them back now, by the netadmd that set it.
+    r.ok(&["reset-linkprop", "-p", "rx-csum", "net0"]);
+    assert_eq!(offloads(), ["off", "off", "on"]);
+    // The rest by the next netadmd.
+    r.stop();
+    r.start();
+    assert_eq!(channels(&a, "nic0"), ("2".into(), "2".into()), "a restart changed them");
+    r.ok(&["reset-linkprop", "-p", "rxrings,txrings,tso,tx-csum", "net0"]);
+    assert_eq!((channels(&a, "nic0"), offloads()), before);
+    for p in ["rxrings", "txrings", "tso", "tx-csum", "rx-csum"] {
+        let row = &json(&r.bus, &["show-linkprop", "-p", p, "net0"])[0];
+        assert_eq!(row["value"], row["default"], "{p} after the reset: {row}");
+    }
+}
+
 #[test]
 fn tso_and_checksum_offloads_set_a_kernel_ports_features() {
     let Some(r) = Rig::started("of") else { return };

@@ -151,7 +151,7 @@ impl Core {
         wrap: Option<&NicWrap>,
         kernel_mirror: bool,
     ) -> Result<Self, CoreError> {
-        let kernel = Kernel::open(cfg)?;
+        let kernel = Kernel::open(cfg, store.as_ref().map(Store::dir))?;
         let others = kernel.as_ref().map_or(vec![], Kernel::phys);
         let hw = Arc::new(Hardware::power_on(cfg, strategy, wrap)?.with(others));
         let pipeline = Pipeline::new(store);

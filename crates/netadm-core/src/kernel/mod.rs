@@ -19,6 +19,7 @@
 //! the daemon.
 
 mod bond;
+mod defaults;
 pub(crate) mod devices;
 pub(crate) mod guard;
 mod inbound;
@@ -91,6 +92,9 @@ pub(crate) struct Kernel {
     /// Each kernel flow's class, and the device it is on: where flowstat
     /// reads what it sent.
     flows: Mutex<BTreeMap<FlowName, (String, TcId)>>,
+    /// The ports' channels and offloads as they were before netadm set
+    /// them.
+    defaults: defaults::Defaults,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -113,7 +117,12 @@ pub(crate) fn kerr(e: KernelError) -> CoreError {
 
 impl Kernel {
     /// The kernel ports of `cfg`, each read now; `None` when it has none.
-    pub(crate) fn open(cfg: &HardwareConfig) -> Result<Option<Self>, CoreError> {
+    /// What netadm changed of them is remembered in state directory
+    /// `state` (none: in memory).
+    pub(crate) fn open(
+        cfg: &HardwareConfig,
+        state: Option<&std::path::Path>,
+    ) -> Result<Option<Self>, CoreError> {
         let want: Vec<_> = cfg.ports.iter().filter(|p| p.class == PortClass::Kernel).collect();
         if want.is_empty() {
             return Ok(None);
@@ -145,6 +154,7 @@ impl Kernel {
             rules: guard::Rules::default(),
             flows: Mutex::default(),
             notes: Mutex::default(),
+            defaults: defaults::Defaults::load(state)?,
         }))
     }
 
@@ -958,45 +968,94 @@ impl Kernel {
         }
     }
 
-    /// A port's channels and offloads, as its properties say (unset: as
-    /// the kernel has them).
+    /// A port's channels and offloads, as its properties say. A setting
+    /// netadm sets is remembered as the kernel had it first; unset, it
+    /// goes back to that ([`defaults`]), or stays as the kernel has it
+    /// when netadm never set it.
     fn port_props(&self, ifname: &str, d: &Dev, was: Option<&Dev>) -> Result<(), CoreError> {
-        let old = |p: PropName| was.and_then(|w| w.props.get(&p));
         let eth = &self.eth;
-        let rings = [PropName::RxRings, PropName::TxRings]
-            .iter()
-            .filter_map(|p| d.props.get(p).and_then(PropValue::as_uint))
-            .max();
-        let rings_was = [PropName::RxRings, PropName::TxRings]
-            .iter()
-            .filter_map(|p| old(*p).and_then(PropValue::as_uint))
-            .max();
-        if let Some(n) = rings.filter(|n| *n > 0 && rings != rings_was) {
+        let rings = |dev: Option<&Dev>| {
+            [PropName::RxRings, PropName::TxRings]
+                .iter()
+                .filter_map(|p| dev?.props.get(p).and_then(PropValue::as_uint))
+                .max()
+                .filter(|n| *n > 0)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        };
+        const CHANNELS: [&str; 3] = ["combined", "rx", "tx"];
+        let want = match rings(Some(d)) {
+            Some(n) => {
+                self.defaults.remember(ifname, &CHANNELS, || {
+                    let ch = eth.channels(ifname).map_err(kerr)?;
+                    let counts = [ch.combined.count, ch.rx.count, ch.tx.count];
+                    Ok(CHANNELS.iter().map(|k| k.to_string()).zip(counts.map(u64::from)).collect())
+                })?;
+                (rings(was) != Some(n)).then_some([n; 3])
+            }
+            None => {
+                let back = CHANNELS.map(|k| self.defaults.recall(ifname, k));
+                back.iter()
+                    .all(Option::is_some)
+                    .then(|| back.map(|c| u32::try_from(c.unwrap_or(0)).unwrap_or(u32::MAX)))
+            }
+        };
+        if let Some([combined, rx, tx]) = want {
             let ch = eth.channels(ifname).map_err(kerr)?;
-            let n = u32::try_from(n).unwrap_or(u32::MAX);
             let want = if ch.combined.max > 0 {
-                ChannelCounts { combined: Some(n), ..Default::default() }
+                ChannelCounts { combined: Some(combined), ..Default::default() }
             } else {
-                ChannelCounts { rx: Some(n), tx: Some(n), ..Default::default() }
+                ChannelCounts { rx: Some(rx), tx: Some(tx), ..Default::default() }
             };
             eth.set_channels(ifname, &want).map_err(|e| named(&d.link, kerr(e)))?;
         }
-        // TSO needs transmit checksums: what comes on, checksums first;
-        // what goes off, TSO first.
-        let mut changes: Vec<(Offload, bool)> = [
+        if rings(Some(d)).is_none() {
+            self.defaults.forget(ifname, &CHANNELS)?;
+        }
+        // Offloads: what each is to be (its property's value, or what the
+        // kernel had before netadm set it) where that may differ from now.
+        let offloads = [
             (PropName::Tso, Offload::Tso),
             (PropName::TxCsum, Offload::TxChecksum),
             (PropName::RxCsum, Offload::RxChecksum),
-        ]
-        .into_iter()
-        .filter(|(p, _)| old(*p) != d.props.get(p))
-        .filter_map(|(p, o)| Some((o, d.props.get(&p).and_then(PropValue::as_bool)?)))
-        .collect();
+        ];
+        let set: Vec<&str> = offloads
+            .iter()
+            .filter(|(p, _)| d.props.contains_key(p))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        if !set.is_empty() {
+            self.defaults.remember(ifname, &set, || {
+                let f = eth.features(ifname).map_err(kerr)?;
+                Ok(offloads
+                    .iter()
+                    .filter(|(p, _)| set.contains(&p.as_str()))
+                    .filter_map(|(p, o)| {
+                        Some((p.as_str().to_owned(), u64::from(f.offload(*o)?.on)))
+                    })
+                    .collect())
+            })?;
+        }
+        let old = |p: PropName| was.and_then(|w| w.props.get(&p));
+        let mut changes: Vec<(Offload, bool)> = offloads
+            .into_iter()
+            .filter_map(|(p, o)| match d.props.get(&p) {
+                Some(v) if old(p) != Some(v) => Some((o, v.as_bool()?)),
+                Some(_) => None,
+                None => Some((o, self.defaults.recall(ifname, p.as_str())? == 1)),
+            })
+            .collect();
+        // TSO needs transmit checksums: what comes on, checksums first;
+        // what goes off, TSO first.
         changes.sort_by_key(|(o, on)| (*on, (*o == Offload::Tso) == *on));
         for (o, on) in changes {
             eth.set_offload(ifname, o, on).map_err(|e| named(&d.link, kerr(e)))?;
         }
-        Ok(())
+        let unset: Vec<&str> = offloads
+            .iter()
+            .filter(|(p, _)| !d.props.contains_key(p))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        self.defaults.forget(ifname, &unset)
     }
 
     /// Reads back every device of `b`: there, of its kind, at its MTU, up.
