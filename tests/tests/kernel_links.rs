@@ -1736,3 +1736,24 @@ fn drift_on_a_kernel_vnic_is_reported_and_refresh_if_puts_it_back() {
     assert_eq!(v4(a, "vnic0"), ["192.0.2.1/24"]);
     ping(a, FAR0);
 }
+
+/// A zone deleted (`ip netns del`) while a kernel VNIC with an address
+/// lives in it is gone: netadmd holds nothing that keeps the namespace,
+/// and so the VNIC's macvlan and its address, alive — the address no
+/// longer answers on the wire (a container started again elsewhere with
+/// it meets no ghost) — and show-if says the interface is missing.
+#[test]
+fn a_deleted_zone_takes_its_kernel_vnic_and_address_with_it() {
+    let Some(mut r) = Rig::started("zd") else { return };
+    let z = r.zone("1");
+    r.vnic_with_addr("net0", "zv0", Some(&z), "192.0.2.5/24");
+    ping(r.b(), "192.0.2.5");
+    // Read through the zone too: show-link -s reads the VNIC's counters
+    // there.
+    r.ok(&["show-link", "-s"]);
+    run(&["ip", "netns", "del", &z]).unwrap();
+    wait_for("the deleted zone's address to stop answering", || !answers(r.b(), "192.0.2.5"));
+    wait_for("show-if to say zv0 is missing", || {
+        rows(&r.ok(&["show-if"]), "ifname", "zv0")[0]["state"] == "missing"
+    });
+}

@@ -159,8 +159,17 @@ fn a_vnics_ip_interface_lives_in_its_zone_and_pings_from_there() {
     assert!(has_link(&z, "zvnic0") && !has_link(&a, "zvnic0"));
     ping_from(&z);
 
-    // The zone deleted under netadm: reported, not a crash.
+    // The zone deleted under netadm: reported, not a crash; and let go
+    // of, so the namespace goes with its TAP and address (held, the
+    // address went on answering).
     sh(&["ip", "netns", "del", &z]);
+    wait_for("the deleted zone's address to stop answering", || {
+        let far = Command::new("ip")
+            .args(["netns", "exec", &b, "ping", "-c", "1", "-W", "1", "192.0.2.1"])
+            .output()
+            .unwrap();
+        !far.status.success()
+    });
     let i = show_if(&bus, "zvnic0");
     assert_eq!(i["state"], "missing", "{i}");
     assert!(i["drift"].as_str().unwrap().contains(&format!("zone {z}")), "{i}");

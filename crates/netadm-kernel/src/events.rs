@@ -1,14 +1,19 @@
 //! rtnetlink notifications: a socket subscribed to the link and address
 //! multicast groups, so the daemon hears about changes someone
 //! else makes to its devices (`ip link set ... mtu`, `ip addr del`,
-//! `ip link del`) instead of polling for them.
+//! `ip link del`) instead of polling for them; and an inotify watch on
+//! the directory `ip netns` names namespaces in, so it hears a zone's
+//! name go (`ip netns del`) and can let go of the namespace, which lives
+//! on, devices, addresses and all, while anything holds it.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
-use crate::KernelError;
+use crate::{KernelError, NETNS_DIR};
 
 /// What a batch of notifications touched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +22,8 @@ pub enum Touched {
     Indices(Vec<u32>),
     /// Notifications were lost (the socket overran): anything may have.
     All,
+    /// A namespace's name under [`NETNS_DIR`] went: a zone may be gone.
+    Zones,
 }
 
 /// The groups heard: links and their IPv4 and IPv6 addresses
@@ -36,6 +43,9 @@ pub struct Events {
     sock: Socket,
     /// What each read goes into, kept between waits.
     buf: Mutex<Vec<u8>>,
+    /// The watch on [`NETNS_DIR`]; `None` where inotify is not to be had
+    /// (a zone's deletion is then seen when it is next looked at).
+    zones: Option<NetnsWatch>,
 }
 
 impl std::fmt::Debug for Events {
@@ -54,7 +64,14 @@ impl Events {
             sock.add_membership(g).map_err(io)?;
         }
         sock.set_non_blocking(true).map_err(io)?;
-        Ok(Self { sock, buf: Mutex::new(vec![0; READ_BUF]) })
+        let zones = NetnsWatch::open(Path::new(NETNS_DIR)).ok();
+        Ok(Self { sock, buf: Mutex::new(vec![0; READ_BUF]), zones })
+    }
+
+    /// Whether a zone's name going under [`NETNS_DIR`] is heard
+    /// ([`Touched::Zones`]); not where inotify could not be had.
+    pub fn hears_zones(&self) -> bool {
+        self.zones.is_some()
     }
 
     /// Waits for notifications, or for `stop` to become readable (then
@@ -65,21 +82,36 @@ impl Events {
         let mut fds = [
             libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
+            // (-1, with no watch: poll passes it over.)
+            libc::pollfd {
+                fd: self.zones.as_ref().map_or(-1, |z| z.fd.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         loop {
-            // SAFETY: two valid pollfds, the count given; no deadline:
+            // SAFETY: three valid pollfds, the count given; no deadline:
             // `stop` ends the wait.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if n >= 0 {
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(io(e));
+                }
+                continue;
+            }
+            if fds[1].revents != 0 {
+                return Ok(None);
+            }
+            if fds[2].revents != 0
+                && let Some(z) = &self.zones
+                && z.gone().map_err(io)?
+            {
+                return Ok(Some(Touched::Zones));
+            }
+            if fds[0].revents != 0 {
                 break;
             }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io(e));
-            }
-        }
-        if fds[1].revents != 0 {
-            return Ok(None);
         }
         let mut touched = Some(vec![]);
         let mut buf = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
@@ -104,6 +136,118 @@ impl Events {
             None => Touched::All,
         }))
     }
+}
+
+/// An inotify watch on a directory of namespace names (`dir`), and on
+/// its parent until `dir` is made (`ip netns add` makes it on first use).
+struct NetnsWatch {
+    fd: OwnedFd,
+    dir: CString,
+    /// The parent's watch, while `dir` is not there; and `dir`'s.
+    wds: Mutex<(Option<i32>, Option<i32>)>,
+}
+
+impl NetnsWatch {
+    fn open(dir: &Path) -> std::io::Result<Self> {
+        // SAFETY: inotify_init1 takes flags only; the result is checked.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_encoded_bytes())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        };
+        let w = Self { fd, dir: c(dir)?, wds: Mutex::new((None, None)) };
+        match w.add(&w.dir, libc::IN_DELETE | libc::IN_MOVED_FROM) {
+            Ok(wd) => w.wds.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(wd),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = c(dir.parent().unwrap_or(Path::new("/")))?;
+                let wd = w.add(&parent, libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_ONLYDIR)?;
+                w.wds.lock().unwrap_or_else(PoisonError::into_inner).0 = Some(wd);
+                // Made meanwhile: its creation may have gone unheard.
+                w.adopt_dir()?;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(w)
+    }
+
+    fn add(&self, path: &CString, mask: u32) -> std::io::Result<i32> {
+        // SAFETY: our inotify descriptor and a NUL-terminated path.
+        let wd = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), mask) };
+        if wd < 0 { Err(std::io::Error::last_os_error()) } else { Ok(wd) }
+    }
+
+    /// Watches the directory itself once it is there (and the parent no
+    /// longer).
+    fn adopt_dir(&self) -> std::io::Result<()> {
+        let mut wds = self.wds.lock().unwrap_or_else(PoisonError::into_inner);
+        if wds.1.is_some() {
+            return Ok(());
+        }
+        match self.add(&self.dir, libc::IN_DELETE | libc::IN_MOVED_FROM) {
+            Ok(wd) => {
+                wds.1 = Some(wd);
+                if let Some(p) = wds.0.take() {
+                    // SAFETY: our descriptor and a watch it returned.
+                    unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), p) };
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads every event queued: whether a name in the directory went.
+    fn gone(&self) -> std::io::Result<bool> {
+        let mut gone = false;
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: reads into `buf`, of the length given.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.kind() {
+                    std::io::ErrorKind::WouldBlock => return Ok(gone),
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => return Err(e),
+                }
+            }
+            let (dir_made, went) = netns_events(&buf[..n as usize], &self.dir);
+            gone |= went;
+            if dir_made {
+                self.adopt_dir()?;
+            }
+        }
+    }
+}
+
+/// Of the inotify events in `buf`: whether directory `dir` (by its last
+/// component) was made in the parent watched, and whether a name went
+/// from a watched directory. (Only `dir` and its parent are watched.)
+fn netns_events(buf: &[u8], dir: &CString) -> (bool, bool) {
+    const HDR: usize = 16;
+    let last = dir.as_bytes().rsplit(|b| *b == b'/').next().unwrap_or_default();
+    let (mut made, mut went) = (false, false);
+    let mut at = 0;
+    while at + HDR <= buf.len() {
+        let word = |o: usize| u32::from_ne_bytes(buf[at + o..at + o + 4].try_into().expect("4"));
+        let (mask, len) = (word(4), word(12) as usize);
+        let name = buf.get(at + HDR..at + HDR + len).unwrap_or_default();
+        let name = name.split(|b| *b == 0).next().unwrap_or_default();
+        if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 && name == last {
+            made = true;
+        }
+        if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+            went = true;
+        }
+        at += HDR + len;
+    }
+    (made, went)
 }
 
 /// Adds to `touched` the interfaces the netlink messages in `datagram`
@@ -152,6 +296,24 @@ mod tests {
         let mut b = vec![0; m.buffer_len()];
         m.serialize(&mut b);
         b
+    }
+
+    #[test]
+    fn a_name_going_from_the_netns_directory_is_heard_also_when_it_is_made_later() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("netns");
+        let w = NetnsWatch::open(&dir).unwrap();
+        assert!(!w.gone().unwrap(), "nothing happened yet");
+        // Made after the watch: the parent's watch hears it.
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("z1"), "").unwrap();
+        assert!(!w.gone().unwrap(), "a name made is not one gone");
+        std::fs::write(dir.join("z2"), "").unwrap();
+        std::fs::remove_file(dir.join("z1")).unwrap();
+        assert!(w.gone().unwrap(), "z1 went");
+        assert!(!w.gone().unwrap(), "read once");
+        std::fs::rename(dir.join("z2"), tmp.path().join("z2")).unwrap();
+        assert!(w.gone().unwrap(), "z2 was moved away");
     }
 
     #[test]

@@ -164,6 +164,13 @@ impl Kernel {
     pub(crate) fn wait_ports(&self) -> Option<Vec<LinkName>> {
         loop {
             let touched = match self.events.wait(self.stop.as_raw_fd()) {
+                Ok(Some(Touched::Zones)) => {
+                    // A zone's name went: its connection, which would keep
+                    // the namespace (and the devices in it) alive, goes.
+                    let mut zones = self.zones.lock().unwrap_or_else(PoisonError::into_inner);
+                    zones.retain(|_, c| c.ns.present());
+                    continue;
+                }
                 Ok(Some(t)) => t,
                 Ok(None) => return None,
                 Err(e) => {

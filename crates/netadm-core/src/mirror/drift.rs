@@ -15,10 +15,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use netadm_kernel::{Events, KernelError, Touched};
+use netadm_kernel::{Events, KernelError, Netlink, Touched};
 use netadm_model::LinkName;
 
-use super::iface::{Drift, MirrorIf, link_local};
+use super::iface::{Drift, MirrorIf, Zone, link_local};
 use crate::CoreError;
 use crate::timing::Timing;
 use crate::view::View;
@@ -106,6 +106,9 @@ pub(crate) fn note(n: &LinkName, i: &mut MirrorIf, now: Option<Drift>) {
 
 type Ifs = Arc<Mutex<BTreeMap<LinkName, MirrorIf>>>;
 
+/// The zones the mirror has opened, by name as configured.
+pub(crate) type Zones = Arc<Mutex<BTreeMap<String, Arc<Zone>>>>;
+
 /// The thread that hears the kernel's notifications; stopped on drop.
 pub(crate) struct Watcher {
     stop: OwnedFd,
@@ -113,13 +116,26 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
-    /// Starts watching the interfaces in `ifs` for what `events` hears.
-    pub(crate) fn start(events: Events, ifs: Ifs) -> Result<Self, CoreError> {
+    /// Starts watching the interfaces in `ifs` for what `events` hears;
+    /// when a zone's name goes, `zones` (the mirror's opened zones) and
+    /// the interfaces in it let go of the namespace.
+    pub(crate) fn start(
+        events: Events,
+        ifs: Ifs,
+        zones: Zones,
+        own: Arc<Netlink>,
+    ) -> Result<Self, CoreError> {
+        if !events.hears_zones() {
+            tracing::warn!(
+                "{}: not watched: a deleted zone is let go of only once it is next looked at",
+                netadm_kernel::NETNS_DIR
+            );
+        }
         let stop = netadm_kernel::eventfd().map_err(|e| CoreError::hardware(e.to_string()))?;
         let raw = stop.as_raw_fd();
         let thread = std::thread::Builder::new()
             .name("kernel-events".into())
-            .spawn(move || watch(&events, raw, &ifs))
+            .spawn(move || watch(&events, raw, &ifs, &zones, &own))
             .map_err(|e| CoreError::hardware(e.to_string()))?;
         Ok(Self { stop, thread: Some(thread) })
     }
@@ -134,7 +150,7 @@ impl Drop for Watcher {
     }
 }
 
-fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs) {
+fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs, zones: &Zones, own: &Arc<Netlink>) {
     loop {
         let touched = match events.wait(stop) {
             Ok(Some(t)) => t,
@@ -144,6 +160,10 @@ fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs) {
                 return;
             }
         };
+        if touched == Touched::Zones {
+            let_go_of_deleted_zones(ifs, zones, own);
+            continue;
+        }
         // Under the mirror's lock: a change the daemon makes is seen
         // whole, with what it set, never half way.
         let mut ifs = ifs.lock().unwrap_or_else(PoisonError::into_inner);
@@ -157,6 +177,62 @@ fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs) {
             note(n, i, now);
         }
     }
+}
+
+/// What an interface whose zone went gives up: dropped, its reader
+/// joined, after the interfaces' lock (a DHCP client's thread may want
+/// it before it ends).
+struct LetGo {
+    _dhcp: BTreeMap<netadm_model::AddrObj, super::dhcp::Client>,
+    reader: Option<JoinHandle<()>>,
+    _tap: Option<Arc<netadm_kernel::Tap>>,
+    _zone: Option<Arc<Zone>>,
+}
+
+impl Drop for LetGo {
+    fn drop(&mut self) {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// A zone whose name went (`ip netns del`) is no one's any more, but a
+/// namespace lives on, devices and addresses and all, while anything
+/// holds it: a VNIC's address would go on answering on the wire. So the
+/// mirror lets go of it: the zones it opened, and each interface in one,
+/// noted missing and given up (its zone's connection, DHCP clients,
+/// reader and TAP) as an interface whose zone was gone when it was made;
+/// `refresh-if` makes it once the zone is back.
+fn let_go_of_deleted_zones(ifs: &Ifs, zones: &Zones, own: &Arc<Netlink>) {
+    let gone: Vec<Arc<Zone>> = {
+        let mut z = zones.lock().unwrap_or_else(PoisonError::into_inner);
+        let (kept, gone) = std::mem::take(&mut *z).into_iter().partition(|(_, z)| z.ns.present());
+        *z = kept;
+        gone.into_values().collect()
+    };
+    let mut let_go = vec![];
+    {
+        let mut ifs = ifs.lock().unwrap_or_else(PoisonError::into_inner);
+        for (n, i) in ifs.iter_mut() {
+            if i.ns.as_ref().is_none_or(|z| z.ns.present()) {
+                continue;
+            }
+            note(n, i, evaluate(n, i));
+            i.switch.set_endpoint(i.vid, i.mac, None);
+            netadm_kernel::wake(&i.stop);
+            let_go.push(LetGo {
+                _dhcp: std::mem::take(&mut i.dhcp),
+                reader: i.reader.take(),
+                _tap: i.tap.take(),
+                _zone: i.ns.take(),
+            });
+            i.nl = own.clone();
+            (i.index, i.attached) = (0, false);
+            tracing::info!(interface = %n, "its zone was deleted: netadm let go of it");
+        }
+    }
+    drop((let_go, gone));
 }
 
 impl super::Mirror {

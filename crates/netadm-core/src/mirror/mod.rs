@@ -43,8 +43,9 @@ pub(crate) struct Mirror {
     /// The virtual switch of each link interfaces are on (a port, an
     /// aggregation or an etherstub), made with its first interface.
     switches: Mutex<HashMap<crate::Link, Arc<VSwitch>>>,
-    /// The zones opened so far, by name as configured.
-    zones: Mutex<BTreeMap<String, Arc<Zone>>>,
+    /// The zones opened so far, by name as configured (the watcher lets
+    /// go of those whose name goes).
+    zones: drift::Zones,
     /// Each VNIC's link protection and its books, kept while the VNIC is
     /// (across its interface's deletion and making anew).
     guards: Mutex<BTreeMap<LinkName, Arc<Guard>>>,
@@ -101,13 +102,14 @@ impl Mirror {
         let events = netadm_kernel::Events::open().map_err(kerr)?;
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
-        let watch = Watcher::start(events, ifs.clone())?;
+        let zones = drift::Zones::default();
+        let watch = Watcher::start(events, ifs.clone(), zones.clone(), nl.clone())?;
         Ok(Self {
             _watch: watch,
             nl,
             ifs,
             switches: Mutex::default(),
-            zones: Mutex::default(),
+            zones,
             guards: Mutex::default(),
         })
     }
