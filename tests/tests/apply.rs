@@ -120,6 +120,19 @@ fn apply_plans_runs_as_one_operation_and_show_config_applies_back_as_a_no_op() {
     let after = std::fs::metadata(state.join("links.toml")).unwrap().modified().unwrap();
     assert_eq!(mtime, after, "a no-op apply wrote links.toml");
 
+    // Flows are planned as every other section is: a flow added with -t
+    // (running only) is a step of the plan of the saved configuration,
+    // which the apply then removes.
+    json(&bus, &["add-flow", "-t", "-l", "web0", "-a", "transport=udp", "tmpflow"]);
+    let plan = apply(&bus, &["--dry-run", "-f", back.to_str().unwrap()]);
+    let config: Vec<(&str, &str)> = steps(&plan, "config")
+        .iter()
+        .map(|s| (s["object"].as_str().unwrap(), s["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!((&plan["changed"], config), (&Value::Bool(true), vec![("flow tmpflow", "delete")]));
+    apply(&bus, &["-f", back.to_str().unwrap()]);
+    assert!(json(&bus, &["show-flow"]).as_array().unwrap().is_empty());
+
     // A change: the plan costs what changes (one VNIC goes, aggr0's MTU
     // restarts its members' rings).
     let next = DOC

@@ -64,6 +64,23 @@ impl fmt::Display for CoreError {
 
 impl std::error::Error for CoreError {}
 
+impl CoreError {
+    /// `self`, and that undoing what the failed operation did failed too
+    /// (`undo`): the machine is not as it was, and the message says so
+    /// ([`CoreError::left_changed`]).
+    pub(crate) fn not_put_back(self, undo: &CoreError) -> Self {
+        Self { kind: self.kind, message: format!("{}; {PUT_BACK_FAILED}{}", self.message, undo) }
+    }
+
+    /// Whether the failure left the machine changed: its undo failed too.
+    pub(crate) fn left_changed(&self) -> bool {
+        self.message.contains(PUT_BACK_FAILED) || self.message.contains(" back failed: ")
+    }
+}
+
+/// How a failure whose undo failed too says so.
+const PUT_BACK_FAILED: &str = "and putting it back failed: ";
+
 macro_rules! ctor {
     ($($fn:ident => $kind:ident),* $(,)?) => {
         impl CoreError {

@@ -218,8 +218,11 @@ impl Backend for Machine {
             && let Err(e) = k.drive(from, to, t)
         {
             // The kernel put itself back; so do the rings.
-            let _ = self.ports.execute(to.st, from.st, &mut Timing::new(), &|_, _, _| {});
-            return Err(e);
+            let undo = self.ports.execute(to.st, from.st, &mut Timing::new(), &|_, _, _| {});
+            return Err(match undo {
+                Ok(()) => e,
+                Err(u) => e.not_put_back(&u),
+            });
         }
         Ok(())
     }

@@ -30,6 +30,10 @@ pub(crate) struct Checkpoint {
     pub deadline: SystemTime,
     /// What it rolls back to.
     pub state: Arc<LinkState>,
+    /// It has been rolled back, but its file could not be removed: what
+    /// is left to do is removing it (a netadmd started with it would roll
+    /// back again, undoing what came since).
+    pub rolled_back: bool,
 }
 
 fn ms(t: SystemTime) -> u64 {
@@ -57,6 +61,7 @@ impl Desired {
             *d.checkpoint.lock().unwrap() = Some(Checkpoint {
                 deadline: UNIX_EPOCH + Duration::from_millis(deadline_ms),
                 state: Arc::new(state),
+                rolled_back: false,
             });
         }
         Ok(d)
@@ -146,24 +151,30 @@ impl Desired {
         // the mutation lock, from the persistent configuration this apply
         // starts from: a verb committing just before is kept by a rollback.
         let mut armed: Option<Checkpoint> = None;
+        let timeout = Duration::from_secs(confirm_timeout_s.into());
         let (mut steps, mut validated) = (vec![], false);
         let res = p.mutate(m, Op::read_back("apply", "document"), progress, |cx| {
             let persisted = cx.persisted;
             check::document(&doc, &cx.v, m.mirror.is_some())?;
             steps = plan::steps(m, cx.v.st, persisted, &doc.state)?;
-            validated = true;
             if confirm_timeout_s > 0 {
                 let c = Checkpoint {
-                    deadline: SystemTime::now() + Duration::from_secs(confirm_timeout_s.into()),
+                    deadline: SystemTime::now() + timeout,
                     state: Arc::new(persisted.clone()),
+                    rolled_back: false,
                 };
+                // Armed before it is saved: a save that put the file in
+                // place and then failed (its directory's fsync) has it
+                // removed by the failure's path below.
+                armed = Some(c.clone());
                 if let Some(s) = p.store() {
                     s.save_checkpoint(ms(c.deadline), &c.state).map_err(|e| {
                         CoreError::persistence(format!("cannot arm the checkpoint: {e}"))
                     })?;
                 }
-                armed = Some(c);
             }
+            // What fails from here is a step of the plan.
+            validated = true;
             // Running and persistent become the document: one state, one
             // allocation, as after a restart.
             Ok(Change { running: doc.state.clone(), persisted: None, same: true })
@@ -192,6 +203,21 @@ impl Desired {
                 });
             }
         };
+        // The window to confirm in starts now that the apply is done, not
+        // when it was validated (its kernel work may take longer than the
+        // window). Should the file not take the later deadline, the one
+        // it has stands, here too: earlier, never later, than promised.
+        if let Some(c) = &mut armed {
+            let later = SystemTime::now() + timeout;
+            let kept = p.store().map_or(Ok(()), |s| s.save_checkpoint(ms(later), &c.state));
+            match kept {
+                Ok(()) => c.deadline = later,
+                Err(e) => tracing::warn!(
+                    "the checkpoint keeps the deadline it was armed with ({e}): {} s early",
+                    later.duration_since(c.deadline).unwrap_or_default().as_secs()
+                ),
+            }
+        }
         let confirm_deadline_ms = armed.as_ref().map_or(0, |c| ms(c.deadline));
         if armed.is_some() {
             *cp = armed;
@@ -240,14 +266,32 @@ impl Desired {
         cp: &mut Option<Checkpoint>,
         progress: Progress<'_>,
     ) -> Result<Report, CoreError> {
-        let Some(c) = cp.clone() else {
+        let Some(c) = cp.as_mut() else {
             return Err(CoreError::not_found("no checkpoint is armed"));
         };
-        let r = p.mutate(m, Op::read_back("rollback", "checkpoint"), progress, |_| {
-            Ok(Change { running: LinkState::clone(&c.state), persisted: None, same: true })
-        })?;
-        if let Some(s) = p.store() {
-            s.clear_checkpoint().map_err(|e| CoreError::persistence(e.to_string()))?;
+        let retry = c.rolled_back;
+        let mut r = if retry {
+            Timing::new().finish("rollback")
+        } else {
+            let state = LinkState::clone(&c.state);
+            let r = p.mutate(m, Op::read_back("rollback", "checkpoint"), progress, |_| {
+                Ok(Change { running: state, persisted: None, same: true })
+            })?;
+            c.rolled_back = true;
+            r
+        };
+        // Rolled back: a file that cannot be removed leaves it armed for
+        // that alone (confirm, or its retry), never to roll back again.
+        if let Some(Err(e)) = p.store().map(|s| s.clear_checkpoint()) {
+            if retry {
+                return Err(CoreError::persistence(format!(
+                    "the checkpoint was rolled back, but its file could not be removed: {e}"
+                )));
+            }
+            r.notes.push(format!(
+                "the checkpoint file could not be removed ({e}): tried again in 10 s, or `netadm confirm` removes it"
+            ));
+            return Ok(r);
         }
         *cp = None;
         self.cv.notify_all();
@@ -328,8 +372,7 @@ fn name_step(steps: &[PlanStep], e: CoreError) -> CoreError {
         }
         None => "the operation".to_owned(),
     };
-    CoreError {
-        kind: e.kind,
-        message: format!("{which} failed: {}; everything was put back as it was", e.message),
-    }
+    // Only what was put back is said to be.
+    let back = if e.left_changed() { "" } else { "; everything was put back as it was" };
+    CoreError { kind: e.kind, message: format!("{which} failed: {}{back}", e.message) }
 }

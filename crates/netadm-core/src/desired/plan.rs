@@ -42,6 +42,7 @@ pub(crate) fn steps(
         }
     }
     let (mut gone, mut come) = (vec![], vec![]);
+    section("flow", &cur.flow, &next.flow, &mut gone, &mut come);
     section("address", &cur.address, &next.address, &mut gone, &mut come);
     section("interface", &cur.interface, &next.interface, &mut gone, &mut come);
     section("vnic", &cur.vnic, &next.vnic, &mut gone, &mut come);

@@ -558,8 +558,10 @@ fn change_backend(
         Ok(())
     });
     if let Err(e) = after {
-        let _ = put_back(b, vt, vf);
-        return Err(e);
+        return Err(match put_back(b, vt, vf) {
+            Ok(()) => e,
+            Err(u) => e.not_put_back(&u),
+        });
     }
     Ok(())
 }
