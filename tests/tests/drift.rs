@@ -105,3 +105,23 @@ fn changes_behind_netadms_back_are_reported_and_refresh_if_puts_them_back() {
     assert_eq!(json_err(&bus, &["refresh-if", "no-such"]).0, "InvalidName");
     assert_eq!(iface(&bus)["state"], "ok");
 }
+
+/// An address someone put on a TAP by hand: `create-addr` of the same
+/// address is refused (`Exists`, naming it), and the change is put back
+/// without taking the address that was there before with it.
+#[test]
+fn create_addr_of_an_address_already_in_the_kernel_is_refused_and_leaves_it() {
+    let Some([ns]) = namespaces(&[], "nx", [""]) else { return };
+    let name = ns.name().to_owned();
+    let bus = Bus::start();
+    let _daemon = Daemon::builder(&bus, bus.subdir("state")).netns(&name).start();
+    json(&bus, &["create-if", "atl1c2"]);
+    ip(&name, &["addr", "add", "198.51.100.7/24", "dev", "atl1c2"]);
+    let (k, m) =
+        json_err(&bus, &["create-addr", "-T", "static", "-a", "198.51.100.7/24", "atl1c2/v4"]);
+    assert_eq!(k, "Exists", "{m}");
+    assert!(m.contains("198.51.100.7/24"), "{m}");
+    let addrs = ip(&name, &["-o", "addr", "show", "dev", "atl1c2"]);
+    assert!(addrs.contains("198.51.100.7/24"), "the address was taken away:\n{addrs}");
+    assert!(rows(&json(&bus, &["show-addr"]), "addrobj", "atl1c2/v4").is_empty());
+}

@@ -16,7 +16,9 @@ use rtnetlink::packet_core::{
 };
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, CacheInfo};
+use rtnetlink::packet_route::address::{
+    AddressAttribute, AddressHeaderFlags, AddressMessage, CacheInfo,
+};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::sys::{AsyncSocket, Socket, SocketAddr, protocols::NETLINK_ROUTE};
 use tokio::runtime::Handle;
@@ -423,13 +425,30 @@ impl Netlink {
     /// (the socket checks dump requests strictly), read again here in
     /// case a kernel does not.
     pub fn addrs(&self, index: u32) -> Result<Vec<(IpAddr, u8)>, KernelError> {
+        self.addrs_where(index, |_| true)
+    }
+
+    /// Interface `index`'s addresses that have a lifetime (no
+    /// `IFA_F_PERMANENT`): what SLAAC, DHCP and privacy extensions put
+    /// there, not what an administrator added.
+    pub fn dynamic_addrs(&self, index: u32) -> Result<Vec<(IpAddr, u8)>, KernelError> {
+        self.addrs_where(index, |a| !a.header.flags.contains(AddressHeaderFlags::Permanent))
+    }
+
+    fn addrs_where(
+        &self,
+        index: u32,
+        keep: impl Fn(&AddressMessage) -> bool,
+    ) -> Result<Vec<(IpAddr, u8)>, KernelError> {
         let mut m = AddressMessage::default();
         m.header.index = index;
         let all = self.request("list addresses", RouteNetlinkMessage::GetAddress(m), NLM_F_DUMP)?;
         Ok(all
             .iter()
             .filter_map(|m| match m {
-                RouteNetlinkMessage::NewAddress(a) if a.header.index == index => addr_of(a),
+                RouteNetlinkMessage::NewAddress(a) if a.header.index == index && keep(a) => {
+                    addr_of(a)
+                }
                 _ => None,
             })
             .collect())

@@ -33,6 +33,31 @@ fn socket(domain: i32, ty: i32, proto: i32, op: &str) -> Result<OwnedFd, KernelE
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// One classic BPF instruction.
+fn filter(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// Attaches classic BPF program `code` to socket `fd`.
+fn attach(fd: &OwnedFd, code: &mut [libc::sock_filter]) -> Result<(), KernelError> {
+    let prog = libc::sock_fprog { len: code.len() as u16, filter: code.as_mut_ptr() };
+    // SAFETY: a valid program for its stated length, copied by the kernel
+    // during the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(io("attach a filter to a packet socket"));
+    }
+    Ok(())
+}
+
 /// An `AF_PACKET` datagram socket on one interface for one ethertype: the
 /// kernel adds and strips the Ethernet header.
 #[derive(Debug)]
@@ -59,33 +84,56 @@ impl PacketSocket {
     /// keeps `ethertype` only, attached before the socket is bound so that
     /// no other frame is ever queued.
     pub fn open_tap(index: u32, ethertype: u16) -> Result<Self, KernelError> {
-        let fd = socket(libc::AF_PACKET, libc::SOCK_DGRAM, 0, "open a packet socket")?;
         // ldh [protocol] (the ancillary load: host order); keep it whole
         // if it is `ethertype`, else drop it.
         let mut code = [
-            libc::sock_filter { code: 0x28, jt: 0, jf: 0, k: 0xffff_f000 },
-            libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: u32::from(ethertype) },
-            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0xffff },
-            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 },
+            filter(0x28, 0, 0, 0xffff_f000),
+            filter(0x15, 0, 1, u32::from(ethertype)),
+            filter(0x06, 0, 0, 0xffff),
+            filter(0x06, 0, 0, 0),
         ];
-        let prog = libc::sock_fprog { len: code.len() as u16, filter: code.as_mut_ptr() };
-        // SAFETY: a valid program for its stated length, copied by the
-        // kernel during the call.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                (&prog as *const libc::sock_fprog).cast(),
-                std::mem::size_of::<libc::sock_fprog>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(io("attach a filter to a packet socket"));
-        }
-        let all = (libc::ETH_P_ALL as u16).to_be();
-        bind(&fd, index, all)?;
+        Self::open_filtered(index, libc::ETH_P_ALL as u16, ethertype, &mut code)
+    }
+
+    /// A socket on interface `index` for `bound` (an ethertype, or
+    /// `ETH_P_ALL`), sending as `ethertype`, whose queue only what `code`
+    /// keeps reaches: the filter is attached before the socket is bound,
+    /// so no other frame is ever queued.
+    fn open_filtered(
+        index: u32,
+        bound: u16,
+        ethertype: u16,
+        code: &mut [libc::sock_filter],
+    ) -> Result<Self, KernelError> {
+        let fd = socket(libc::AF_PACKET, libc::SOCK_DGRAM, 0, "open a packet socket")?;
+        attach(&fd, code)?;
+        bind(&fd, index, bound.to_be())?;
         Ok(Self { fd, index, ethertype })
+    }
+
+    /// Opens one on interface `index` for IPv4 that is given only UDP to
+    /// port `port` (a DHCP client's 68), unfragmented: a filter attached
+    /// before it is bound keeps the rest of the interface's traffic out
+    /// of its queue, which a busy interface fills (its answers dropped
+    /// behind the rest), and out of its reader's wake-ups.
+    pub fn open_udp4(index: u32, port: u16) -> Result<Self, KernelError> {
+        // A datagram socket's filter sees the frame from its IPv4 header.
+        let mut code = [
+            // ldb [9]: the protocol; UDP or drop.
+            filter(0x30, 0, 0, 9),
+            filter(0x15, 0, 6, u32::from(libc::IPPROTO_UDP as u8)),
+            // ldh [6]: a fragment after the first is dropped.
+            filter(0x28, 0, 0, 6),
+            filter(0x45, 4, 0, 0x1fff),
+            // ldxb 4*([0]&0xf): the header's length; ldh [x+2]: the
+            // destination port.
+            filter(0xb1, 0, 0, 0),
+            filter(0x48, 0, 0, 2),
+            filter(0x15, 0, 1, u32::from(port)),
+            filter(0x06, 0, 0, 0xffff_ffff),
+            filter(0x06, 0, 0, 0),
+        ];
+        Self::open_filtered(index, 0x0800, 0x0800, &mut code)
     }
 
     /// Sends `payload` to `mac` (ff:ff:ff:ff:ff:ff to broadcast).

@@ -96,3 +96,43 @@ fn notifications_name_the_link_changed_and_stop_wakes_the_waiter() {
         unsafe { libc::close(stop) };
     });
 }
+
+/// A DHCP client's socket (`PacketSocket::open_udp4`) is given UDP to
+/// its port only: of an IPv4 datagram to port 69, a TCP segment and a
+/// UDP datagram to port 68 sent in that order over a veth, the first it
+/// receives is the last.
+#[test]
+fn a_udp4_packet_socket_is_given_only_udp_to_its_port() {
+    in_netns(|| {
+        let nl = Netlink::open().unwrap();
+        let up = netadm_kernel::NewLink { up: true, ..Default::default() };
+        nl.add_veth("pka", "pkb", &up, None).unwrap();
+        let (a, b) = (nl.index("pka").unwrap(), nl.index("pkb").unwrap());
+        nl.set_link(b, Some(true), None).unwrap();
+        let ear = netadm_kernel::PacketSocket::open_udp4(b, 68).unwrap();
+        let mouth = netadm_kernel::PacketSocket::open(a, 0x0800).unwrap();
+        // An IPv4 header (20 bytes, protocol `proto`), then 8 bytes of UDP
+        // or the start of TCP (both begin with the ports), then `mark`.
+        let packet = |proto: u8, dport: u16, mark: &[u8]| {
+            let len = (28 + mark.len()) as u16;
+            let mut p = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+            p[2..4].copy_from_slice(&len.to_be_bytes());
+            p.extend(67u16.to_be_bytes());
+            p.extend(dport.to_be_bytes());
+            p.extend(((8 + mark.len()) as u16).to_be_bytes());
+            p.extend([0, 0]);
+            p.extend(mark);
+            p
+        };
+        let bcast = [0xff; 6];
+        mouth.send(bcast, &packet(17, 69, b"UDP-69")).unwrap();
+        mouth.send(bcast, &packet(6, 68, b"TCP-68")).unwrap();
+        mouth.send(bcast, &packet(17, 68, b"UDP-68")).unwrap();
+        let stop = netadm_kernel::eventfd().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut buf = [0u8; 2048];
+        let got = ear.recv(&mut buf, deadline, std::os::fd::AsRawFd::as_raw_fd(&stop)).unwrap();
+        let (n, _) = got.expect("nothing received within 5 s");
+        assert!(buf[..n].ends_with(b"UDP-68"), "first received: {:?}", &buf[..n]);
+    })
+}

@@ -628,7 +628,9 @@ impl Run {
             match self.ack(xid, deadline, Some(&l)) {
                 _ if self.stopped() => return Some(l),
                 Answer::Lease(n) => {
-                    if n.ip != l.ip {
+                    // Another address, or the same with another mask (a
+                    // different address to the kernel): the old one goes.
+                    if (n.ip, n.prefix) != (l.ip, l.prefix) {
                         self.drop_lease(&l);
                     }
                     return self.install(n, true);

@@ -46,6 +46,9 @@ pub(crate) struct MirrorIf {
     /// What the mirror last set, for drift to be measured against.
     pub(crate) want_mtu: u32,
     pub(crate) want_addrs: Vec<(IpAddr, u8)>,
+    /// Addresses a change went to add and found there already (a DHCP
+    /// lease, an administrator's): its undo does not remove them.
+    pub(crate) found: std::collections::BTreeSet<(IpAddr, u8)>,
     /// How the device differs from that, as last heard (`crate::drift`).
     pub(crate) drift: Option<Drift>,
     /// The offloads the TAP lets the kernel leave to netadm: (tx-csum, tso).

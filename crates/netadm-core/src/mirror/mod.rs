@@ -318,8 +318,16 @@ fn addrconf(nl: &Netlink, i: &mut MirrorIf, on: bool) -> Result<(), CoreError> {
     }
     i.addrconf = on;
     if !on {
-        for (ip, p) in nl.addrs(i.index).map_err(kerr)? {
-            if ip.is_ipv6() && !link_local(&ip) && !i.want_addrs.contains(&(ip, p)) {
+        // What SLAAC made goes: addresses with a lifetime, not a DHCP
+        // client's; never one an administrator added (a kernel port's
+        // device may carry the host's own).
+        let leased = i.leased.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        for (ip, p) in nl.dynamic_addrs(i.index).map_err(kerr)? {
+            if ip.is_ipv6()
+                && !link_local(&ip)
+                && !i.want_addrs.contains(&(ip, p))
+                && !leased.contains(&(ip, p))
+            {
                 match nl.del_addr(i.index, ip, p) {
                     Ok(()) | Err(KernelError::NotFound { .. }) => {}
                     Err(e) => return Err(kerr(e)),
@@ -445,6 +453,7 @@ impl Mirror {
             vid: vid_of(vt, l),
             want_mtu: ifmtu(vt, n, l),
             want_addrs: vec![],
+            found: Default::default(),
             drift,
             offload: (false, false),
             stop,
@@ -528,6 +537,9 @@ impl Mirror {
             let (was, now) = (a.active_addr(), b.and_then(|b| b.active_addr()));
             if let Some((ip, p)) = was
                 && was != now
+                // Putting back a change whose add found it there already:
+                // it was not this change's to remove.
+                && !i.found.remove(&(ip, p))
             {
                 match i.nl.del_addr(i.index, ip, p) {
                     // Gone already (putting back a change that failed
@@ -669,6 +681,7 @@ impl Mirror {
                 vid,
                 want_mtu,
                 want_addrs,
+                found: Default::default(),
                 drift,
                 offload,
                 stop,
@@ -735,7 +748,7 @@ impl Mirror {
                     // Its packet socket is made in the interface's
                     // namespace (a zone's, from a thread inside it); the
                     // lease goes in over the interface's connection.
-                    let open = || PacketSocket::open(i.index, 0x0800);
+                    let open = || PacketSocket::open_udp4(i.index, 68);
                     let sock = match &i.ns {
                         None => open(),
                         Some(z) => z.ns.run(open).map_err(kerr)?,
@@ -771,11 +784,18 @@ impl Mirror {
                     // netadmd stops: the one it had is taken up.
                     Err(KernelError::Exists { .. }) if i.attached => {}
                     Err(KernelError::Exists { .. }) => {
+                        // Someone else's (a DHCP lease, a hand's): the
+                        // undo of this change leaves it.
+                        i.found.insert((ip, p));
                         return Err(CoreError::exists(format!(
-                            "{ip} is already present in the kernel"
+                            "{ip}/{p} is already present in the kernel on {}",
+                            i.dev
                         )));
                     }
-                    r => r.map_err(kerr)?,
+                    r => {
+                        r.map_err(kerr)?;
+                        i.found.remove(&(ip, p));
+                    }
                 }
             }
             // Deprecated: preferred for 0 s, valid for ever (a fresh
