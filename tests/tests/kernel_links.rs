@@ -1510,6 +1510,8 @@ fn bad_requests_on_kernel_links_are_typed_errors_that_change_nothing() {
             vec!["factory"],
         ),
         (vec!["create-vnic", "-l", "net0", long], "InvalidName", vec![long, "15"]),
+        (vec!["rename-link", "vnic1", long], "InvalidName", vec![long, "15"]),
+        (vec!["rename-link", "stub0", long], "InvalidName", vec![long, "15"]),
         (vec!["create-vnic", "-l", "net0", "hand0"], "Exists", vec!["hand0"]),
         (vec!["create-vnic", "-l", "net0", "other0"], "Exists", vec!["other0"]),
         (vec!["create-etherstub", "other0"], "Exists", vec!["other0"]),
@@ -1682,17 +1684,23 @@ fn a_device_of_the_right_name_but_the_wrong_kind_is_refused_by_name_and_left_alo
     let a = r.a().to_owned();
     r.vnic_with_addr("net0", "vnic0", None, "192.0.2.1/24");
     r.ok(&["create-vnic", "-l", "net1", "vnic1"]);
+    r.ok(&["create-vnic", "-l", "net0", "vnic3"]);
     r.stop();
-    // vnic0 replaced, while netadmd is away, by a bridge someone made.
+    // vnic0 replaced, while netadmd is away, by a bridge someone made;
+    // vnic3 by a macvlan over the other NIC.
     ip(&a, &["link", "del", "vnic0"]);
     ip(&a, &["link", "add", "vnic0", "type", "bridge"]);
+    ip(&a, &["link", "del", "vnic3"]);
+    ip(&a, &["link", "add", "vnic3", "link", "nic1", "type", "macvlan", "mode", "bridge"]);
     let (index, vnic1) = (ifindex(&a, "vnic0"), ifindex(&a, "vnic1"));
     let d = r.start();
     let said = d.startup.join("\n");
-    assert!(
-        said.contains("vnic0") && said.contains("not a macvlan"),
-        "netadmd did not name the device it refused:\n{said}"
-    );
+    for (dev, not) in [("vnic0", "not a macvlan"), ("vnic3", "not a macvlan over nic0")] {
+        assert!(
+            said.lines().any(|l| l.contains(dev) && l.contains(not)),
+            "netadmd did not name the device it refused ({dev}: {not}):\n{said}"
+        );
+    }
     // Refused: shown so, and left as it was.
     let l = &rows(&r.ok(&["show-link"]), "link", "vnic0")[0].clone();
     assert_eq!(l["state"], "down", "{l}");
@@ -1707,6 +1715,13 @@ fn a_device_of_the_right_name_but_the_wrong_kind_is_refused_by_name_and_left_alo
     assert_eq!(ifindex(&a, "vnic1"), vnic1);
     r.ok(&["create-vnic", "-l", "net1", "vnic2"]);
     assert_eq!(kind(&must(&a, "vnic2")), "macvlan");
+    // Deleting the VNICs deletes no device of someone else's.
+    let vnic3 = ifindex(&a, "vnic3");
+    r.ok(&["delete-if", "vnic0"]);
+    r.ok(&["delete-vnic", "vnic0"]);
+    r.ok(&["delete-vnic", "vnic3"]);
+    assert_eq!(ifindex(&a, "vnic0"), index, "delete-vnic deleted the host's bridge");
+    assert_eq!(ifindex(&a, "vnic3"), vnic3, "delete-vnic deleted the host's macvlan");
 }
 
 #[test]

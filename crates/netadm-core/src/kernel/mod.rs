@@ -433,7 +433,7 @@ impl Kernel {
             if d.what == What::Port && d.master.is_some() {
                 continue;
             }
-            if let Some(l) = self.find(k)? {
+            if let Some(l) = self.find_ours(k, d)? {
                 if matches!(d.what, What::Bond(_)) {
                     self.bond_mtu(&l, d.mtu, &d.link)?;
                 } else {
@@ -459,7 +459,7 @@ impl Kernel {
             if o.what == What::Port && o.master.is_some() {
                 continue;
             }
-            if let Some(l) = self.find(k)?
+            if let Some(l) = self.find_ours(k, o)?
                 && l.mtu != o.mtu
             {
                 if matches!(o.what, What::Bond(_)) {
@@ -678,6 +678,42 @@ impl Kernel {
         }
     }
 
+    /// Device `k`, when it is the one `d` describes: not one refused when
+    /// netadmd started (someone else's under a configured name, left
+    /// alone), and of `d`'s kind. What netadm deletes, re-sizes or builds
+    /// on is only ever such a device.
+    fn find_ours(&self, k: &Key, d: &Dev) -> Result<Option<LinkDetail>, CoreError> {
+        if self.troubled(k) {
+            return Ok(None);
+        }
+        Ok(self.find(k)?.filter(|l| kind_matches(l, d)))
+    }
+
+    /// Whether existing device `l` hangs where `d` says: a macvlan (in
+    /// bridge mode) or VLAN over its lower device, a veth end paired with
+    /// its peer (each in netadmd's namespace). `None` where the kernel
+    /// does not say, or the device it should hang on is not there.
+    fn hangs_as(&self, l: &LinkDetail, d: &Dev) -> Option<bool> {
+        let on = match &d.what {
+            What::Macvlan { lower } | What::GuardMac { lower } => {
+                if l.macvlan_mode.is_some_and(|m| m != netadm_kernel::MacVlanMode::Bridge) {
+                    return Some(false);
+                }
+                lower
+            }
+            What::Vlan { lower, .. } => lower,
+            What::Veth { peer, .. } | What::Guarded { peer } => peer,
+            _ => return Some(true),
+        };
+        let want = self.nl.link_named(on).ok()?.index;
+        Some(l.lower? == want)
+    }
+
+    /// Whether device `k` was refused (reported, left alone).
+    fn troubled(&self, k: &Key) -> bool {
+        self.trouble.lock().unwrap_or_else(PoisonError::into_inner).contains_key(k)
+    }
+
     /// Makes the kernel's devices go from `a` to `b`.
     fn apply(&self, a: &BTreeMap<Key, Dev>, b: &BTreeMap<Key, Dev>) -> Result<(), CoreError> {
         // Devices that go, or come back as something else: in one group
@@ -687,9 +723,17 @@ impl Kernel {
             if d.what == What::Port || b.get(k).is_some_and(|n| n.same_device(d)) {
                 continue;
             }
-            if let Some(l) = self.find(k)? {
+            // Only netadm's: a device refused at start under the name is
+            // someone else's, and stays.
+            if let Some(l) = self.find_ours(k, d)? {
                 gone.entry(k.0.clone()).or_default().push(l.index);
             }
+        }
+        // A device refused under a name that goes is no longer the
+        // configuration's concern.
+        {
+            let mut t = self.trouble.lock().unwrap_or_else(PoisonError::into_inner);
+            t.retain(|k, _| b.contains_key(k) || !a.contains_key(k));
         }
         for (zone, ixs) in &gone {
             let c = self.conn(zone)?;
@@ -725,6 +769,10 @@ impl Kernel {
         }
         for (k, d) in &come {
             let Some(m) = &d.master else { continue };
+            // Not into a device refused at start under the bond's name.
+            if self.troubled(&(None, m.clone())) {
+                continue;
+            }
             let (Some(l), Ok(bond)) = (self.find(k)?, self.nl.link_named(m)) else { continue };
             if l.master != Some(bond.index) {
                 // A port joins its bond down, and comes up in it.
@@ -816,7 +864,14 @@ impl Kernel {
                 )));
             }
             Some(l) => {
-                if !kind_matches(&l, d) {
+                // Adopted only when it is what the configuration
+                // describes: of its kind, and (at start, when anything may
+                // stand under a configured name) over its lower device,
+                // paired with its peer, a macvlan in bridge mode.
+                let hung = |l: &LinkDetail| {
+                    !self.adopting.load(Ordering::SeqCst) || self.hangs_as(l, d).unwrap_or(true)
+                };
+                if !kind_matches(&l, d) || !hung(&l) {
                     let why = format!(
                         "{}: the kernel has a device of that name that is not {}",
                         k.1,
@@ -832,6 +887,12 @@ impl Kernel {
             }
             None => {
                 let lower = match d.lower() {
+                    // Not over a device refused at start under the lower's
+                    // name (someone else's).
+                    Some(low) if self.troubled(&(None, low.to_owned())) => {
+                        let why = format!("{}: its lower device {low} is not netadm's", k.1);
+                        return self.refuse_missing(k, why);
+                    }
                     Some(low) => match self.find(&(None, low.to_owned()))? {
                         Some(l) => Some(l.index),
                         None => {

@@ -181,6 +181,16 @@ pub(crate) fn rename_link(cx: &mut Cx<'_>, old: &str, new: &str) -> Result<Chang
         let link = v.require(old)?;
         not_taken(v, new)?;
         no_interface(v, &o)?;
+        // A link that is a kernel device of its name: the new name must
+        // be one the kernel takes, known before its devices (and those
+        // over it) are torn down to be made anew under it.
+        if !matches!(link, Link::Phys(_)) && v.on_kernel(&link) {
+            netadm_kernel::check_ifname(new).map_err(|e| {
+                CoreError::invalid_name(format!(
+                    "{new}: the kernel refuses it as a device name: {e}"
+                ))
+            })?;
+        }
         match &link {
             Link::Phys(d) => {
                 let e = st.phys.get_or_default(d.clone());
