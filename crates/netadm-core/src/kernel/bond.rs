@@ -134,6 +134,13 @@ fn lacp_details(text: &str, port: &str) -> Option<(lacp::Info, lacp::Info)> {
 
 impl Kernel {
     /// The ports of bond `index`, in the kernel's order.
+    /// Whether bond `l` or any of its members is not at `mtu` (a change
+    /// that failed part way through the members leaves the bond as it
+    /// was and some members changed).
+    pub(super) fn bond_out_of_step(&self, l: &LinkDetail, mtu: u32) -> Result<bool, CoreError> {
+        Ok(l.mtu != mtu || self.members(l.index)?.iter().any(|m| m.mtu != mtu))
+    }
+
     fn members(&self, index: u32) -> Result<Vec<LinkDetail>, CoreError> {
         let all = self.nl.links().map_err(kerr)?;
         Ok(all.into_iter().filter(|l| l.master == Some(index)).collect())

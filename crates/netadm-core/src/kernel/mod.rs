@@ -459,9 +459,12 @@ impl Kernel {
             if o.what == What::Port && o.master.is_some() {
                 continue;
             }
-            if let Some(l) = self.find_ours(k, o)?
-                && l.mtu != o.mtu
-            {
+            let Some(l) = self.find_ours(k, o)? else { continue };
+            let differs = match o.what {
+                What::Bond(_) => self.bond_out_of_step(&l, o.mtu)?,
+                _ => l.mtu != o.mtu,
+            };
+            if differs {
                 if matches!(o.what, What::Bond(_)) {
                     self.bond_mtu(&l, o.mtu, &o.link)?;
                 } else {
@@ -737,12 +740,18 @@ impl Kernel {
         }
         for (zone, ixs) in &gone {
             let c = self.conn(zone)?;
-            for &i in ixs {
-                c.nl().set_group(i, DELETE_GROUP).map_err(kerr)?;
-            }
-            match c.nl().del_group(DELETE_GROUP) {
-                Ok(()) | Err(KernelError::NotFound { .. }) => {}
-                Err(e) => return Err(kerr(e)),
+            let grouped = ixs.iter().try_for_each(|&i| c.nl().set_group(i, DELETE_GROUP));
+            let deleted = grouped.and_then(|()| match c.nl().del_group(DELETE_GROUP) {
+                Ok(()) | Err(KernelError::NotFound { .. }) => Ok(()),
+                Err(e) => Err(e),
+            });
+            if let Err(e) = deleted {
+                // None may stay in the group: the next delete there would
+                // take it too.
+                for &i in ixs {
+                    let _ = c.nl().set_group(i, 0);
+                }
+                return Err(kerr(e));
             }
         }
         // Ports that leave their bond.
@@ -919,7 +928,13 @@ impl Kernel {
         if let What::Bond(spec) = &d.what {
             self.settle_bond(&l, spec, &d.link)?;
         }
-        if l.mtu != d.mtu && !(d.what == What::Port && d.master.is_some()) {
+        // A bond whose MTU this step changes (or puts back, after a failure
+        // part way through its members), or adopted: its members are
+        // looked at too, not only the bond's own MTU.
+        let bond_members = matches!(d.what, What::Bond(_))
+            && (was.is_none_or(|w| w.mtu != d.mtu) || self.adopting.load(Ordering::SeqCst));
+        let differs = if bond_members { self.bond_out_of_step(&l, d.mtu)? } else { l.mtu != d.mtu };
+        if differs && !(d.what == What::Port && d.master.is_some()) {
             if matches!(d.what, What::Bond(_)) {
                 // Its members one at a time, then the bond.
                 self.bond_mtu(&l, d.mtu, &d.link)?;
@@ -1013,7 +1028,12 @@ impl Kernel {
                 }
                 if let Some(z) = &zone {
                     let i = self.nl.link_named(&k.1).map_err(kerr)?.index;
-                    self.nl.move_to(i, z).map_err(kerr)?;
+                    if let Err(e) = self.nl.move_to(i, z) {
+                        // Not left behind here, where nothing looks for it
+                        // (and every retry would find its name taken).
+                        let _ = self.nl.del_link(i);
+                        return Err(kerr(e));
+                    }
                 }
                 Ok(())
             }
