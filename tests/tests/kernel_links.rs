@@ -1772,3 +1772,34 @@ fn a_deleted_zone_takes_its_kernel_vnic_and_address_with_it() {
         rows(&r.ok(&["show-if"]), "ifname", "zv0")[0]["state"] == "missing"
     });
 }
+
+/// An IP interface on a kernel port's own device changes its sysctls
+/// (SLAAC off, forwarding as set); deleted — by the netadmd that made it
+/// or by the next one — they are as the host had them.
+#[test]
+fn delete_if_puts_a_kernel_devices_sysctls_back_as_the_host_had_them() {
+    let Some(mut r) = Rig::started("sy") else { return };
+    let a = r.a().to_owned();
+    let keys = [
+        "net.ipv6.conf.nic0.accept_ra",
+        "net.ipv6.conf.nic0.autoconf",
+        "net.ipv4.conf.nic0.forwarding",
+    ];
+    let now =
+        || keys.map(|k| sh(&["ip", "netns", "exec", &a, "sysctl", "-n", k]).trim().to_owned());
+    let before = now();
+    assert_eq!(before[2], "0", "{before:?}");
+    let set = || {
+        r.ok(&["create-if", "net0"]);
+        r.ok(&["set-ifprop", "-m", "ipv4", "-p", "forwarding=on", "net0"]);
+        assert_eq!(now(), ["0", "0", "1"].map(String::from));
+    };
+    set();
+    r.ok(&["delete-if", "net0"]);
+    assert_eq!(now(), before, "delete-if left netadm's sysctls");
+    set();
+    r.stop();
+    r.start();
+    r.ok(&["delete-if", "net0"]);
+    assert_eq!(now(), before, "delete-if by the next netadmd left netadm's sysctls");
+}

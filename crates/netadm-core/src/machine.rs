@@ -49,7 +49,11 @@ impl Machine {
         Ok(Self {
             datapath: Datapath::start(hw.clone())?,
             ports: Ports::new(hw),
-            mirror: if mirror { Some(Mirror::open()?) } else { None },
+            mirror: if mirror {
+                Some(Mirror::open(kernel.as_ref().map(Kernel::defaults))?)
+            } else {
+                None
+            },
             kernel,
         })
     }

@@ -2,7 +2,9 @@
 //! first set them: what a property going back to unset (`reset-linkprop`,
 //! the undo of a change that set it) puts back. The kernel keeps no
 //! default of its own to go back to: a driver's channel count and
-//! offloads at probe are not asked for again.
+//! offloads at probe are not asked for again. The same for the sysctls
+//! of a kernel device netadm puts an IP interface on (SLAAC, forwarding),
+//! which the mirror puts back when the interface goes.
 //!
 //! Kept in the state directory (`kernel-defaults.json`: device, then
 //! setting, to its value), written before the kernel is changed, so a
@@ -19,8 +21,9 @@ use crate::CoreError;
 /// The file, in the state directory.
 pub(crate) const FILE: &str = "kernel-defaults.json";
 
-/// Device name, then setting (`tso`, `tx-csum`, `rx-csum`: 0 or 1;
-/// `combined`, `rx`, `tx`: a channel count), to its value.
+/// Device name (`ZONE/NAME` in a zone), then setting (`tso`, `tx-csum`,
+/// `rx-csum`: 0 or 1; `combined`, `rx`, `tx`: a channel count;
+/// `ipv6/accept_ra` and the like: a sysctl), to its value.
 type Values = BTreeMap<String, BTreeMap<String, u64>>;
 
 /// The values remembered, and where they are kept.

@@ -19,7 +19,7 @@
 //! the daemon.
 
 mod bond;
-mod defaults;
+pub(crate) mod defaults;
 pub(crate) mod devices;
 pub(crate) mod guard;
 mod inbound;
@@ -93,8 +93,9 @@ pub(crate) struct Kernel {
     /// reads what it sent.
     flows: Mutex<BTreeMap<FlowName, (String, TcId)>>,
     /// The ports' channels and offloads as they were before netadm set
-    /// them.
-    defaults: defaults::Defaults,
+    /// them (and, through the mirror, the sysctls of the devices it puts
+    /// IP interfaces on).
+    defaults: Arc<defaults::Defaults>,
 }
 
 /// A kernel error as a core error, kind for kind.
@@ -154,7 +155,7 @@ impl Kernel {
             rules: guard::Rules::default(),
             flows: Mutex::default(),
             notes: Mutex::default(),
-            defaults: defaults::Defaults::load(state)?,
+            defaults: Arc::new(defaults::Defaults::load(state)?),
         }))
     }
 
@@ -710,6 +711,11 @@ impl Kernel {
         };
         let want = self.nl.link_named(on).ok()?.index;
         Some(l.lower? == want)
+    }
+
+    /// What netadm changed of the kernel's devices, as they were before.
+    pub(crate) fn defaults(&self) -> Arc<defaults::Defaults> {
+        self.defaults.clone()
     }
 
     /// Whether device `k` was refused (reported, left alone).

@@ -49,6 +49,34 @@ pub(crate) struct Mirror {
     /// Each VNIC's link protection and its books, kept while the VNIC is
     /// (across its interface's deletion and making anew).
     guards: Mutex<BTreeMap<LinkName, Arc<Guard>>>,
+    /// The sysctls of kernel devices it put IP interfaces on, as they
+    /// were: put back when the interface goes ([`ATTACHED_SYSCTLS`]).
+    defaults: Option<Arc<crate::kernel::defaults::Defaults>>,
+}
+
+/// The sysctls the mirror writes on a kernel device it puts an IP
+/// interface on (SLAAC off, interface properties), by family and key:
+/// what they were is remembered, and put back when the interface goes.
+const ATTACHED_SYSCTLS: [(sysctl::Family, &str); 5] = [
+    (sysctl::Family::V6, "accept_ra"),
+    (sysctl::Family::V6, "autoconf"),
+    (sysctl::Family::V4, "forwarding"),
+    (sysctl::Family::V6, "forwarding"),
+    (sysctl::Family::V6, "mtu"),
+];
+
+/// A sysctl's key in the defaults: `ipv4/forwarding`.
+fn sysctl_key(f: sysctl::Family, key: &str) -> String {
+    let proto = match f {
+        sysctl::Family::V4 => "ipv4",
+        sysctl::Family::V6 => "ipv6",
+    };
+    format!("{proto}/{key}")
+}
+
+/// Device `dev`'s name in the defaults: `ZONE/dev` in a zone.
+fn device_key(zone: Option<&str>, dev: &str) -> String {
+    zone.map_or_else(|| dev.to_owned(), |z| format!("{z}/{dev}"))
 }
 
 /// The zone link `l`'s IP interface lives in: a VNIC's `zone` property.
@@ -92,7 +120,11 @@ fn kerr(e: KernelError) -> CoreError {
 }
 
 impl Mirror {
-    pub(crate) fn open() -> Result<Self, CoreError> {
+    /// The mirror; `defaults` keeps what the sysctls of the kernel
+    /// devices it puts IP interfaces on were (none without kernel ports).
+    pub(crate) fn open(
+        defaults: Option<Arc<crate::kernel::defaults::Defaults>>,
+    ) -> Result<Self, CoreError> {
         // One rtnetlink connection for the changes and read-backs, another
         // for the notifications the drift watcher hears: a burst of
         // notifications (a hundred devices deleted at once) overruns a
@@ -111,6 +143,7 @@ impl Mirror {
             switches: Mutex::default(),
             zones,
             guards: Mutex::default(),
+            defaults,
         })
     }
 
@@ -297,6 +330,40 @@ fn vid_of(v: &View<'_>, l: &crate::Link) -> u16 {
 /// Turns IPv6 stateless autoconfiguration on interface `n` on (router
 /// advertisements heeded, SLAAC addresses made) or off (and the addresses
 /// it made removed: the kernel keeps them otherwise).
+impl Mirror {
+    /// The sysctls of kernel device `i` (an interface that goes) put back
+    /// as they were before netadm put an IP interface on it, and
+    /// forgotten. A device or zone that went meanwhile has nothing to put
+    /// back.
+    fn put_back_sysctls(&self, i: &MirrorIf) {
+        let Some(d) = &self.defaults else { return };
+        let at = device_key(i.zone.as_deref(), &i.dev);
+        let back: Vec<(sysctl::Family, &str, u64)> = ATTACHED_SYSCTLS
+            .iter()
+            .filter_map(|(f, k)| Some((*f, *k, d.recall(&at, &sysctl_key(*f, k))?)))
+            .collect();
+        let write = || {
+            for (f, k, v) in &back {
+                match sysctl::set(*f, &i.dev, k, &v.to_string()) {
+                    Ok(()) | Err(KernelError::NotFound { .. }) => {}
+                    Err(e) => tracing::warn!(device = %i.dev, "cannot put {k} back to {v}: {e}"),
+                }
+            }
+        };
+        match &i.ns {
+            None => write(),
+            Some(z) => {
+                let _ = z.ns.run(write);
+            }
+        }
+        let keys: Vec<String> = ATTACHED_SYSCTLS.iter().map(|(f, k)| sysctl_key(*f, k)).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        if let Err(e) = d.forget(&at, &keys) {
+            tracing::warn!(device = %i.dev, "{e}");
+        }
+    }
+}
+
 /// Turns the kernel's router advertisements and SLAAC off on a device just
 /// made (without IPv6 there is nothing to turn off).
 fn slaac_off(dev: &str) {
@@ -419,6 +486,31 @@ impl Mirror {
             let nl = ns.as_ref().map_or_else(|| self.nl.clone(), |z| z.nl.clone());
             let index = nl.index(&dev)?;
             let mac = nl.link(index)?.mac;
+            // What the sysctls netadm writes were, before it writes them
+            // (/proc/sys/net is the namespace of the thread reading it).
+            if let Some(d) = &self.defaults {
+                let read = || {
+                    ATTACHED_SYSCTLS
+                        .iter()
+                        .filter_map(|(f, k)| {
+                            let v = sysctl::get(*f, &dev, k).ok()?.trim().parse::<u64>().ok()?;
+                            Some((sysctl_key(*f, k), v))
+                        })
+                        .collect::<BTreeMap<String, u64>>()
+                };
+                let keys: Vec<String> =
+                    ATTACHED_SYSCTLS.iter().map(|(f, k)| sysctl_key(*f, k)).collect();
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let now = match &ns {
+                    None => read(),
+                    Some(z) => z.ns.run(read)?,
+                };
+                let at = device_key(zone.as_deref(), &dev);
+                d.remember(&at, &keys, || Ok(now)).map_err(|e| KernelError::Io {
+                    op: format!("keep what {dev}'s sysctls were"),
+                    source: std::io::Error::other(e.message),
+                })?;
+            }
             match &ns {
                 None => slaac_off(&dev),
                 Some(z) => z.ns.run(|| slaac_off(&dev))?,
@@ -559,6 +651,9 @@ impl Mirror {
             if b.is_none()
                 && let Some(i) = ifs.remove(n)
             {
+                if i.attached {
+                    m.put_back_sysctls(&i);
+                }
                 for p in vt.hw.ports() {
                     p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
                 }
