@@ -163,7 +163,7 @@ pub fn flow_of(flows: &[Arc<Flow>], frame: &[u8], outbound: bool) -> Option<Arc<
     if flows.is_empty() {
         return None;
     }
-    let h = Headers::parse(frame)?;
+    let h = Headers::parse_past_tag(frame)?;
     flows.iter().find(|f| f.matcher.matches(&h, outbound)).cloned()
 }
 
@@ -206,6 +206,10 @@ mod tests {
         assert!(flow_of(ef_only, &udp4(1, 2, 0xb9), true).is_some(), "ECN bits are masked");
         assert!(flow_of(ef_only, &udp4(1, 2, 0x28), true).is_none());
         assert!(flow_of(&flows, &[0u8; 10], true).is_none(), "too short for Ethernet");
+        // What a VLAN link sends carries its tag: matched by what it holds.
+        let plain = udp4(4000, 53, 0);
+        let tagged = [&plain[..12], &[0x81, 0, 0, 5], &plain[12..]].concat();
+        assert_eq!(name(&tagged, true).as_deref(), Some("dns"));
     }
 
     #[test]

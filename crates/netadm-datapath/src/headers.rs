@@ -68,6 +68,9 @@ pub struct Ip<'a, A> {
     /// Whether this is the first fragment (or not a fragment): only then
     /// does `l4` start with the transport header.
     pub first: bool,
+    /// Whether it is a fragment at all (more follow, or an offset; in
+    /// IPv6, any fragment header).
+    pub fragment: bool,
     /// The bytes after the IP header (and its extension headers), within
     /// the IP packet's own length.
     pub l4: &'a [u8],
@@ -125,15 +128,29 @@ impl<'a> Headers<'a> {
     /// Ethernet header.
     pub fn parse(frame: &'a [u8]) -> Option<Self> {
         let (dst, src, ethertype) = (mac(frame, 0)?, mac(frame, 6)?, be16(frame, 12)?);
-        let p = &frame[14..];
-        let net = match ethertype {
-            ETH_IPV4 => parse_ipv4(p).map_or(Net::Malformed, Net::V4),
-            ETH_IPV6 => parse_ipv6(p).map_or(Net::Malformed, Net::V6),
-            ETH_ARP => parse_arp(p).map_or(Net::Malformed, Net::Arp),
-            t if ETH_TAGS.contains(&t) => Net::Tagged,
-            _ => Net::Other,
-        };
-        Some(Self { dst, src, ethertype, net })
+        Some(Self { dst, src, ethertype, net: net(ethertype, &frame[14..]) })
+    }
+
+    /// [`Headers::parse`], looking past one 802.1Q tag: what a VLAN link
+    /// sends carries its link's tag, and its flows match what it holds.
+    pub fn parse_past_tag(frame: &'a [u8]) -> Option<Self> {
+        let h = Self::parse(frame)?;
+        if h.ethertype != ETH_TAGS[0] {
+            return Some(h);
+        }
+        let inner = be16(frame, 16)?;
+        Some(Self { ethertype: inner, net: net(inner, frame.get(18..)?), ..h })
+    }
+}
+
+/// What follows an Ethernet header of type `ethertype`: `p`.
+fn net(ethertype: u16, p: &[u8]) -> Net<'_> {
+    match ethertype {
+        ETH_IPV4 => parse_ipv4(p).map_or(Net::Malformed, Net::V4),
+        ETH_IPV6 => parse_ipv6(p).map_or(Net::Malformed, Net::V6),
+        ETH_ARP => parse_arp(p).map_or(Net::Malformed, Net::Arp),
+        t if ETH_TAGS.contains(&t) => Net::Tagged,
+        _ => Net::Other,
     }
 }
 
@@ -151,6 +168,7 @@ fn parse_ipv4(p: &[u8]) -> Option<Ip<'_, Ipv4Addr>> {
         dsfield: p[1],
         proto: p[9],
         first: frag & 0x1fff == 0,
+        fragment: frag & 0x3fff != 0,
         l4: &p[ihl..total],
     })
 }
@@ -168,7 +186,7 @@ fn parse_ipv6(p: &[u8]) -> Option<Ip<'_, Ipv6Addr>> {
     let dsfield = ((be16(p, 0)? >> 4) & 0xff) as u8;
     let (src, dst) = (v6(p, 8)?, v6(p, 24)?);
     let body = &p[40..40 + payload];
-    let (mut next, mut at, mut first) = (p[6], 0usize, true);
+    let (mut next, mut at, mut first, mut fragment) = (p[6], 0usize, true, false);
     for _ in 0..=MAX_EXT {
         match next {
             // Hop-by-hop, routing, destination options: length in 8
@@ -183,6 +201,7 @@ fn parse_ipv6(p: &[u8]) -> Option<Ip<'_, Ipv6Addr>> {
                 let h = body.get(at..at + 8)?;
                 next = h[0];
                 first = be16(h, 2)? & 0xfff8 == 0;
+                fragment = true;
                 at += 8;
             }
             // Authentication header: length in 4 bytes, less 2.
@@ -193,7 +212,7 @@ fn parse_ipv6(p: &[u8]) -> Option<Ip<'_, Ipv6Addr>> {
             }
             proto => {
                 let l4 = body.get(at..)?;
-                return Some(Ip { src, dst, dsfield, proto, first, l4 });
+                return Some(Ip { src, dst, dsfield, proto, first, fragment, l4 });
             }
         }
     }

@@ -207,15 +207,21 @@ impl Policy {
     }
 
     fn dhcp_ok(&self, net: &Net<'_>) -> bool {
+        // A DHCP message is never fragmented: a first fragment to a
+        // server would leave the rest of the message (a client id, say)
+        // unread, in fragments that carry no port. Without the first, a
+        // server has nothing to put them together with.
         match net {
             Net::V4(ip) if ip.proto == IPPROTO_UDP && ip.first => match ip.ports() {
                 Some((67, _) | (_, 68)) => false,
+                Some((_, 67)) if ip.fragment => false,
                 Some((_, 67)) => self.dhcp4_ok(ip.l4.get(8..).unwrap_or_default()),
                 Some(_) => true,
                 None => false,
             },
             Net::V6(ip) if ip.proto == IPPROTO_UDP && ip.first => match ip.ports() {
                 Some((547, _) | (_, 546)) => false,
+                Some((_, 547)) if ip.fragment => false,
                 Some((_, 547)) => self.dhcp6_ok(ip.l4.get(8..).unwrap_or_default()),
                 Some(_) => true,
                 None => false,
@@ -234,7 +240,17 @@ impl Policy {
         }
         let chaddr: Option<[u8; 6]> =
             (m[1] == 1 && m[2] == 6).then(|| m[28..34].try_into().expect("6 bytes"));
-        let Ok(cid) = dhcp4_option(&m[240..], 61) else { return false };
+        // Option overload (52) puts options in the sname and file fields,
+        // and a repeated option is joined by the server (RFC 3396): a
+        // client id may hide in either, unread here. Neither is a client's
+        // business.
+        let (Ok(cid), Ok(None), Ok(1)) = (
+            dhcp4_option(&m[240..], 61),
+            dhcp4_option(&m[240..], 52),
+            dhcp4_count(&m[240..], 61).map(|n| n.max(1)),
+        ) else {
+            return false;
+        };
         let with_type = |mac: [u8; 6]| [&[1u8][..], &mac].concat();
         if self.cids.is_empty() {
             return chaddr == Some(self.mac) && cid.is_none_or(|c| c == with_type(self.mac));
@@ -287,6 +303,8 @@ fn ndp_lladdrs(m: &[u8]) -> Vec<[u8; 6]> {
         Some(133) => 8,
         Some(134) => 16,
         Some(135 | 136) => 24,
+        // A redirect: its target link-layer address option.
+        Some(137) => 40,
         _ => return vec![],
     };
     let mut out = vec![];
@@ -306,6 +324,25 @@ fn ndp_lladdrs(m: &[u8]) -> Vec<[u8; 6]> {
         at += usize::from(l) * 8;
     }
     out
+}
+
+/// How many times DHCPv4 option `code` stands among `opts`; `Err` when
+/// the options are cut short.
+fn dhcp4_count(opts: &[u8], code: u8) -> Result<usize, ()> {
+    let (mut at, mut n) = (0, 0);
+    while let Some(&c) = opts.get(at) {
+        match c {
+            0 => at += 1,
+            255 => break,
+            _ => {
+                let l = usize::from(*opts.get(at + 1).ok_or(())?);
+                opts.get(at + 2..at + 2 + l).ok_or(())?;
+                n += usize::from(c == code);
+                at += 2 + l;
+            }
+        }
+    }
+    Ok(n)
 }
 
 /// DHCPv4 option `code` among `opts` (after the magic cookie): its value,

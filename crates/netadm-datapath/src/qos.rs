@@ -265,7 +265,9 @@ impl PortQos {
             return;
         }
         let rate: [f64; PRIORITIES] =
-            std::array::from_fn(|p| sent[p].wrapping_sub(at[p]) as f64 * 8.0 / el.as_secs_f64());
+            // (Saturating: a frame given back after the window's start
+            // was counted there, and may leave less than it saw.)
+            std::array::from_fn(|p| sent[p].saturating_sub(at[p]) as f64 * 8.0 / el.as_secs_f64());
         let line = self.line.load(Ordering::Relaxed) as f64;
         // Highest first: what the priorities above this one take.
         let mut above = 0.0;

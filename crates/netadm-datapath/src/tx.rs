@@ -365,12 +365,18 @@ pub fn policy_hash(layers: HashLayers, f: &[u8]) -> u32 {
     use netadm_nic::hash::{FNV_SEED, fmix, fnv1a as fnv};
     let get = |r: std::ops::Range<usize>| f.get(r).unwrap_or(&[]);
     let mut h = FNV_SEED;
-    let (addrs, proto, l4) = match f.get(12..14) {
+    // What a VLAN link sends carries its tag: the headers are 4 bytes on.
+    let t = if f.get(12..14) == Some(&[0x81, 0x00]) { 4 } else { 0 };
+    let (addrs, proto, l4) = match f.get(12 + t..14 + t) {
         Some([0x08, 0x00]) => {
-            let ihl = usize::from(f.get(14).map_or(5, |b| b & 0x0f)) * 4;
-            (26..34, f.get(23).copied(), 14 + ihl..14 + ihl + 4)
+            let ihl = usize::from(f.get(14 + t).map_or(5, |b| b & 0x0f)) * 4;
+            // A fragment has no ports, or not in all its pieces: the
+            // datagram's pieces go by the addresses, together.
+            let whole = f.get(20 + t..22 + t).is_some_and(|b| b[0] & 0x3f == 0 && b[1] == 0);
+            let proto = f.get(23 + t).copied().filter(|_| whole);
+            (26 + t..34 + t, proto, 14 + t + ihl..14 + t + ihl + 4)
         }
-        Some([0x86, 0xdd]) => (22..54, f.get(20).copied(), 54..58),
+        Some([0x86, 0xdd]) => (22 + t..54 + t, f.get(20 + t).copied(), 54 + t..58 + t),
         _ => return fmix(fnv(h, get(0..12))),
     };
     if layers.l2 {
@@ -423,6 +429,20 @@ mod tests {
             }
             assert!(per_member.iter().all(|&n| n >= 16), "{layers:?}: {per_member:?}");
         }
+        // The pieces of one fragmented datagram go together (only the
+        // first has ports); a VLAN's tag does not hide the 5-tuple.
+        let l4 = HashLayers { l3: true, l4: true, ..Default::default() };
+        let mut first = frame(7, 0);
+        first[20] = 0x20;
+        // A later piece: an offset, and payload where the ports were.
+        let mut later = frame(7, 0);
+        later[20..22].copy_from_slice(&[0, 185]);
+        later[34..38].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(policy_hash(l4, &first), policy_hash(l4, &later), "fragments split");
+        let tag = |f: &[u8]| [&f[..12], &[0x81, 0, 0, 5], &f[12..]].concat();
+        let tagged: std::collections::BTreeSet<u32> =
+            (0..64).map(|flow| policy_hash(l4, &tag(&frame(flow, 0))) % 4).collect();
+        assert_eq!(tagged.len(), 4, "tagged flows on one member: {tagged:?}");
         // (see also aggregation_buckets_move_only_what_they_must)
         // L2 alone sees one MAC pair: one member for everything.
         let l2 = HashLayers { l2: true, ..Default::default() };

@@ -279,6 +279,12 @@ fn render(n: &LinkName, s: &Spec) -> (String, Vec<(String, Option<String>, usize
             "mac",
             &format!("icmpv6 type nd-router-solicit @th,64,8 1 @th,80,48 != {mac_hex}"),
         ));
+        // A redirect's target link-layer address option (after its 40
+        // bytes of header, target and destination).
+        v6r.push(drop(
+            "mac",
+            &format!("icmpv6 type nd-redirect @th,320,8 2 @th,336,48 != {mac_hex}"),
+        ));
     }
     base.push(format!("ether type vmap {{ ip : goto {x}_4, ip6 : goto {x}_6, arp : goto {x}_a }}"));
     if on(Protection::RESTRICTED) {

@@ -24,6 +24,10 @@ pub(crate) struct Out {
     pub(crate) guard: Arc<netadm_datapath::protect::Guard>,
 }
 
+/// The most frames one burst of a reader reads before it looks at its
+/// stop and its link's protection again.
+const BURST: usize = 64;
+
 /// The nice value a reader thread runs at for each priority (low,
 /// medium, high): over an etherstub nothing else is shared but the CPU,
 /// so a priority is its datapath thread's share of it when the CPU is
@@ -92,7 +96,15 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
         let mut window = None;
         let mut hold = Vec::new();
         let mut answered = false;
+        let mut read = 0;
         loop {
+            // A burst ends after BURST frames, whatever waits: a tenant
+            // that keeps the TAP's queue full still meets a change of its
+            // protection, and its interface can still be stopped.
+            if read == BURST {
+                break;
+            }
+            read += 1;
             let (off, frame) = match tap.read_frame(&mut buf) {
                 Ok(Some((off, f))) if !f.is_empty() => (off, f),
                 Ok(Some(_)) => continue,
@@ -135,6 +147,9 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 }
                 continue;
             };
+            // One flow per 5-tuple keeps each flow on one ring (hashed
+            // before a VLAN's tag, which would hide the 5-tuple).
+            let flow = netadm_nic::emu::flow_hash(frame);
             let (off, frame) = if vid == 0 {
                 (off, frame)
             } else {
@@ -153,8 +168,6 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                 hold.clear();
                 answered = false;
             }
-            // One flow per 5-tuple keeps each flow on one ring.
-            let flow = netadm_nic::emu::flow_hash(frame);
             // Senders are paused only while a steering flip drains (µs to
             // a few ms): wait that out rather than drop; a ring that stays
             // full drops the frame, as a NIC would, and TCP recovers.

@@ -84,6 +84,22 @@ fn each_rule_refuses_its_forgeries() {
     assert_eq!(p.check(&their_cid), Err(Reason::Dhcp));
     let their_chaddr = dhcp4(ME, 68, 67, &bootp(1, HIM, &[53, 1, 1]));
     assert_eq!(p.check(&their_chaddr), Err(Reason::Dhcp));
+    // Where a client id could hide from the check: a first fragment (the
+    // rest of the message in fragments without ports), option overload
+    // (options in sname and file), a second option 61 (joined to the
+    // first by the server).
+    let mut first_fragment = dhcp4(ME, 68, 67, &bootp(1, ME, &[53, 1, 1]));
+    first_fragment[20] |= 0x20;
+    assert_eq!(p.check(&first_fragment), Err(Reason::Dhcp));
+    let overload = dhcp4(ME, 68, 67, &bootp(1, ME, &[53, 1, 1, 52, 1, 1]));
+    assert_eq!(p.check(&overload), Err(Reason::Dhcp));
+    let cid = |m: [u8; 6]| [&[61, 7, 1][..], &m].concat();
+    let twice = [&[53, 1, 1][..], &cid(ME), &cid(HIM)].concat();
+    assert_eq!(p.check(&dhcp4(ME, 68, 67, &bootp(1, ME, &twice))), Err(Reason::Dhcp));
+    // A redirect whose target link-layer address is another's.
+    let rd = [&[137, 0, 0, 0, 0, 0, 0, 0][..], &HIM6.octets(), &HIM6.octets(), &[2, 1], &HIM];
+    let rd = [eth(HIM, ME, ETH_IPV6), ipv6(ME6, HIM6, IPPROTO_ICMPV6, &rd.concat())].concat();
+    assert_eq!(p.check(&rd), Err(Reason::Mac));
     let adv = [&[2, 0, 0, 1][..], &[0, 1, 0, 10, 0, 3, 0, 1], &ME].concat();
     let adv = ipv6(link_local(ME), HIM6, IPPROTO_UDP, &udp(547, 546, &adv));
     assert_eq!(p.check(&[eth(HIM, ME, ETH_IPV6), adv].concat()), Err(Reason::Dhcp));

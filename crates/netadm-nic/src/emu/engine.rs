@@ -1073,7 +1073,10 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
     let h = match frame.get(12..14) {
         Some([0x08, 0x00]) => {
             let ihl = usize::from(frame.get(14).map_or(5, |b| b & 0x0f)) * 4;
-            let l4 = matches!(frame.get(23), Some(6 | 17));
+            // A fragment's ports are not in all its pieces: a datagram's
+            // pieces go by the addresses, together.
+            let whole = frame.get(20..22).is_some_and(|b| b[0] & 0x3f == 0 && b[1] == 0);
+            let l4 = whole && matches!(frame.get(23), Some(6 | 17));
             let h = fnv1a(FNV_SEED, get(26..34));
             if l4 { fnv1a(h, get(14 + ihl..14 + ihl + 4)) } else { h }
         }
