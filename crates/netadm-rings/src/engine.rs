@@ -275,11 +275,11 @@ impl Shared {
         // SeqCst, against PollHold's drop: it ends the hold, then takes
         // `deferred`; one of the two sees the other.
         deferred.store(true, Ordering::SeqCst);
-        if holds.load(Ordering::SeqCst) > 0 {
-            return true;
-        }
-        deferred.store(false, Ordering::SeqCst);
-        false
+        // Not cleared when no hold is found: the flag is the vector's, and
+        // another ring's handler may have set it for a hold that is ending
+        // now (its drop raises the vector for it). A flag left set raises
+        // the vector once more at the next hold's end: harmless.
+        holds.load(Ordering::SeqCst) > 0
     }
 
     /// Delivers up to one budget of RX frames from `r`, `ring`'s RX ring,
@@ -1160,6 +1160,8 @@ impl RingEngine {
 
     /// Reclaims what the stopped device left in the rings and frees them.
     fn reclaim(&self, r: &Ring, counts: &mut Counts) -> Result<(), RingError> {
+        // (Counted, not told to the client: nothing reaches a client
+        // from a stopped ring.)
         if let Some(d) = r.tx.lock().unwrap_or_else(PoisonError::into_inner).ring.as_ref() {
             // SAFETY: under the TX lock.
             let n = unsafe { d.driver_reclaim() };

@@ -19,8 +19,19 @@ use netadm_rings::{OpReport, RingError};
 
 use super::power::{Hardware, Port};
 
-/// How long in-flight frames get to drain before a steering flip.
+/// The least time in-flight frames get to drain before a steering flip.
 const DRAIN: Duration = Duration::from_secs(1);
+
+/// How long `rings` of `p` get to drain: at least [`DRAIN`], and as long
+/// as that many full rings take to leave at the port's line rate (the
+/// device's queue acknowledgement deadline less its 250 ms is one ring's
+/// drain time at the largest MTU): a slow wire under load, 10 Mb/s, takes
+/// 0.6 s for one 512-slot ring of 1,500-byte frames. A deadline, not a
+/// wait: a drain ends as soon as the rings are empty.
+fn drain_within(p: &Port, rings: usize) -> Duration {
+    let one = p.nic_caps().queue_ack_deadline.saturating_sub(Duration::from_millis(250));
+    DRAIN.max(one.saturating_mul(u32::try_from(rings).unwrap_or(u32::MAX)))
+}
 
 /// Reprograms `rings` (a port's running rings) to `buf`-byte buffers.
 pub(crate) fn reprogram(p: &Port, rings: &[u16], buf: u32) -> Result<OpReport, RingError> {
@@ -94,7 +105,7 @@ pub(crate) fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
             }
             Ok(())
         })
-        .and_then(|()| drain_rx(p, &running, Instant::now() + DRAIN))
+        .and_then(|()| drain_rx(p, &running, Instant::now() + drain_within(p, running.len())))
         .map(|()| p.tx_map.set(set.to_vec()));
     p.tx_map.resume();
     res
@@ -104,13 +115,13 @@ pub(crate) fn steer(p: &Port, set: &[u16]) -> Result<(), RingError> {
 /// device and every received frame delivered by the interrupt handler.
 pub(crate) fn drain(p: &Port, rings: &[u16]) -> Result<(), RingError> {
     drain_tx(p, rings)?;
-    drain_rx(p, rings, Instant::now() + DRAIN)
+    drain_rx(p, rings, Instant::now() + drain_within(p, rings.len()))
 }
 
 fn drain_tx(p: &Port, rings: &[u16]) -> Result<(), RingError> {
     let nic = p.engine.nic();
     let txqs: Vec<u16> = rings.iter().copied().filter(|&r| r < nic.caps().tx_queues).collect();
-    let deadline = Instant::now() + DRAIN;
+    let deadline = Instant::now() + drain_within(p, txqs.len());
     nic.wait_tx_drained(&txqs, deadline).map_err(|rings| RingError::TxDrainTimeout { rings })?;
     // On a reflector what was sent comes back through the port's receive
     // packet buffer: nothing is in flight until that is empty too.
@@ -130,7 +141,7 @@ pub(crate) fn drain_to_peer(hw: &Hardware, p: &Port) -> Result<(), RingError> {
     drain(p, &p.tx_map.rings())?;
     let netadm_config::Wire::Cable { peer } = &p.wire else { return Ok(()) };
     let Some(q) = hw.port(peer.as_str()) else { return Ok(()) };
-    let deadline = Instant::now() + DRAIN;
+    let deadline = Instant::now() + drain_within(p, p.tx_map.rings().len());
     if !q.device_handle().wait_inbox_empty(deadline) {
         return Err(RingError::TxDrainTimeout { rings: p.tx_map.rings() });
     }

@@ -239,7 +239,8 @@ impl Device {
         if let Some(r) = self.sh.regs[s].ring.lock().unwrap().as_ref() {
             let tail = r.tail();
             self.sh.tails[s].store(tail, Ordering::Release);
-            waiting = (tail + r.slots() - r.head()) % r.slots().max(1);
+            // (Indices wrap: their difference is what the device owns.)
+            waiting = tail.wrapping_sub(r.head());
         }
         if q.dir == Dir::Tx {
             let i = q.index as usize;

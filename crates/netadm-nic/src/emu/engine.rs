@@ -668,7 +668,10 @@ impl Engine {
         } else {
             frame.len()
         };
-        if unit > ring.buf_size() as usize {
+        // A frame the whole ring could never hold (a superframe longer
+        // than all its buffers) would wait for room for ever, and every
+        // frame behind it with it.
+        if unit > ring.buf_size() as usize || ring.slots_for(frame.len()) > ring.slots() {
             self.sh.counters.rx_oversize.fetch_add(1, Ordering::Relaxed);
             self.sh.counters.rx_dropped.fetch_add(1, Ordering::Relaxed);
             return Delivery::Dropped;
