@@ -173,6 +173,9 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
     let cases: &[(&[&str], &str, &str)] = &[
         (&["create-aggr", "-l", "nosuch0", "aggr1"], "NotFound", "nosuch0"),
         (&["set-linkprop", "-p", "mtu=9000", "nosuch0"], "NotFound", "nosuch0"),
+        (&["set-linkprop", "-p", "mtu=9000", "bad name"], "InvalidName", "bad name"),
+        (&["reset-linkprop", "-p", "mtu", "bad name"], "InvalidName", "bad name"),
+        (&["add-aggr", "-l", "i40e1", "-l", "i40e1", "aggr0"], "InvalidArgument", "twice"),
         (&["create-aggr", "-l", "i40e1", "bad-name"], "InvalidName", "bad-name"),
         (&["create-aggr", "-l", "i40e1", "aggr"], "InvalidName", "digit"),
         (&["create-aggr", "-l", "i40e0", "aggr1"], "Busy", "aggr0"),

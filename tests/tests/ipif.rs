@@ -117,6 +117,16 @@ fn disable_enable_if_and_down_up_addr_act_on_the_kernel_and_keep_the_configurati
     assert_eq!(if_state(bus, "i40e0"), "disabled");
     assert_eq!(addr_state(bus, "i40e0/v4"), "disabled");
     assert_eq!(links(), before, "the persistent configuration is kept");
+    // Its address taken meanwhile by another interface, under another
+    // prefix length: enable-if refuses (one address, one interface).
+    json(bus, &["create-vnic", "-t", "-l", "i40e0", "dup0"]);
+    json(bus, &["create-if", "-t", "dup0"]);
+    json(bus, &["create-addr", "-t", "-T", "static", "-a", "192.0.2.5/25", "dup0/v4"]);
+    let (k, m) = json_err(bus, &["enable-if", "-t", "i40e0"]);
+    assert_eq!(k, "Exists", "{m}");
+    assert_eq!(if_state(bus, "i40e0"), "disabled");
+    json(bus, &["delete-if", "-t", "dup0"]);
+    json(bus, &["delete-vnic", "-t", "dup0"]);
     // enable-if: back with its addresses.
     let r = json(bus, &["enable-if", "-t", "i40e0"]);
     eprintln!("enable-if: {} us in the daemon", r["timing"]["total_us"]);

@@ -55,6 +55,13 @@ fn etherstub_verbs_show_refuse_bad_input_and_persist() {
     let v = json(&bus, &["show-vnic", "vnic0"]);
     assert_eq!(v[0]["over"], "stub0", "{v}");
     json(&bus, &["create-if", "vnic0"]);
+    // Two etherstubs are two segments: one MAC may be on each.
+    json(&bus, &["create-vnic", "-l", "stub0", "-m", "2:0:0:0:5:1", "mac0"]);
+    json(&bus, &["create-vnic", "-l", "stub1", "-m", "2:0:0:0:5:1", "mac1"]);
+    let (k, m) = json_err(&bus, &["create-vnic", "-l", "stub1", "-m", "2:0:0:0:5:1", "mac2"]);
+    assert_eq!(k, "Exists", "{m}");
+    json(&bus, &["delete-vnic", "mac0"]);
+    json(&bus, &["delete-vnic", "mac1"]);
 
     // Bad input: typed, and nothing changes, running or persistent.
     json(&bus, &["create-vnic", "-l", "i40e0", "vnic1"]);

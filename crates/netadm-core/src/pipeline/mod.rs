@@ -447,8 +447,16 @@ impl Pipeline {
         if let (Ok(()), Err(e)) = (&checked, crate::view::check::check_state(&vt)) {
             panic!("the check of the change missed a broken invariant: {e}");
         }
-        checked
-            .map_err(|e| CoreError::internal(format!("change would break an invariant: {e}")))?;
+        // A refusal of the check is the verb's, of its own kind (an 802.1Q
+        // name clash, a port in two aggregations): the same as a verb's
+        // own check would give.
+        checked?;
+        // The persistent configuration, where it goes its own way (a
+        // temporary object in the running one), keeps them too: it is what
+        // the next netadmd starts from, and refuses to start with less.
+        if let Some(p) = &change.persisted {
+            crate::view::check::check_change(&View { hw, st: &persisted }, &View { hw, st: p })?;
+        }
         t.phase("validate");
         #[cfg(feature = "failpoints")]
         fail::fail_point!("core.validated", |_| Err(CoreError::internal(

@@ -71,6 +71,9 @@ pub(crate) fn remove_flow(cx: &mut Cx<'_>, flow: &str, link: &str) -> Result<Cha
         return Err(CoreError::invalid_argument("remove-flow takes a flow, or -l LINK"));
     }
     let n = if flow.is_empty() { None } else { Some(flow_name(flow)?) };
+    if !link.is_empty() {
+        name(link)?;
+    }
     cx.edit(|v, st| {
         match &n {
             Some(n) => {

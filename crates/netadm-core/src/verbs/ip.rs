@@ -68,11 +68,8 @@ pub(crate) fn create_addr(
         if v.st.address.contains_key(&obj) {
             return Err(CoreError::exists(format!("address object {obj} already exists")));
         }
-        if let Some((ip, _)) = fixed
-            && let Some((other, _)) =
-                v.st.address.iter().find(|(_, c)| c.fixed_addr().is_some_and(|(x, _)| x == ip))
-        {
-            return Err(CoreError::exists(format!("{ip} is already assigned ({other})")));
+        if let Some((ip, _)) = fixed {
+            not_assigned(v, ip)?;
         }
         if kind == AddrType::Addrconf {
             not_in_zone(v, obj.interface(), &format!("-T {}", kind.as_str()))?;
@@ -270,11 +267,8 @@ pub(crate) fn enable_if(cx: &mut Cx<'_>, ifname: &str) -> Result<Change, CoreErr
         }
         st.interface.insert(n.clone(), conf.clone());
         for (o, a) in cx.persisted.address.iter().filter(|(o, _)| o.interface() == &n) {
-            if let Some(ip) = a.fixed_addr()
-                && let Some((other, _)) =
-                    v.st.address.iter().find(|(_, c)| c.fixed_addr() == Some(ip))
-            {
-                return Err(CoreError::exists(format!("{} is already assigned ({other})", ip.0)));
+            if let Some((ip, _)) = a.fixed_addr() {
+                not_assigned(v, ip)?;
             }
             if a.kind == AddrType::Addrconf {
                 not_in_zone(v, &n, &format!("enable-if with {o}"))?;
@@ -352,4 +346,13 @@ pub(crate) fn set_addr_up(cx: &mut Cx<'_>, addrobj: &str, up: bool) -> Result<Ch
         a.down = !up;
         Ok(())
     })
+}
+
+/// `ip` is no address object's yet (whatever its prefix length): one
+/// address, one interface.
+fn not_assigned(v: &crate::view::View<'_>, ip: std::net::IpAddr) -> Result<(), CoreError> {
+    match v.st.address.iter().find(|(_, c)| c.fixed_addr().is_some_and(|(x, _)| x == ip)) {
+        Some((other, _)) => Err(CoreError::exists(format!("{ip} is already assigned ({other})"))),
+        None => Ok(()),
+    }
 }

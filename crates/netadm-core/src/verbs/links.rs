@@ -25,9 +25,6 @@ pub(crate) fn create_aggr(
 ) -> Result<Change, CoreError> {
     let n = name(aggr)?;
     let ports = port_names(ports, "an aggregation needs at least one port (-l PORT)")?;
-    if let Some(d) = ports.iter().enumerate().find(|(i, p)| ports[..*i].contains(p)) {
-        return Err(CoreError::invalid_argument(format!("port {} given twice", d.1)));
-    }
     let s = Settings::parse(policy, lacp_mode, lacp_timer, mac)?;
     cx.edit(|v, st| {
         not_taken(v, aggr)?;
@@ -101,11 +98,15 @@ impl Settings {
     }
 }
 
-/// Parses the port names of `-l`: at least one (`none` says so).
+/// Parses the port names of `-l`: at least one (`none` says so), none
+/// twice.
 fn port_names(ports: &[String], none: &'static str) -> Result<Vec<LinkName>, CoreError> {
     let ports: Vec<LinkName> = ports.iter().map(|p| name(p)).collect::<Result<_, _>>()?;
     if ports.is_empty() {
         return Err(CoreError::invalid_argument(none));
+    }
+    if let Some(d) = ports.iter().enumerate().find(|(i, p)| ports[..*i].contains(p)) {
+        return Err(CoreError::invalid_argument(format!("port {} given twice", d.1)));
     }
     Ok(ports)
 }

@@ -19,6 +19,7 @@ pub(crate) fn set_link_prop(
     props: &BTreeMap<String, String>,
 ) -> Result<Change, CoreError> {
     let props = prop_names(to_set(props)?)?;
+    super::name(link)?;
     cx.edit(|v, st| {
         let l = v.require(link)?;
         for (p, val) in &props {
@@ -45,6 +46,7 @@ pub(crate) fn reset_link_prop(
 ) -> Result<Change, CoreError> {
     let names: Vec<PropName> =
         names.iter().map(|n| n.parse::<PropName>()).collect::<Result<_, _>>()?;
+    super::name(link)?;
     cx.change(|v| {
         let l = v.require(link)?;
         for p in &names {

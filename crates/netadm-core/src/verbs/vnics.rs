@@ -80,10 +80,17 @@ pub(crate) fn create_vnic(
         // (The ports under the link each sits over: this compared
         // the ports "under" a VNIC named as that link, none, so it
         // never refused anything.)
-        let under = v.ports_under(&link);
-        if let Some(other) = holders.iter().find(|o| {
-            v.resolve(v.st.vnic[*o].over.as_str()).is_some_and(|l| v.ports_under(&l) == under)
-        }) {
+        // Etherstubs have no ports: each is a segment of its own, told
+        // apart by the switch itself.
+        let segment = |l: &Link| match v.ports_under(l) {
+            u if u.is_empty() => Err(v.switch_of(l).unwrap_or_else(|| l.clone())),
+            u => Ok(u),
+        };
+        let here = segment(&link);
+        if let Some(other) = holders
+            .iter()
+            .find(|o| v.resolve(v.st.vnic[*o].over.as_str()).is_some_and(|l| segment(&l) == here))
+        {
             return Err(CoreError::exists(format!(
                 "MAC address {address} is already used by VNIC {other}"
             )));
