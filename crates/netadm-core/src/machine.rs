@@ -48,9 +48,9 @@ impl Machine {
         let mirror = kernel_mirror || kernel.is_some();
         Ok(Self {
             datapath: Datapath::start(hw.clone())?,
-            ports: Ports::new(hw),
+            ports: Ports::new(hw.clone()),
             mirror: if mirror {
-                Some(Mirror::open(kernel.as_ref().map(Kernel::defaults))?)
+                Some(Mirror::open(hw.clone(), kernel.as_ref().map(Kernel::defaults))?)
             } else {
                 None
             },

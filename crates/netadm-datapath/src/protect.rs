@@ -212,20 +212,12 @@ impl Policy {
         // unread, in fragments that carry no port. Without the first, a
         // server has nothing to put them together with.
         match net {
-            Net::V4(ip) if ip.proto == IPPROTO_UDP && ip.first => match ip.ports() {
-                Some((67, _) | (_, 68)) => false,
-                Some((_, 67)) if ip.fragment => false,
-                Some((_, 67)) => self.dhcp4_ok(ip.l4.get(8..).unwrap_or_default()),
-                Some(_) => true,
-                None => false,
-            },
-            Net::V6(ip) if ip.proto == IPPROTO_UDP && ip.first => match ip.ports() {
-                Some((547, _) | (_, 546)) => false,
-                Some((_, 547)) if ip.fragment => false,
-                Some((_, 547)) => self.dhcp6_ok(ip.l4.get(8..).unwrap_or_default()),
-                Some(_) => true,
-                None => false,
-            },
+            Net::V4(ip) if ip.proto == IPPROTO_UDP && ip.first => {
+                udp_ok(ip.ports(), ip.fragment, ip.l4, (67, 68), |m| self.dhcp4_ok(m))
+            }
+            Net::V6(ip) if ip.proto == IPPROTO_UDP && ip.first => {
+                udp_ok(ip.ports(), ip.fragment, ip.l4, (547, 546), |m| self.dhcp6_ok(m))
+            }
             Net::Tagged | Net::Malformed => false,
             _ => true,
         }
@@ -293,6 +285,25 @@ impl Policy {
                 || (d.len() == 14 && d[..4] == [0, 1, 0, 1] && &d[8..] == mac);
         }
         self.cids.iter().any(|a| a == d)
+    }
+}
+
+/// A UDP datagram (first fragment) with `ports` under dhcp-nospoof, in a
+/// family whose servers listen on `server` and clients on `client`:
+/// nothing from a server's port or to a client's; to a server, a whole
+/// message that `message_ok` accepts.
+fn udp_ok(
+    ports: Option<(u16, u16)>,
+    fragment: bool,
+    l4: &[u8],
+    (server, client): (u16, u16),
+    message_ok: impl Fn(&[u8]) -> bool,
+) -> bool {
+    match ports {
+        Some((s, d)) if s == server || d == client => false,
+        Some((_, d)) if d == server => !fragment && message_ok(l4.get(8..).unwrap_or_default()),
+        Some(_) => true,
+        None => false,
     }
 }
 

@@ -122,9 +122,9 @@ impl PacketSocket {
             // ldb [9]: the protocol; UDP or drop.
             filter(0x30, 0, 0, 9),
             filter(0x15, 0, 6, u32::from(libc::IPPROTO_UDP as u8)),
-            // ldh [6]: a fragment after the first is dropped.
+            // ldh [6]: any fragment (more to come, or an offset) dropped.
             filter(0x28, 0, 0, 6),
-            filter(0x45, 4, 0, 0x1fff),
+            filter(0x45, 4, 0, 0x3fff),
             // ldxb 4*([0]&0xf): the header's length; ldh [x+2]: the
             // destination port.
             filter(0xb1, 0, 0, 0),

@@ -508,6 +508,12 @@ impl Kernel {
         let made = self.made.lock().unwrap_or_else(PoisonError::into_inner).take();
         t.phase("kernel-links");
         self.hand_notes(t);
+        if res.is_ok() {
+            // A device refused under a name that went is no longer the
+            // configuration's concern.
+            let mut refused = self.trouble.lock().unwrap_or_else(PoisonError::into_inner);
+            refused.retain(|k, _| b.contains_key(k) || !a.contains_key(k));
+        }
         if let Err(e) = res {
             // What was done is undone: from what the kernel has now to
             // what `vf` asks (making is adopting, deleting a device that
@@ -738,12 +744,6 @@ impl Kernel {
                 gone.entry(k.0.clone()).or_default().push(l.index);
             }
         }
-        // A device refused under a name that goes is no longer the
-        // configuration's concern.
-        {
-            let mut t = self.trouble.lock().unwrap_or_else(PoisonError::into_inner);
-            t.retain(|k, _| b.contains_key(k) || !a.contains_key(k));
-        }
         for (zone, ixs) in &gone {
             let c = self.conn(zone)?;
             let grouped = ixs.iter().try_for_each(|&i| c.nl().set_group(i, DELETE_GROUP));
@@ -859,6 +859,11 @@ impl Kernel {
     /// device): makes it if it is not there, adopts it if it is, and sets
     /// what differs.
     fn ensure(&self, k: &Key, d: &Dev, was: Option<&Dev>) -> Result<(), CoreError> {
+        // A device refused at start is someone else's: left alone, and
+        // refused, until netadmd starts again (or its name goes).
+        if self.troubled(k) && !self.adopting.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let c = self.conn(&k.0)?;
         let nl = c.nl();
         let existing = self.find(k)?;
@@ -1105,24 +1110,22 @@ impl Kernel {
         if rings(Some(d)).is_none() {
             self.defaults.forget(ifname, &CHANNELS)?;
         }
-        // Offloads: what each is to be (its property's value, or what the
-        // kernel had before netadm set it) where that may differ from now.
+        // Offloads, which depend on each other (TSO needs transmit
+        // checksums: the kernel turns it off with them). All three are
+        // remembered as the kernel had them when netadm first set any,
+        // before it changes one, and forgotten when none is set any more.
         let offloads = [
             (PropName::Tso, Offload::Tso),
             (PropName::TxCsum, Offload::TxChecksum),
             (PropName::RxCsum, Offload::RxChecksum),
         ];
-        let set: Vec<&str> = offloads
-            .iter()
-            .filter(|(p, _)| d.props.contains_key(p))
-            .map(|(p, _)| p.as_str())
-            .collect();
-        if !set.is_empty() {
-            self.defaults.remember(ifname, &set, || {
+        let keys = offloads.map(|(p, _)| p.as_str());
+        let any_set = offloads.iter().any(|(p, _)| d.props.contains_key(p));
+        if any_set {
+            self.defaults.remember(ifname, &keys, || {
                 let f = eth.features(ifname).map_err(kerr)?;
                 Ok(offloads
                     .iter()
-                    .filter(|(p, _)| set.contains(&p.as_str()))
                     .filter_map(|(p, o)| {
                         Some((p.as_str().to_owned(), u64::from(f.offload(*o)?.on)))
                     })
@@ -1130,26 +1133,31 @@ impl Kernel {
             })?;
         }
         let old = |p: PropName| was.and_then(|w| w.props.get(&p));
-        let mut changes: Vec<(Offload, bool)> = offloads
+        let changed = offloads.iter().any(|(p, _)| old(*p) != d.props.get(p));
+        // What is set and changed; and, when anything changed, what is
+        // unset, back to what the kernel had (a reset, or a dependency
+        // that kept it from going back before).
+        let mut changes: Vec<(Offload, bool, bool)> = offloads
             .into_iter()
             .filter_map(|(p, o)| match d.props.get(&p) {
-                Some(v) if old(p) != Some(v) => Some((o, v.as_bool()?)),
+                Some(v) if old(p) != Some(v) => Some((o, v.as_bool()?, true)),
                 Some(_) => None,
-                None => Some((o, self.defaults.recall(ifname, p.as_str())? == 1)),
+                None if changed => Some((o, self.defaults.recall(ifname, p.as_str())? == 1, false)),
+                None => None,
             })
             .collect();
-        // TSO needs transmit checksums: what comes on, checksums first;
-        // what goes off, TSO first.
-        changes.sort_by_key(|(o, on)| (*on, (*o == Offload::Tso) == *on));
-        for (o, on) in changes {
-            eth.set_offload(ifname, o, on).map_err(|e| named(&d.link, kerr(e)))?;
+        // What comes on, checksums first; what goes off, TSO first.
+        changes.sort_by_key(|(o, on, _)| (*on, (*o == Offload::Tso) == *on));
+        for (o, on, asked) in changes {
+            match eth.set_offload(ifname, o, on) {
+                Ok(_) => {}
+                Err(e) if asked => return Err(named(&d.link, kerr(e))),
+                // Back to the kernel's own value: as far as the set ones
+                // let it (it goes back when they are unset too).
+                Err(e) => self.note(format!("{}: {o:?} stays as it is for now: {e}", d.link)),
+            }
         }
-        let unset: Vec<&str> = offloads
-            .iter()
-            .filter(|(p, _)| !d.props.contains_key(p))
-            .map(|(p, _)| p.as_str())
-            .collect();
-        self.defaults.forget(ifname, &unset)
+        if any_set { Ok(()) } else { self.defaults.forget(ifname, &keys) }
     }
 
     /// Reads back every device of `b`: there, of its kind, at its MTU, up.

@@ -124,6 +124,8 @@ impl Watcher {
         ifs: Ifs,
         zones: Zones,
         own: Arc<Netlink>,
+        hw: Arc<crate::Hardware>,
+        defaults: Option<Arc<crate::kernel::defaults::Defaults>>,
     ) -> Result<Self, CoreError> {
         if !events.hears_zones() {
             tracing::warn!(
@@ -135,7 +137,7 @@ impl Watcher {
         let raw = stop.as_raw_fd();
         let thread = std::thread::Builder::new()
             .name("kernel-events".into())
-            .spawn(move || watch(&events, raw, &ifs, &zones, &own))
+            .spawn(move || watch(&events, raw, &ifs, &zones, &own, &hw, defaults.as_deref()))
             .map_err(|e| CoreError::hardware(e.to_string()))?;
         Ok(Self { stop, thread: Some(thread) })
     }
@@ -150,7 +152,15 @@ impl Drop for Watcher {
     }
 }
 
-fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs, zones: &Zones, own: &Arc<Netlink>) {
+fn watch(
+    events: &Events,
+    stop: std::os::fd::RawFd,
+    ifs: &Ifs,
+    zones: &Zones,
+    own: &Arc<Netlink>,
+    hw: &crate::Hardware,
+    defaults: Option<&crate::kernel::defaults::Defaults>,
+) {
     loop {
         let touched = match events.wait(stop) {
             Ok(Some(t)) => t,
@@ -161,7 +171,7 @@ fn watch(events: &Events, stop: std::os::fd::RawFd, ifs: &Ifs, zones: &Zones, ow
             }
         };
         if touched == Touched::Zones {
-            let_go_of_deleted_zones(ifs, zones, own);
+            let_go_of_deleted_zones(ifs, zones, own, hw, defaults);
             continue;
         }
         // Under the mirror's lock: a change the daemon makes is seen
@@ -204,14 +214,20 @@ impl Drop for LetGo {
 /// noted missing and given up (its zone's connection, DHCP clients,
 /// reader and TAP) as an interface whose zone was gone when it was made;
 /// `refresh-if` makes it once the zone is back.
-fn let_go_of_deleted_zones(ifs: &Ifs, zones: &Zones, own: &Arc<Netlink>) {
+fn let_go_of_deleted_zones(
+    ifs: &Ifs,
+    zones: &Zones,
+    own: &Arc<Netlink>,
+    hw: &crate::Hardware,
+    defaults: Option<&crate::kernel::defaults::Defaults>,
+) {
     let gone: Vec<Arc<Zone>> = {
         let mut z = zones.lock().unwrap_or_else(PoisonError::into_inner);
         let (kept, gone) = std::mem::take(&mut *z).into_iter().partition(|(_, z)| z.ns.present());
         *z = kept;
         gone.into_values().collect()
     };
-    let mut let_go = vec![];
+    let (mut let_go, mut forget) = (vec![], vec![]);
     {
         let mut ifs = ifs.lock().unwrap_or_else(PoisonError::into_inner);
         for (n, i) in ifs.iter_mut() {
@@ -219,7 +235,12 @@ fn let_go_of_deleted_zones(ifs: &Ifs, zones: &Zones, own: &Arc<Netlink>) {
                 continue;
             }
             note(n, i, evaluate(n, i));
+            // Everything that writes into its TAP (which holds the zone)
+            // lets go of it: its switch, and the ports' classifiers.
             i.switch.set_endpoint(i.vid, i.mac, None);
+            for p in hw.ports() {
+                p.classifier.set_vlan_endpoint(i.vid, i.mac, None);
+            }
             netadm_kernel::wake(&i.stop);
             let_go.push(LetGo {
                 _dhcp: std::mem::take(&mut i.dhcp),
@@ -227,12 +248,26 @@ fn let_go_of_deleted_zones(ifs: &Ifs, zones: &Zones, own: &Arc<Netlink>) {
                 _tap: i.tap.take(),
                 _zone: i.ns.take(),
             });
+            // What its device's sysctls were is moot: the device went with
+            // the zone.
+            if i.attached {
+                forget.push(super::device_key(i.zone.as_deref(), &i.dev));
+            }
             i.nl = own.clone();
             (i.index, i.attached) = (0, false);
             tracing::info!(interface = %n, "its zone was deleted: netadm let go of it");
         }
     }
     drop((let_go, gone));
+    if let Some(d) = defaults {
+        let keys = super::attached_sysctl_keys();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        for at in forget {
+            if let Err(e) = d.forget(&at, &keys) {
+                tracing::warn!("{e}");
+            }
+        }
+    }
 }
 
 impl super::Mirror {

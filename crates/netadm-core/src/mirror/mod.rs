@@ -57,13 +57,19 @@ pub(crate) struct Mirror {
 /// The sysctls the mirror writes on a kernel device it puts an IP
 /// interface on (SLAAC off, interface properties), by family and key:
 /// what they were is remembered, and put back when the interface goes.
-const ATTACHED_SYSCTLS: [(sysctl::Family, &str); 5] = [
+/// (Not the IPv6 MTU: the kernel sets it anew whenever the link's MTU
+/// changes, so what it was goes stale.)
+const ATTACHED_SYSCTLS: [(sysctl::Family, &str); 4] = [
     (sysctl::Family::V6, "accept_ra"),
     (sysctl::Family::V6, "autoconf"),
     (sysctl::Family::V4, "forwarding"),
     (sysctl::Family::V6, "forwarding"),
-    (sysctl::Family::V6, "mtu"),
 ];
+
+/// The keys of [`ATTACHED_SYSCTLS`] in the defaults.
+fn attached_sysctl_keys() -> Vec<String> {
+    ATTACHED_SYSCTLS.iter().map(|(f, k)| sysctl_key(*f, k)).collect()
+}
 
 /// A sysctl's key in the defaults: `ipv4/forwarding`.
 fn sysctl_key(f: sysctl::Family, key: &str) -> String {
@@ -123,6 +129,7 @@ impl Mirror {
     /// The mirror; `defaults` keeps what the sysctls of the kernel
     /// devices it puts IP interfaces on were (none without kernel ports).
     pub(crate) fn open(
+        hw: Arc<crate::Hardware>,
         defaults: Option<Arc<crate::kernel::defaults::Defaults>>,
     ) -> Result<Self, CoreError> {
         // One rtnetlink connection for the changes and read-backs, another
@@ -135,7 +142,8 @@ impl Mirror {
         let nl = Arc::new(nl);
         let ifs = Arc::new(Mutex::new(BTreeMap::new()));
         let zones = drift::Zones::default();
-        let watch = Watcher::start(events, ifs.clone(), zones.clone(), nl.clone())?;
+        let watch =
+            Watcher::start(events, ifs.clone(), zones.clone(), nl.clone(), hw, defaults.clone())?;
         Ok(Self {
             _watch: watch,
             nl,
@@ -356,7 +364,7 @@ impl Mirror {
                 let _ = z.ns.run(write);
             }
         }
-        let keys: Vec<String> = ATTACHED_SYSCTLS.iter().map(|(f, k)| sysctl_key(*f, k)).collect();
+        let keys = attached_sysctl_keys();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         if let Err(e) = d.forget(&at, &keys) {
             tracing::warn!(device = %i.dev, "{e}");
@@ -498,8 +506,7 @@ impl Mirror {
                         })
                         .collect::<BTreeMap<String, u64>>()
                 };
-                let keys: Vec<String> =
-                    ATTACHED_SYSCTLS.iter().map(|(f, k)| sysctl_key(*f, k)).collect();
+                let keys = attached_sysctl_keys();
                 let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                 let now = match &ns {
                     None => read(),
@@ -880,8 +887,12 @@ impl Mirror {
                     Err(KernelError::Exists { .. }) if i.attached => {}
                     Err(KernelError::Exists { .. }) => {
                         // Someone else's (a DHCP lease, a hand's): the
-                        // undo of this change leaves it.
-                        i.found.insert((ip, p));
+                        // undo of this change leaves it. (Not one the
+                        // mirror set itself: a change put back after it
+                        // died before removing it finds that one there.)
+                        if !i.want_addrs.contains(&(ip, p)) {
+                            i.found.insert((ip, p));
+                        }
                         return Err(CoreError::exists(format!(
                             "{ip}/{p} is already present in the kernel on {}",
                             i.dev
