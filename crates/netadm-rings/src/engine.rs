@@ -275,11 +275,11 @@ impl Shared {
         // SeqCst, against PollHold's drop: it ends the hold, then takes
         // `deferred`; one of the two sees the other.
         deferred.store(true, Ordering::SeqCst);
-        // Not cleared when no hold is found: the flag is the vector's, and
-        // another ring's handler may have set it for a hold that is ending
-        // now (its drop raises the vector for it). A flag left set raises
-        // the vector once more at the next hold's end: harmless.
-        holds.load(Ordering::SeqCst) > 0
+        if holds.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        deferred.store(false, Ordering::SeqCst);
+        false
     }
 
     /// Delivers up to one budget of RX frames from `r`, `ring`'s RX ring,
