@@ -68,10 +68,7 @@ impl Manager {
             // (an event, not a delay), saying so, to show reads never
             // occupy the async workers.
             #[cfg(feature = "failpoints")]
-            if let Some(fifo) = fail::eval("daemon.read", |a| a).flatten() {
-                eprintln!("failpoint daemon.read: holding a read until {fifo} is released");
-                let _ = std::fs::read(&fifo);
-            }
+            netadm_core::failpoint_hold("daemon.read");
             f(&core).wire()
         })
         .await

@@ -54,6 +54,19 @@ pub use error::{CoreError, ErrorKind};
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub use fail;
+
+/// Test-only: `NAME=return(FIFO)` holds the caller at failpoint `NAME`
+/// until the test opens the named pipe FIFO for writing and closes it (an
+/// event, not a delay), saying so on stderr, so that a test can look at
+/// the system between two steps.
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
+pub fn failpoint_hold(name: &str) {
+    if let Some(fifo) = fail::eval(name, |a| a).flatten() {
+        eprintln!("failpoint {name}: holding until {fifo} is released");
+        let _ = std::fs::read(&fifo);
+    }
+}
 pub use ports::{
     EtherModes, Hardware, NicWrap, PhysPort, Port, PortCaps, PortCounters, PortStatus, SpeedDuplex,
 };

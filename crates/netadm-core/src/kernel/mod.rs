@@ -499,7 +499,7 @@ impl Kernel {
             .and_then(|()| self.verify(&b))
             .and_then(|()| {
                 #[cfg(feature = "failpoints")]
-                hold("core.kernel.protect");
+                crate::failpoint_hold("core.kernel.protect");
                 self.protect(vf, vt)
             })
             .and_then(|()| self.shape(vt, &lowers))
@@ -1298,16 +1298,4 @@ fn wanted(
     let mut out = devices::devices(v, ports, want);
     guard::guarded(v, &mut out);
     out
-}
-
-/// Test-only: `NAME=return(FIFO)` holds the change at that step until the
-/// test opens the named pipe FIFO for writing and closes it (an event,
-/// not a delay), saying so on stderr, so that a test can look at the
-/// kernel between two steps.
-#[cfg(feature = "failpoints")]
-fn hold(name: &str) {
-    if let Some(fifo) = fail::eval(name, |a| a).flatten() {
-        eprintln!("failpoint {name}: holding until {fifo} is released");
-        let _ = std::fs::read(&fifo);
-    }
 }
