@@ -332,8 +332,36 @@ struct Figures {
     rev_retransmits: u64,
     /// netadm only: the same with tso and tx-csum off (the old path).
     no_offload_gbps: Option<f64>,
+    /// netadm only: netadmd's CPU during the plain runs, forward and
+    /// reversed (% of one CPU).
+    cpu_pct: [Option<f64>; 2],
     fwd: Toggled,
     rev: Toggled,
+}
+
+/// TCP through the floor's forwarder, both ways: the most a datapath
+/// that reads each frame from the TAP and sends it to the socket (and the
+/// reverse) gets, with the offloads netadm's has.
+struct FloorTcp {
+    gbps: f64,
+    retransmits: u64,
+    rev_gbps: f64,
+    rev_retransmits: u64,
+    /// The forwarder's CPU, forward and reversed (% of one CPU).
+    cpu_pct: [Option<f64>; 2],
+}
+
+/// Runs `f`, and with it the CPU time process `pid` used meanwhile, as a
+/// share of one CPU over the wall time (None without a pid, or when
+/// /proc could not be read).
+fn with_cpu<T>(
+    pid: Option<u32>,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<(T, Option<f64>), String> {
+    let (before, t0) = (pid.and_then(cpu_ns), Instant::now());
+    let out = f()?;
+    let used = pid.and_then(cpu_ns).zip(before).map(|(b, a)| b.saturating_sub(a));
+    Ok((out, used.map(|u| u as f64 / t0.elapsed().as_nanos().max(1) as f64 * 100.0)))
 }
 
 pub fn run(o: Opts) -> Result<(), String> {
@@ -374,7 +402,8 @@ pub fn run(o: Opts) -> Result<(), String> {
     say("netadmd, aggr0, aggr0/v4 ...");
     let daemon = start_netadm(a, dir.path(), &bus, &netadmd, &n)?;
     say("floor: one-thread TAP <-> AF_PACKET forwarder ...");
-    let _floor = start_floor(e)?;
+    let floor_fwd = start_floor(e)?;
+    let floor_pid = floor_fwd.0.id();
     await_path(a, "192.0.2.2")?;
     await_path(c, "198.51.100.2")?;
     await_path(e, FLOOR_FAR)?;
@@ -404,31 +433,60 @@ pub fn run(o: Opts) -> Result<(), String> {
     say(&format!("ping: {} rounds of {} pings on each path ...", o.rounds, o.pings / o.rounds));
     let paths = [(a, sides[0].addr), (c, sides[1].addr), (e, FLOOR_FAR)];
     let pings = ping_rounds(&o, paths, daemon.pid())?;
-    let figs = if o.throughput() { Some(throughput(&o, &sides, &n, d, &say)?) } else { None };
+    let figs = if o.throughput() {
+        let floor_side = Side {
+            client_ns: e,
+            server_ns: f,
+            addr: FLOOR_FAR,
+            set_mtu: Box::new(|_| Err("the floor's MTU is not toggled".into())),
+        };
+        let pids = [daemon.pid(), floor_pid];
+        Some(throughput(&o, &sides, &floor_side, pids, &n, d, &say)?)
+    } else {
+        None
+    };
     report(&o, &pings, figs.as_ref(), [load_start, crate::datapath::load_avg()]);
     Ok(())
 }
 
-/// iperf3 on both sides: forward, reversed, netadm without offloads, then
-/// under MTU toggles both ways.
+/// iperf3 on both sides and through the floor: forward, reversed, netadm
+/// without offloads, then under MTU toggles both ways (not the floor's).
 fn throughput(
     o: &Opts,
     sides: &[Side; 2],
+    floor_side: &Side,
+    // netadmd's, the floor forwarder's.
+    pids: [u32; 2],
     n: &Cli,
     d: &str,
     say: &dyn Fn(&str),
-) -> Result<[Figures; 2], String> {
+) -> Result<([Figures; 2], FloorTcp), String> {
     let names = ["netadm", "veth"];
     let mut thr = vec![];
     let mut thr_rev = vec![];
-    for (s, name) in sides.iter().zip(names) {
+    let mut cpu = [None; 2];
+    for ((s, name), pid) in sides.iter().zip(names).zip([Some(pids[0]), None]) {
         say(&format!("{name}: iperf3 {} s ...", o.seconds));
-        let r = iperf3(s, o.seconds, &[], &mut |_| Ok(()))?;
+        let (r, c) = with_cpu(pid, || iperf3(s, o.seconds, &[], &mut |_| Ok(())))?;
         thr.push((r.received_gbps, r.retransmits));
         say(&format!("{name}: iperf3 {} s reversed ...", o.seconds));
-        let r = iperf3(s, o.seconds, &["-R"], &mut |_| Ok(()))?;
+        let (r, c_rev) = with_cpu(pid, || iperf3(s, o.seconds, &["-R"], &mut |_| Ok(())))?;
         thr_rev.push((r.received_gbps, r.retransmits));
+        if pid.is_some() {
+            cpu = [c, c_rev];
+        }
     }
+    say(&format!("floor: iperf3 {} s, then reversed ...", o.seconds));
+    let fp = Some(pids[1]);
+    let (fl, c) = with_cpu(fp, || iperf3(floor_side, o.seconds, &[], &mut |_| Ok(())))?;
+    let (fl_rev, c_rev) = with_cpu(fp, || iperf3(floor_side, o.seconds, &["-R"], &mut |_| Ok(())))?;
+    let floor = FloorTcp {
+        gbps: fl.received_gbps,
+        retransmits: fl.retransmits,
+        rev_gbps: fl_rev.received_gbps,
+        rev_retransmits: fl_rev.retransmits,
+        cpu_pct: [c, c_rev],
+    };
     say(&format!("netadm: iperf3 {} s with tso and tx-csum off ...", o.seconds));
     n.run(&["set-linkprop", "-p", "tso=off,tx-csum=off", "aggr0"])?;
     let no_offload = iperf3(&sides[0], o.seconds, &[], &mut |_| Ok(()))?.received_gbps;
@@ -448,15 +506,17 @@ fn throughput(
             out.push(toggle(s, o.toggle_seconds, reverse)?);
         }
     }
-    Ok([0, 1].map(|i| Figures {
+    let figs = [0, 1].map(|i| Figures {
         gbps: thr[i].0,
         retransmits: thr[i].1,
         rev_gbps: thr_rev[i].0,
         rev_retransmits: thr_rev[i].1,
         no_offload_gbps: (i == 0).then_some(no_offload),
+        cpu_pct: if i == 0 { cpu } else { [None; 2] },
         fwd: fwd[i],
         rev: rev[i],
-    }))
+    });
+    Ok((figs, floor))
 }
 
 const NOTES: [&str; 6] = [
@@ -464,7 +524,7 @@ const NOTES: [&str; 6] = [
     "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2); veth: vc0 (C) - vd0 (D); offloads as the kernel sets them on both",
     "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
     "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
-    "floor: the least a datapath through a TAP and an AF_PACKET socket can cost, on the same kind of topology (E: TAP tp0 203.0.113.1, one thread in E moving frames between it and a socket on veth ve0, whose peer is bridged in F, br0 203.0.113.2): it sleeps in poll(2) and is woken once per ping, as netadm's TAP reader is; netadm adds its rings and its device's pass (which a doorbell runs on the TAP reader's thread while the device's thread sleeps)",
+    "floor: the least a datapath through a TAP and an AF_PACKET socket can cost, on the same kind of topology (E: TAP tp0 203.0.113.1, one thread in E moving frames between it and a socket on veth ve0, whose peer is bridged in F, br0 203.0.113.2): it sleeps in poll(2) and is woken once per ping, as netadm's TAP reader is; netadm adds its rings and its device's pass (which a doorbell runs on the TAP reader's thread while the device's thread sleeps); its TAP and socket carry virtio-net headers with the offloads netadm's have (partial checksums, TCP superframes), so its TCP moves one frame with one read and one send (one recv and one write reversed), the copies any such datapath makes, where netadm also copies each frame into and out of its rings",
     "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed), measured from the first MTU change at 1 s (before it, TCP slow start); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
 ];
 
@@ -472,6 +532,27 @@ const NOTES: [&str; 6] = [
 /// times the floor's, and at most this far beyond it (ms).
 const FLOOR_RATIO_TARGET: f64 = 2.0;
 const FLOOR_PLUS_TARGET_MS: f64 = 0.030;
+
+/// What issue 24 aims at: TCP through netadm at least this share of the
+/// veth's, each way.
+const TCP_RATIO_TARGET: f64 = 0.60;
+
+fn tcp_met(netadm: f64, veth: f64) -> bool {
+    veth > 0.0 && netadm / veth >= TCP_RATIO_TARGET
+}
+
+const FLOOR_TCP_ROW: &str = "    floor: one thread, TAP <-> AF_PACKET, netadm's offloads";
+
+/// The verdict on TCP against the veth, each way: the ratio and whether
+/// it reaches the target.
+fn tcp_verdict(n: &Figures, v: &Figures) -> String {
+    let one = |a: f64, b: f64| {
+        let r = if b > 0.0 { a / b } else { 0.0 };
+        let met = if tcp_met(a, b) { "met" } else { "MISSED" };
+        format!("{r:.3} (>= {TCP_RATIO_TARGET:.2}: {met})")
+    };
+    format!("forward {}, reversed {}", one(n.gbps, v.gbps), one(n.rev_gbps, v.rev_gbps))
+}
 
 /// The verdict on the round trip against its floor: each target met or
 /// missed, and whether the rounds were disturbed (a miss on a disturbed
@@ -492,7 +573,7 @@ fn verdict(p: &Pings) -> String {
 
 /// `load`: the 1-minute load average as the run started and as it
 /// ended, printed with the figures (a loaded machine moves them).
-fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 2]) {
+fn report(o: &Opts, p: &Pings, figs: Option<&([Figures; 2], FloorTcp)>, load: [Option<f64>; 2]) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ratio = |a: f64, b: f64| if b > 0.0 { Some(a / b) } else { None };
     let [n_rtt, v_rtt, floor] = &p.rtt;
@@ -537,7 +618,7 @@ fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 
             "load_avg": {"start": load[0], "end": load[1], "cpus": cpus},
             "notes": NOTES,
         });
-        if let Some([n, v]) = figs {
+        if let Some(([n, v], fl)) = figs {
             out["throughput_gbps"] =
                 json!({"netadm": n.gbps, "veth": v.gbps, "ratio": ratio(n.gbps, v.gbps)});
             out["throughput_retransmits"] = json!({"netadm": n.retransmits, "veth": v.retransmits});
@@ -545,6 +626,20 @@ fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 
             out["throughput_reverse_retransmits"] =
                 json!({"netadm": n.rev_retransmits, "veth": v.rev_retransmits});
             out["throughput_gbps_offloads_off"] = json!({"netadm": n.no_offload_gbps});
+            out["throughput_floor_gbps"] = json!({
+                "forward": fl.gbps, "reverse": fl.rev_gbps,
+                "retransmits": fl.retransmits, "reverse_retransmits": fl.rev_retransmits,
+                "floor_veth_ratio": ratio(fl.gbps, v.gbps),
+                "reverse_floor_veth_ratio": ratio(fl.rev_gbps, v.rev_gbps),
+                "netadm_floor_ratio": ratio(n.gbps, fl.gbps),
+                "reverse_netadm_floor_ratio": ratio(n.rev_gbps, fl.rev_gbps),
+                "floor_cpu_pct": fl.cpu_pct[0], "reverse_floor_cpu_pct": fl.cpu_pct[1],
+                "netadmd_cpu_pct": n.cpu_pct[0], "reverse_netadmd_cpu_pct": n.cpu_pct[1],
+            });
+            out["throughput_target"] = json!({
+                "veth_ratio_min": TCP_RATIO_TARGET,
+                "met": tcp_met(n.gbps, v.gbps) && tcp_met(n.rev_gbps, v.rev_gbps),
+            });
             out["mtu_toggle"] = json!({"direction": "client (A/C) sends", "netadm": tog(&n.fwd), "veth": tog(&v.fwd)});
             out["mtu_toggle_reverse"] = json!({"direction": "server (B/D) sends, -R", "netadm": tog(&n.rev), "veth": tog(&v.rev)});
         }
@@ -563,7 +658,7 @@ fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 
         let r = ratio(a, b).map_or("-".to_string(), |r| format!("{r:.2}"));
         println!("{what:<58} {a:>10.prec$} {b:>10.prec$} {r:>12}");
     };
-    if let Some([n, v]) = figs {
+    if let Some(([n, v], fl)) = figs {
         row(&format!("iperf3 TCP throughput, {} s (Gbit/s)", o.seconds), n.gbps, v.gbps, 2);
         row("  retransmits in it (count)", n.retransmits as f64, v.retransmits as f64, 0);
         if let Some(g) = n.no_offload_gbps {
@@ -579,6 +674,28 @@ fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 
             2,
         );
         row("  retransmits in it (count)", n.rev_retransmits as f64, v.rev_retransmits as f64, 0);
+        println!(
+            "{:<58} {:>10} {:>10} {:>12}",
+            "  TCP against its floor (Gbit/s)", "FORWARD", "REVERSED", "RETRANSMITS"
+        );
+        let tr = |what: &str, a: f64, b: f64, rt: String| {
+            println!("{what:<58} {a:>10.2} {b:>10.2} {rt:>12}");
+        };
+        let both = |a: u64, b: u64| format!("{a} / {b}");
+        tr("    veth", v.gbps, v.rev_gbps, both(v.retransmits, v.rev_retransmits));
+        tr(FLOOR_TCP_ROW, fl.gbps, fl.rev_gbps, both(fl.retransmits, fl.rev_retransmits));
+        tr("    netadm", n.gbps, n.rev_gbps, both(n.retransmits, n.rev_retransmits));
+        let r = |a: f64, b: f64| ratio(a, b).unwrap_or(0.0);
+        tr("    floor / veth", r(fl.gbps, v.gbps), r(fl.rev_gbps, v.rev_gbps), String::new());
+        tr("    netadm / floor", r(n.gbps, fl.gbps), r(n.rev_gbps, fl.rev_gbps), String::new());
+        let pct = |c: Option<f64>| c.map_or("-".to_owned(), |c| format!("{c:.0}"));
+        for (what, c) in [
+            ("    floor forwarder's CPU (% of one CPU)", fl.cpu_pct),
+            ("    netadmd's CPU (% of one CPU)", n.cpu_pct),
+        ] {
+            println!("{what:<58} {:>10} {:>10}", pct(c[0]), pct(c[1]));
+        }
+        println!("  netadm against the veth: {}", tcp_verdict(n, v));
     }
     row(
         &format!(
@@ -630,7 +747,7 @@ fn report(o: &Opts, p: &Pings, figs: Option<&[Figures; 2]>, load: [Option<f64>; 
         );
     }
     println!("  netadm against the floor: {}", verdict(p));
-    if let Some([n, v]) = figs {
+    if let Some(([n, v], _)) = figs {
         for (title, a, b) in [
             ("MTU toggled every second, A/C sending", &n.fwd, &v.fwd),
             ("MTU toggled every second, B/D sending (-R)", &n.rev, &v.rev),
