@@ -37,6 +37,15 @@ pub trait Tx: Send + Sync {
         None
     }
 
+    /// After a refusal [`Tx::retry_in`] has no time for: waits until the
+    /// ring `frame` of flow `flow` goes to has room for it (the device's
+    /// TX completions reclaimed), at most `within`; returns at once when
+    /// the refusal was not a full ring (senders paused while a steering
+    /// flip drains, the link down). The default only yields.
+    fn wait_room(&self, _flow: u32, _frame: &[u8], _within: Duration) {
+        std::thread::yield_now();
+    }
+
     /// Busy-polls the receive side of the rings this path sends on
     /// ([`netadm_rings::RingEngine::busy_poll`]): delivers what has
     /// arrived there now, on the calling thread. Returns the frames

@@ -405,6 +405,10 @@ impl Tx for ShapedTx {
         [self.link.bucket.wait(), port].into_iter().flatten().max()
     }
 
+    fn wait_room(&self, flow: u32, frame: &[u8], within: Duration) {
+        self.inner.wait_room(flow, frame, within);
+    }
+
     fn busy_poll(&self) -> Option<u32> {
         self.inner.busy_poll()
     }

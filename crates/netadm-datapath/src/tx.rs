@@ -92,6 +92,20 @@ impl Tx for PortTx {
         self.engine.transmit_offload(ring, frame, off).unwrap_or(false)
     }
 
+    fn wait_room(&self, flow: u32, frame: &[u8], within: std::time::Duration) {
+        let ring = {
+            let st = self.map.state.read().unwrap();
+            if st.paused > 0 || st.rings.is_empty() {
+                // Paused: the pause ends with no completion to wake us.
+                drop(st);
+                std::thread::yield_now();
+                return;
+            }
+            st.rings[flow as usize % st.rings.len()]
+        };
+        self.engine.wait_tx_room(ring, frame.len(), within);
+    }
+
     fn busy_poll(&self) -> Option<u32> {
         let rings = self.map.rings();
         self.engine.busy_poll(&rings)
@@ -141,6 +155,13 @@ impl Tx for MultiTx {
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
         let n = self.members.len();
         n > 0 && self.members[(self.pick)(flow, frame, n) % n].send_offload(flow, frame, off)
+    }
+
+    fn wait_room(&self, flow: u32, frame: &[u8], within: std::time::Duration) {
+        let n = self.members.len();
+        if n > 0 {
+            self.members[(self.pick)(flow, frame, n) % n].wait_room(flow, frame, within);
+        }
     }
 
     fn busy_poll(&self) -> Option<u32> {
@@ -330,6 +351,18 @@ impl Tx for AggrTx {
     fn send_offload(&self, flow: u32, frame: &[u8], off: netadm_nic::Offload) -> bool {
         let st = self.state.read().unwrap();
         Self::pick(&st, frame).is_some_and(|m| st.members[m].tx.send_offload(flow, frame, off))
+    }
+
+    fn wait_room(&self, flow: u32, frame: &[u8], within: std::time::Duration) {
+        // Not under the state lock: a member change must not wait for it.
+        let member = {
+            let st = self.state.read().unwrap();
+            Self::pick(&st, frame).map(|m| Arc::clone(&st.members[m].tx))
+        };
+        match member {
+            Some(m) => m.wait_room(flow, frame, within),
+            None => std::thread::yield_now(),
+        }
     }
 
     fn busy_poll(&self) -> Option<u32> {

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use netadm_nic::{DmaRing, Nic, NicError, Offload, QueueId};
@@ -158,6 +158,52 @@ struct Ring {
     /// only after 0.3-0.5 s (a reflector port's senders held as long).
     buf: AtomicU32,
     counters: RingCounters,
+    /// Senders waiting for its TX ring to have room.
+    room: Room,
+}
+
+/// Where senders a full TX ring refused wait for it to have room, as a
+/// Linux driver stops a full queue and its TX clean wakes it: each
+/// reclaim of completions wakes them, so a refused sender sleeps until
+/// the device's moderated TX interrupt instead of spinning on the CPU
+/// the device and the far side need.
+#[derive(Default)]
+struct Room {
+    waiters: AtomicU32,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Room {
+    /// Wakes the waiters, if any: after completions were reclaimed, or
+    /// the ring closed.
+    fn wake(&self) {
+        // SeqCst, against `wait`'s count and check: either the waiter's
+        // check sees the reclaim, or this sees the waiter.
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until `has_room`, at most `within`. It is asked after the
+    /// waiter is counted (so a wake between the two is not lost) and again
+    /// at each wake (a reclaim too small for the frame, or a spurious one,
+    /// waits on).
+    fn wait(&self, within: Duration, has_room: impl Fn() -> bool) {
+        let deadline = Instant::now() + within;
+        let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        while !has_room() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = self.cv.wait_timeout(g, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        drop(g);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Ring {
@@ -249,6 +295,7 @@ impl Shared {
         };
         if done > 0 {
             ring.counters.tx_completed.fetch_add(done.into(), Ordering::Relaxed);
+            ring.room.wake();
             if let Some(c) = client {
                 c.tx_done(ring.id, done);
             }
@@ -431,6 +478,7 @@ impl RingEngine {
                 stopped_at: Mutex::new(None),
                 buf: AtomicU32::new(0),
                 counters: RingCounters::default(),
+                room: Room::default(),
             });
         }
         let sh = Arc::new(Shared {
@@ -575,6 +623,23 @@ impl RingEngine {
         Ok(self.transmit_with(ring, std::iter::once((frame, off)), 1)? == 1)
     }
 
+    /// After `ring` refused a frame of `len` bytes: waits until its TX
+    /// ring has the descriptors for it (the device's completions were
+    /// reclaimed, by the interrupt handler or another sender), the ring
+    /// closes, or `within` passes. Returns at once when the ring has room
+    /// or is not open (nothing to wait for: the caller sees why when it
+    /// sends again).
+    pub fn wait_tx_room(&self, ring: u16, len: usize, within: Duration) {
+        let Ok(r) = self.ring(ring) else { return };
+        r.room.wait(within, || {
+            let tx = r.tx.lock().unwrap_or_else(PoisonError::into_inner);
+            match (tx.ring.as_ref(), tx.open) {
+                (Some(dma), true) => dma.free() >= dma.slots_for(len),
+                _ => true,
+            }
+        });
+    }
+
     fn transmit_with<'a>(
         &self,
         ring: u16,
@@ -629,6 +694,10 @@ impl RingEngine {
         r.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         r.counters.tx_refused.fetch_add((count - sent) as u64, Ordering::Relaxed);
         drop(tx);
+        if cleaned > 0 {
+            // Room this sender did not fill is another waiting sender's.
+            r.room.wake();
+        }
         // Completions cleaned here are the client's as much as those the
         // handler reclaims; told after the lock, as the handler tells its.
         if cleaned > 0
@@ -1128,6 +1197,8 @@ impl RingEngine {
         for r in rings {
             // Taking the TX lock waits out a transmit in progress.
             r.tx.lock().unwrap_or_else(PoisonError::into_inner).open = false;
+            // A sender waiting for room finds the ring closed now.
+            r.room.wake();
             let s = r.state();
             if s != RingState::Quiescing {
                 r.set(RingState::Quiescing)?;

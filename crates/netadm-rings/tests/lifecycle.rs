@@ -269,3 +269,34 @@ fn a_stop_the_device_does_not_acknowledge_stops_the_rest_and_can_be_retried() {
     e.start(&all, BUF).unwrap();
     assert_no_faults(&*hw);
 }
+
+#[test]
+fn a_sender_a_full_tx_ring_refused_sleeps_until_completions_free_it() {
+    // A 10 Mb/s wire takes 1.2 ms a frame: the ring fills long before
+    // the device has sent any of it back.
+    let cfg = netadm_i40e::I40eConfig {
+        queue_pairs: 1,
+        ring_size: 64,
+        speed_mbps: 10,
+        ..Default::default()
+    };
+    let e = RingEngine::new(i40e_with(cfg), Strategy::Batched).unwrap();
+    e.start(&[0], BUF).unwrap();
+    let frame = [0u8; 1500];
+    let mut queued = 0;
+    while e.transmit_offload(0, &frame, netadm_nic::Offload::NONE).unwrap() {
+        queued += 1;
+    }
+    assert!(queued > 0, "the ring took nothing");
+    // Refused: the wait ends when the interrupt handler reclaims what the
+    // wire has sent, long before its deadline.
+    let (t, deadline) = (std::time::Instant::now(), Duration::from_secs(60));
+    e.wait_tx_room(0, frame.len(), deadline);
+    assert!(t.elapsed() < deadline, "woken by the completions, not by the deadline");
+    assert!(e.transmit_offload(0, &frame, netadm_nic::Offload::NONE).unwrap(), "room after it");
+    // A ring that is not open has nothing to wait for.
+    e.stop(&[0]).unwrap();
+    let t = std::time::Instant::now();
+    e.wait_tx_room(0, frame.len(), deadline);
+    assert!(t.elapsed() < deadline, "a stopped ring does not hold its sender");
+}

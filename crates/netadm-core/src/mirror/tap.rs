@@ -187,7 +187,8 @@ pub(crate) fn reader(tap: Arc<Tap>, stop: std::os::fd::RawFd, out: Out) {
                             return;
                         }
                     }
-                    None => std::thread::yield_now(),
+                    // A full ring: wait for its completions.
+                    None => tx.wait_room(flow, frame, left),
                 }
             }
             sent = true;
