@@ -402,6 +402,39 @@ fn an_ack_with_an_unusable_subnet_mask_is_not_installed() {
 }
 
 #[test]
+fn a_lease_of_an_address_the_interface_has_statically_is_declined() {
+    // dnsmasq has one address to give (and gives it though it answers a
+    // ping): the one the interface already has as a static address.
+    let Some(far) = Far::new(
+        "dd",
+        "192.0.2.1/24",
+        &["--no-ping", "--dhcp-range=192.0.2.100,192.0.2.100,255.255.255.0,2m"],
+    ) else {
+        return;
+    };
+    let (a, bus, rx) = (&far.a, &far.bus, &far.log);
+    let daemon = far.netadmd();
+    json(bus, &["create-if", "i40e0"]);
+    json(bus, &["create-addr", "-T", "static", "-a", "192.0.2.100/24", "i40e0/v4"]);
+    let r = json(bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
+    // Acked, then declined by the client (RFC 2131 4.4.1).
+    let seen = rx
+        .await_line("dnsmasq", std::time::Duration::from_secs(30), |l| l.contains("DHCPDECLINE"))
+        .unwrap_or_else(|e| panic!("no DHCPDECLINE: {e}"));
+    assert!(seen.iter().any(|l| l.contains("DHCPACK")), "dnsmasq acked first: {seen:#?}");
+    assert_eq!(r["notes"].as_array().map(Vec::len), Some(1), "no lease within the wait: {r}");
+    assert!(dhcp_row(bus)["state"] != "ok", "{}", dhcp_row(bus));
+    // The static address is as it was: no lifetime, its object ok, and
+    // deleting the DHCP object leaves it.
+    assert_eq!(kernel_addr(a, "i40e0", "192.0.2.100"), Some((24, None)), "still static");
+    let v4 = rows(&json(bus, &["show-addr"]), "addrobj", "i40e0/v4")[0].clone();
+    assert_eq!(v4["state"], "ok", "{v4}");
+    json(bus, &["delete-addr", "i40e0/dh"]);
+    assert_eq!(kernel_addr(a, "i40e0", "192.0.2.100"), Some((24, None)), "kept");
+    drop(daemon);
+}
+
+#[test]
 fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
     let range = |r: &str| format!("--dhcp-range={r},255.255.255.0,2m");
     let args = |r: &str| {

@@ -435,6 +435,13 @@ impl Netlink {
         self.addrs_where(index, |a| !a.header.flags.contains(AddressHeaderFlags::Permanent))
     }
 
+    /// Interface `index`'s addresses without a lifetime
+    /// (`IFA_F_PERMANENT`): what an administrator (or a static address
+    /// object) put there.
+    pub fn permanent_addrs(&self, index: u32) -> Result<Vec<(IpAddr, u8)>, KernelError> {
+        self.addrs_where(index, |a| a.header.flags.contains(AddressHeaderFlags::Permanent))
+    }
+
     fn addrs_where(
         &self,
         index: u32,

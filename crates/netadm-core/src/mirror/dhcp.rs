@@ -27,6 +27,7 @@ use crate::CoreError;
 const DISCOVER: u8 = 1;
 const OFFER: u8 = 2;
 const REQUEST: u8 = 3;
+const DECLINE: u8 = 4;
 const ACK: u8 = 5;
 const NAK: u8 = 6;
 const RELEASE: u8 = 7;
@@ -572,6 +573,10 @@ impl Run {
     /// `None` if the kernel refused it.
     fn install(&self, l: Lease, renewed: bool) -> Option<Lease> {
         let a = (IpAddr::V4(l.ip), l.prefix);
+        if self.held_statically(l.ip) {
+            self.decline(&l);
+            return None;
+        }
         {
             let mut leased = self.leased.lock().unwrap_or_else(PoisonError::into_inner);
             if !leased.contains(&a) {
@@ -590,6 +595,40 @@ impl Run {
         cv.notify_all();
         tracing::info!(interface = %self.name, address = %l.ip, lease_s = l.secs, renewed, "DHCP lease");
         Some(l)
+    }
+
+    /// Whether the interface has `ip` as an address without a lifetime,
+    /// which no lease of this client's is: one an administrator added
+    /// (a static address object, `ip addr add`). Installed, the lease's
+    /// lifetime would take it over and its end delete it.
+    fn held_statically(&self, ip: Ipv4Addr) -> bool {
+        if self.leased.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|a| a.0 == ip) {
+            return false;
+        }
+        match self.nl.permanent_addrs(self.index) {
+            Ok(addrs) => addrs.iter().any(|a| a.0 == IpAddr::V4(ip)),
+            Err(e) => {
+                tracing::warn!(interface = %self.name, "DHCP: {e}");
+                false
+            }
+        }
+    }
+
+    /// Declines `l` (RFC 2131 4.4.1: the address is in use here): the
+    /// server marks it and offers another at the next DISCOVER.
+    fn decline(&self, l: &Lease) {
+        tracing::warn!(
+            interface = %self.name, address = %l.ip,
+            "DHCP: lease declined: the interface already has this address, and not from a lease"
+        );
+        let zero = Ipv4Addr::UNSPECIFIED;
+        let opts: [(u8, &[u8]); 2] = [(50, &l.ip.octets()), (54, &l.server.octets())];
+        self.send(
+            BROADCAST,
+            zero,
+            Ipv4Addr::BROADCAST,
+            &message(DECLINE, random_xid(), self.mac, zero, &opts),
+        );
     }
 
     fn forget(&self, l: &Lease) {
