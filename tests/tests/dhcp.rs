@@ -435,6 +435,36 @@ fn a_lease_of_an_address_the_interface_has_statically_is_declined() {
 }
 
 #[test]
+fn apply_makes_a_dhcp_address_static_at_the_address_it_leased() {
+    let Some(far) = Far::new("ds", "192.0.2.1/24", SHORT_T1) else { return };
+    let (a, bus, rx) = (&far.a, &far.bus, &far.log);
+    let daemon = far.netadmd();
+    json(bus, &["create-if", "i40e0"]);
+    json(bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
+    let leased = dhcp_row(bus)["addr"].as_str().unwrap().to_owned();
+    let (ip, _) = leased.split_once('/').unwrap();
+    // The same object, static now, at the address it holds.
+    let cfg = show_config(bus);
+    assert!(cfg.contains("type = \"dhcp\""), "{cfg}");
+    let doc = far.dir.join("static.toml");
+    std::fs::write(&doc, cfg.replace("type = \"dhcp\"", &format!("addr = \"{leased}\""))).unwrap();
+    json(bus, &["apply", "-f", doc.to_str().unwrap()]);
+    let row = dhcp_row(bus);
+    assert_eq!(
+        (&row["type"], &row["state"], &row["addr"]),
+        (&"static".into(), &"ok".into(), &leased.clone().into()),
+        "{row}"
+    );
+    // Given back first, then added for good: no lifetime, and the server
+    // was told.
+    assert_eq!(kernel_addr(a, "i40e0", ip), Some((24, None)), "static in the kernel");
+    rx.await_line("dnsmasq", std::time::Duration::from_secs(30), |l| l.contains("DHCPRELEASE"))
+        .unwrap_or_else(|e| panic!("no DHCPRELEASE: {e}"));
+    ping_server(a);
+    drop(daemon);
+}
+
+#[test]
 fn a_nak_on_renewal_drops_the_address_and_a_new_lease_is_taken() {
     let range = |r: &str| format!("--dhcp-range={r},255.255.255.0,2m");
     let args = |r: &str| {

@@ -625,7 +625,14 @@ impl Mirror {
                 // A DHCP address: given back, and removed, by its client.
                 if let Some(c) = i.dhcp.remove(obj) {
                     c.release_when_dropped();
-                    gone.0.push(c);
+                    if b.is_some() {
+                        // Of another type now: released here, before its
+                        // successor is added below, which may well be the
+                        // leased address itself (`apply` making it static).
+                        drop(c);
+                    } else {
+                        gone.0.push(c);
+                    }
                 }
                 if a.kind == AddrType::Addrconf {
                     let nl = i.nl.clone();
