@@ -143,6 +143,7 @@ impl Events {
 struct NetnsWatch {
     fd: OwnedFd,
     dir: CString,
+    parent: CString,
     /// The parent's watch, while `dir` is not there; and `dir`'s.
     wds: Mutex<(Option<i32>, Option<i32>)>,
 }
@@ -160,19 +161,40 @@ impl NetnsWatch {
             CString::new(p.as_os_str().as_encoded_bytes())
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         };
-        let w = Self { fd, dir: c(dir)?, wds: Mutex::new((None, None)) };
-        match w.add(&w.dir, libc::IN_DELETE | libc::IN_MOVED_FROM) {
+        let parent = c(dir.parent().unwrap_or(Path::new("/")))?;
+        let w = Self { fd, dir: c(dir)?, parent, wds: Mutex::new((None, None)) };
+        match w.add(&w.dir, DIR_EVENTS) {
             Ok(wd) => w.wds.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(wd),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = c(dir.parent().unwrap_or(Path::new("/")))?;
-                let wd = w.add(&parent, libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_ONLYDIR)?;
-                w.wds.lock().unwrap_or_else(PoisonError::into_inner).0 = Some(wd);
-                // Made meanwhile: its creation may have gone unheard.
-                w.adopt_dir()?;
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => w.await_dir()?,
             Err(e) => return Err(e),
         }
         Ok(w)
+    }
+
+    /// Watches the parent for the directory to be made (again), and
+    /// adopts it if it is there already: its creation may have gone
+    /// unheard.
+    fn await_dir(&self) -> std::io::Result<()> {
+        {
+            let mut wds = self.wds.lock().unwrap_or_else(PoisonError::into_inner);
+            if wds.0.is_none() {
+                let mask = libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_ONLYDIR;
+                wds.0 = Some(self.add(&self.parent, mask)?);
+            }
+        }
+        self.adopt_dir()
+    }
+
+    /// The directory itself went (removed, moved away, unmounted): with
+    /// it every name in it. Its watch is dropped and its parent watched
+    /// until it is back.
+    fn lost_dir(&self) -> std::io::Result<()> {
+        if let Some(wd) = self.wds.lock().unwrap_or_else(PoisonError::into_inner).1.take() {
+            // SAFETY: our descriptor and a watch it returned (one the
+            // kernel removed already is refused, harmlessly).
+            unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), wd) };
+        }
+        self.await_dir()
     }
 
     fn add(&self, path: &CString, mask: u32) -> std::io::Result<i32> {
@@ -188,7 +210,7 @@ impl NetnsWatch {
         if wds.1.is_some() {
             return Ok(());
         }
-        match self.add(&self.dir, libc::IN_DELETE | libc::IN_MOVED_FROM) {
+        match self.add(&self.dir, DIR_EVENTS) {
             Ok(wd) => {
                 wds.1 = Some(wd);
                 if let Some(p) = wds.0.take() {
@@ -217,37 +239,63 @@ impl NetnsWatch {
                     _ => return Err(e),
                 }
             }
-            let (dir_made, went) = netns_events(&buf[..n as usize], &self.dir);
-            gone |= went;
-            if dir_made {
+            let dir_wd = self.wds.lock().unwrap_or_else(PoisonError::into_inner).1;
+            let heard = netns_events(&buf[..n as usize], &self.dir, dir_wd);
+            gone |= heard.went || heard.lost;
+            if heard.lost {
+                self.lost_dir()?;
+            } else if heard.made {
                 self.adopt_dir()?;
             }
         }
     }
 }
 
-/// Of the inotify events in `buf`: whether directory `dir` (by its last
-/// component) was made in the parent watched, and whether a name went
-/// from a watched directory. (Only `dir` and its parent are watched.)
-fn netns_events(buf: &[u8], dir: &CString) -> (bool, bool) {
+/// What the directory's own watch asks for: a name in it going, and it
+/// going itself (the kernel adds `IN_IGNORED` and `IN_UNMOUNT`).
+const DIR_EVENTS: u32 =
+    libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
+
+/// What a read of inotify events said.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Heard {
+    /// The directory was made in the parent watched.
+    made: bool,
+    /// A name went from it, or events were lost (the queue overflowed):
+    /// any name may have gone.
+    went: bool,
+    /// The directory itself went (removed, moved, unmounted), and every
+    /// name with it.
+    lost: bool,
+}
+
+/// Of the inotify events in `buf`: what happened to directory `dir` (by
+/// its last component) and the names in it, `dir_wd` being its watch.
+/// (Only `dir` and its parent are watched.)
+fn netns_events(buf: &[u8], dir: &CString, dir_wd: Option<i32>) -> Heard {
     const HDR: usize = 16;
     let last = dir.as_bytes().rsplit(|b| *b == b'/').next().unwrap_or_default();
-    let (mut made, mut went) = (false, false);
+    let mut h = Heard::default();
     let mut at = 0;
     while at + HDR <= buf.len() {
         let word = |o: usize| u32::from_ne_bytes(buf[at + o..at + o + 4].try_into().expect("4"));
-        let (mask, len) = (word(4), word(12) as usize);
+        let (wd, mask, len) = (word(0) as i32, word(4), word(12) as usize);
         let name = buf.get(at + HDR..at + HDR + len).unwrap_or_default();
         let name = name.split(|b| *b == 0).next().unwrap_or_default();
         if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 && name == last {
-            made = true;
+            h.made = true;
         }
-        if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
-            went = true;
+        if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_Q_OVERFLOW) != 0 {
+            h.went = true;
+        }
+        let self_gone =
+            libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED | libc::IN_UNMOUNT;
+        if mask & self_gone != 0 && Some(wd) == dir_wd {
+            h.lost = true;
         }
         at += HDR + len;
     }
-    (made, went)
+    h
 }
 
 /// Adds to `touched` the interfaces the netlink messages in `datagram`
@@ -314,6 +362,28 @@ mod tests {
         assert!(!w.gone().unwrap(), "read once");
         std::fs::rename(dir.join("z2"), tmp.path().join("z2")).unwrap();
         assert!(w.gone().unwrap(), "z2 was moved away");
+        // The directory itself goes, and comes back: heard as gone, and
+        // watched again.
+        std::fs::write(dir.join("z3"), "").unwrap();
+        std::fs::remove_file(dir.join("z3")).unwrap();
+        assert!(w.gone().unwrap(), "z3 went");
+        std::fs::remove_dir(&dir).unwrap();
+        assert!(w.gone().unwrap(), "the directory went");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("z4"), "").unwrap();
+        assert!(!w.gone().unwrap(), "made again, nothing gone");
+        std::fs::remove_file(dir.join("z4")).unwrap();
+        assert!(w.gone().unwrap(), "z4 went from the directory made again");
+        // Moved away, with a name in it: gone too, and watched again when
+        // one is made in its place.
+        std::fs::write(dir.join("z5"), "").unwrap();
+        std::fs::rename(&dir, tmp.path().join("old")).unwrap();
+        assert!(w.gone().unwrap(), "the directory was moved away");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("z6"), "").unwrap();
+        assert!(!w.gone().unwrap());
+        std::fs::remove_file(dir.join("z6")).unwrap();
+        assert!(w.gone().unwrap(), "z6 went");
     }
 
     #[test]
