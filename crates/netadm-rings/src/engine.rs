@@ -189,12 +189,14 @@ impl Room {
     /// Waits until `has_room`, at most `within`. It is asked after the
     /// waiter is counted (so a wake between the two is not lost) and again
     /// at each wake (a reclaim too small for the frame, or a spurious one,
-    /// waits on).
-    fn wait(&self, within: Duration, has_room: impl Fn() -> bool) {
+    /// waits on). Whether it waited at all.
+    fn wait(&self, within: Duration, has_room: impl Fn() -> bool) -> bool {
         let deadline = Instant::now() + within;
         let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut waited = false;
         while !has_room() {
+            waited = true;
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -203,6 +205,7 @@ impl Room {
         }
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
+        waited
     }
 }
 
@@ -626,18 +629,21 @@ impl RingEngine {
     /// After `ring` refused a frame of `len` bytes: waits until its TX
     /// ring has the descriptors for it (the device's completions were
     /// reclaimed, by the interrupt handler or another sender), the ring
-    /// closes, or `within` passes. Returns at once when the ring has room
-    /// or is not open (nothing to wait for: the caller sees why when it
-    /// sends again).
+    /// closes, or `within` passes. When the ring has room or is not open
+    /// (nothing to wait for: the caller sees why when it sends again), it
+    /// only yields, so that a caller retrying at once does not spin.
     pub fn wait_tx_room(&self, ring: u16, len: usize, within: Duration) {
-        let Ok(r) = self.ring(ring) else { return };
-        r.room.wait(within, || {
+        let Ok(r) = self.ring(ring) else { return std::thread::yield_now() };
+        let waited = r.room.wait(within, || {
             let tx = r.tx.lock().unwrap_or_else(PoisonError::into_inner);
             match (tx.ring.as_ref(), tx.open) {
                 (Some(dma), true) => dma.free() >= dma.slots_for(len),
                 _ => true,
             }
         });
+        if !waited {
+            std::thread::yield_now();
+        }
     }
 
     fn transmit_with<'a>(
