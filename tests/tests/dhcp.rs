@@ -436,20 +436,32 @@ fn a_lease_of_an_address_the_interface_has_statically_is_declined() {
 
 #[test]
 fn apply_makes_a_dhcp_address_static_at_the_address_it_leased() {
-    let Some(far) = Far::new("ds", "192.0.2.1/24", SHORT_T1) else { return };
+    static_at_the_lease("ds", "i40e0/dh");
+}
+
+#[test]
+fn apply_trades_a_dhcp_address_for_another_static_one_at_its_address() {
+    static_at_the_lease("dt", "i40e0/v4");
+}
+
+/// Leases an address for `i40e0/dh`, then applies a configuration with
+/// `obj` (the same object or another) static at that address.
+fn static_at_the_lease(tag: &str, obj: &str) {
+    let Some(far) = Far::new(tag, "192.0.2.1/24", SHORT_T1) else { return };
     let (a, bus, rx) = (&far.a, &far.bus, &far.log);
     let daemon = far.netadmd();
     json(bus, &["create-if", "i40e0"]);
     json(bus, &["create-addr", "-T", "dhcp", "i40e0/dh"]);
     let leased = dhcp_row(bus)["addr"].as_str().unwrap().to_owned();
     let (ip, _) = leased.split_once('/').unwrap();
-    // The same object, static now, at the address it holds.
+    // `obj`, static, at the address the lease holds.
     let cfg = show_config(bus);
     assert!(cfg.contains("type = \"dhcp\""), "{cfg}");
     let doc = far.dir.join("static.toml");
-    std::fs::write(&doc, cfg.replace("type = \"dhcp\"", &format!("addr = \"{leased}\""))).unwrap();
+    let cfg = cfg.replace("type = \"dhcp\"", &format!("addr = \"{leased}\""));
+    std::fs::write(&doc, cfg.replace("\"i40e0/dh\"", &format!("\"{obj}\""))).unwrap();
     json(bus, &["apply", "-f", doc.to_str().unwrap()]);
-    let row = dhcp_row(bus);
+    let row = rows(&json(bus, &["show-addr"]), "addrobj", obj)[0].clone();
     assert_eq!(
         (&row["type"], &row["state"], &row["addr"]),
         (&"static".into(), &"ok".into(), &leased.clone().into()),

@@ -176,6 +176,7 @@ impl Client {
             name: name.to_owned(),
             faults: Cell::new(0),
             gone: Cell::new(false),
+            declined: Cell::new(false),
         };
         let thread = std::thread::Builder::new()
             .name(format!("dhcp-{name}"))
@@ -245,6 +246,8 @@ struct Run {
     faults: Cell<u32>,
     /// The device is gone: the client ends, forgetting its lease.
     gone: Cell<bool>,
+    /// The last lease was declined: the next attempt waits 10 s at least.
+    declined: Cell<bool>,
 }
 
 /// What came on the socket by a deadline.
@@ -304,9 +307,12 @@ fn message(kind: u8, xid: u32, mac: [u8; 6], ciaddr: Ipv4Addr, opts: &[(u8, &[u8
     let mut m = vec![0u8; 236];
     m[..4].copy_from_slice(&[1, 1, 6, 0]);
     m[4..8].copy_from_slice(&xid.to_be_bytes());
-    // Broadcast flag while we have no address: the server answers to
-    // ff:ff:ff:ff:ff:ff, which reaches us without one.
-    if ciaddr.is_unspecified() {
+    // A message the server answers (DISCOVER, REQUEST): the broadcast
+    // flag while we have no address (the answer to ff:ff:ff:ff:ff:ff
+    // reaches us without one), and the options we want. RFC 2131 table
+    // 5: neither in a DECLINE or a RELEASE, which are not answered.
+    let answered = !matches!(kind, DECLINE | RELEASE);
+    if answered && ciaddr.is_unspecified() {
         m[10] = 0x80;
     }
     m[12..16].copy_from_slice(&ciaddr.octets());
@@ -323,7 +329,10 @@ fn message(kind: u8, xid: u32, mac: [u8; 6], ciaddr: Ipv4Addr, opts: &[(u8, &[u8
         m.extend_from_slice(v);
     }
     // Ask for subnet mask, lease time, T1, T2.
-    m.extend_from_slice(&[55, 4, 1, 51, 58, 59, 255]);
+    if answered {
+        m.extend_from_slice(&[55, 4, 1, 51, 58, 59]);
+    }
+    m.push(255);
     m
 }
 
@@ -500,7 +509,13 @@ impl Run {
                         // that answers at once with what cannot be used (a
                         // NAK, a lease the kernel refuses) is not asked
                         // again at round-trip speed.
-                        self.pause(started + backoff);
+                        // After a decline, 10 s at least (RFC 2131 3.1).
+                        let wait = if self.declined.take() {
+                            backoff.max(Duration::from_secs(10))
+                        } else {
+                            backoff
+                        };
+                        self.pause(started + wait);
                         backoff = (backoff * 2).min(Duration::from_secs(16));
                     }
                     got
@@ -583,7 +598,11 @@ impl Run {
                 leased.push(a);
             }
         }
-        if let Err(e) = self.nl.set_address_lifetimes(self.index, a.0, a.1, l.secs, l.secs) {
+        // Never u32::MAX (an infinite lease): the kernel would mark the
+        // address permanent, and the next netadmd's client would take it
+        // for a static one and decline its own lease.
+        let life = l.secs.min(u32::MAX - 1);
+        if let Err(e) = self.nl.set_address_lifetimes(self.index, a.0, a.1, life, life) {
             tracing::warn!(interface = %self.name, "DHCP: {e}");
             self.forget(&l);
             return None;
@@ -621,6 +640,7 @@ impl Run {
             interface = %self.name, address = %l.ip,
             "DHCP: lease declined: the interface already has this address, and not from a lease"
         );
+        self.declined.set(true);
         let zero = Ipv4Addr::UNSPECIFIED;
         let opts: [(u8, &[u8]); 2] = [(50, &l.ip.octets()), (54, &l.server.octets())];
         self.send(

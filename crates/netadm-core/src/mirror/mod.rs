@@ -613,6 +613,13 @@ impl Mirror {
         // What the change touches: what it removes or adds, and the
         // interfaces whose link it can have changed (not every interface).
         let mut touched = touched(&vf, &vt, &*ifs);
+        // Interfaces on which the change adds or changes an address.
+        let adds_on: Vec<&LinkName> = from
+            .address
+            .diff(&to.address)
+            .filter(|(_, _, b)| b.is_some())
+            .map(|(o, _, _)| o.interface())
+            .collect();
         // Addresses that go, then interfaces that go.
         // (A static address marked down goes from the kernel too.)
         for (obj, a, b) in from.address.diff(&to.address) {
@@ -625,10 +632,11 @@ impl Mirror {
                 // A DHCP address: given back, and removed, by its client.
                 if let Some(c) = i.dhcp.remove(obj) {
                     c.release_when_dropped();
-                    if b.is_some() {
-                        // Of another type now: released here, before its
-                        // successor is added below, which may well be the
-                        // leased address itself (`apply` making it static).
+                    if b.is_some() || adds_on.contains(&obj.interface()) {
+                        // Of another type now, or another address comes on
+                        // its interface: released here, before the adds
+                        // below, one of which may be the leased address
+                        // itself (`apply` making it static).
                         drop(c);
                     } else {
                         gone.0.push(c);
