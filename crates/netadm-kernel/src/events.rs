@@ -105,9 +105,16 @@ impl Events {
             }
             if fds[2].revents != 0
                 && let Some(z) = &self.zones
-                && z.gone().map_err(io)?
             {
-                return Ok(Some(Touched::Zones));
+                match z.gone() {
+                    Ok(false) => {}
+                    Ok(true) => return Ok(Some(Touched::Zones)),
+                    // The watch could not be renewed (no inotify watch
+                    // left, say): taken as a name gone, so each zone is
+                    // looked at now; rtnetlink goes on being heard, where
+                    // returning the error would end both.
+                    Err(_) => return Ok(Some(Touched::Zones)),
+                }
             }
             if fds[0].revents != 0 {
                 break;
@@ -244,6 +251,11 @@ impl NetnsWatch {
             gone |= heard.went || heard.lost;
             if heard.lost {
                 self.lost_dir()?;
+            } else if heard.overflow {
+                // The directory's own events may be among those lost: its
+                // watch is asked for again (the same one if it stands).
+                self.wds.lock().unwrap_or_else(PoisonError::into_inner).1 = None;
+                self.await_dir()?;
             } else if heard.made {
                 self.adopt_dir()?;
             }
@@ -267,6 +279,8 @@ struct Heard {
     /// The directory itself went (removed, moved, unmounted), and every
     /// name with it.
     lost: bool,
+    /// The queue overflowed: events were lost.
+    overflow: bool,
 }
 
 /// Of the inotify events in `buf`: what happened to directory `dir` (by
@@ -288,6 +302,7 @@ fn netns_events(buf: &[u8], dir: &CString, dir_wd: Option<i32>) -> Heard {
         if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_Q_OVERFLOW) != 0 {
             h.went = true;
         }
+        h.overflow |= mask & libc::IN_Q_OVERFLOW != 0;
         let self_gone =
             libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED | libc::IN_UNMOUNT;
         if mask & self_gone != 0 && Some(wd) == dir_wd {
