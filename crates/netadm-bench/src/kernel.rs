@@ -172,12 +172,15 @@ struct Rtt {
 /// (`/proc/PID/task/*/schedstat`); None if it cannot be read.
 fn cpu_ns(pid: u32) -> Option<u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut sum = 0;
+    let (mut sum, mut read) = (0, 0);
     for t in tasks.flatten() {
-        let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
-        sum += stat.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        // A thread that ended meanwhile is passed over; none read (no
+        // schedstat in this kernel) is no figure, not 0.
+        let Ok(stat) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
+        sum += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        read += 1;
     }
-    Some(sum)
+    (read > 0).then_some(sum)
 }
 
 /// The round-trip times, ms, of `count` pings from `ns` to `addr`.
