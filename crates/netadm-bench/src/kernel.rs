@@ -522,12 +522,13 @@ fn throughput(
     Ok((figs, floor))
 }
 
-const NOTES: [&str; 6] = [
+const NOTES: [&str; 7] = [
     "ping: first, before any iperf3 loads the machine; in rounds, each path pinged in turn with the first path rotated each round; a path's median is the median of its rounds' medians; the run is flagged DISTURBED when the load average reached the CPUs there are before or after the rounds, or the rounds' netadm/floor ratios disagree by more than 2x (a target missed on an undisturbed run is a real miss)",
     "netadm: A: netadmd --kernel-mirror on, aggr0 = i40e0+i40e1 (4 queue pairs each, L3,L4), afpacket-wired to veths va0/va1 bridged in B (br0 192.0.2.2); veth: vc0 (C) - vd0 (D); offloads as the kernel sets them on both",
     "MTU: aggr0 and vc0 are 1500 except while toggled 1500<->9000 every second; B's br0/vb0/vb1 are 9000 throughout; D's vd0 is 1500 for throughput and ping, 9000 for the toggles",
     "each toggled connection opens at MTU 1500, so each side advertises MSS 1460 to the other: forward, the toggling side sends up to its current MTU; reversed, the far side sends 1500-byte frames whatever the MTU, so the toggle exercises netadm's receive rings being reprogrammed under load",
     "floor: the least a datapath through a TAP and an AF_PACKET socket can cost, on the same kind of topology (E: TAP tp0 203.0.113.1, one thread in E moving frames between it and a socket on veth ve0, whose peer is bridged in F, br0 203.0.113.2): it sleeps in poll(2) and is woken once per ping, as netadm's TAP reader is; netadm adds its rings and its device's pass (which a doorbell runs on the TAP reader's thread while the device's thread sleeps); its TAP and socket carry virtio-net headers with the offloads netadm's have (partial checksums, TCP superframes), so its TCP moves one frame with one read and one send (one recv and one write reversed), the copies any such datapath makes, where netadm also copies each frame into and out of its rings",
+    "CPU: the run time of every thread of the process (netadmd, the floor forwarder; /proc/PID/task/*/schedstat) over the wall time of each plain iperf3 run, iperf3's start and end included, as a share of one CPU; the two carry different throughputs, so compare CPU per Gbit/s as well",
     "intervals are 100 ms as the receiver counts them (iperf3 server forward, client reversed), measured from the first MTU change at 1 s (before it, TCP slow start); a stall is a run of consecutive intervals below 10 % of the median interval of the test's duration (or empty), counting intervals a receiver still waits past the end; retransmits are the sender's",
 ];
 
@@ -546,15 +547,15 @@ fn tcp_met(netadm: f64, veth: f64) -> bool {
 
 const FLOOR_TCP_ROW: &str = "    floor: one thread, TAP <-> AF_PACKET, netadm's offloads";
 
-/// The verdict on TCP against the veth, each way: the ratio and whether
-/// it reaches the target.
-fn tcp_verdict(n: &Figures, v: &Figures) -> String {
+/// The verdict on TCP against the veth, each way (Gbit/s forward and
+/// reversed): the ratio and whether it reaches the target.
+fn tcp_verdict(n: [f64; 2], v: [f64; 2]) -> String {
     let one = |a: f64, b: f64| {
         let r = if b > 0.0 { a / b } else { 0.0 };
         let met = if tcp_met(a, b) { "met" } else { "MISSED" };
         format!("{r:.3} (>= {TCP_RATIO_TARGET:.2}: {met})")
     };
-    format!("forward {}, reversed {}", one(n.gbps, v.gbps), one(n.rev_gbps, v.rev_gbps))
+    format!("forward {}, reversed {}", one(n[0], v[0]), one(n[1], v[1]))
 }
 
 /// The verdict on the round trip against its floor: each target met or
@@ -698,7 +699,10 @@ fn report(o: &Opts, p: &Pings, figs: Option<&([Figures; 2], FloorTcp)>, load: [O
         ] {
             println!("{what:<58} {:>10} {:>10}", pct(c[0]), pct(c[1]));
         }
-        println!("  netadm against the veth: {}", tcp_verdict(n, v));
+        println!(
+            "  netadm against the veth: {}",
+            tcp_verdict([n.gbps, n.rev_gbps], [v.gbps, v.rev_gbps])
+        );
     }
     row(
         &format!(
@@ -824,6 +828,19 @@ mod tests {
             missed.contains("1.39x the floor (<= 2x: met), +70 us beyond it (<= +30 us: MISSED)")
         );
         assert!(missed.ends_with("DISTURBED: load average 2.50 on 2 CPUs"), "{missed}");
+    }
+
+    #[test]
+    fn the_tcp_verdict_shows_what_it_judged() {
+        assert_eq!(
+            tcp_verdict([9.6, 6.0], [16.0, 10.0]),
+            "forward 0.600 (>= 0.60: met), reversed 0.600 (>= 0.60: met)"
+        );
+        // Just under the target: not rounded up to a met 0.60.
+        assert_eq!(
+            tcp_verdict([9.57, 0.0], [16.0, 0.0]),
+            "forward 0.598 (>= 0.60: MISSED), reversed 0.000 (>= 0.60: MISSED)"
+        );
     }
 
     #[test]

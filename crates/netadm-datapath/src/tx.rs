@@ -158,9 +158,9 @@ impl Tx for MultiTx {
     }
 
     fn wait_room(&self, flow: u32, frame: &[u8], within: std::time::Duration) {
-        let n = self.members.len();
-        if n > 0 {
-            self.members[(self.pick)(flow, frame, n) % n].wait_room(flow, frame, within);
+        match self.members.len() {
+            0 => std::thread::yield_now(),
+            n => self.members[(self.pick)(flow, frame, n) % n].wait_room(flow, frame, within),
         }
     }
 

@@ -248,7 +248,7 @@ impl NetnsWatch {
             }
             let dir_wd = self.wds.lock().unwrap_or_else(PoisonError::into_inner).1;
             let heard = netns_events(&buf[..n as usize], &self.dir, dir_wd);
-            gone |= heard.went || heard.lost;
+            gone |= heard.went || heard.lost || heard.overflow;
             if heard.lost {
                 self.lost_dir()?;
             } else if heard.overflow {
@@ -273,13 +273,13 @@ const DIR_EVENTS: u32 =
 struct Heard {
     /// The directory was made in the parent watched.
     made: bool,
-    /// A name went from it, or events were lost (the queue overflowed):
-    /// any name may have gone.
+    /// A name went from it.
     went: bool,
     /// The directory itself went (removed, moved, unmounted), and every
     /// name with it.
     lost: bool,
-    /// The queue overflowed: events were lost.
+    /// The queue overflowed: events were lost, and any name may have
+    /// gone.
     overflow: bool,
 }
 
@@ -299,9 +299,7 @@ fn netns_events(buf: &[u8], dir: &CString, dir_wd: Option<i32>) -> Heard {
         if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 && name == last {
             h.made = true;
         }
-        if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_Q_OVERFLOW) != 0 {
-            h.went = true;
-        }
+        h.went |= mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0;
         h.overflow |= mask & libc::IN_Q_OVERFLOW != 0;
         let self_gone =
             libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED | libc::IN_UNMOUNT;

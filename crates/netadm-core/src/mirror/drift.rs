@@ -260,12 +260,8 @@ fn let_go_of_deleted_zones(
     }
     drop((let_go, gone));
     if let Some(d) = defaults {
-        let keys = super::attached_sysctl_keys();
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         for at in forget {
-            if let Err(e) = d.forget(&at, &keys) {
-                tracing::warn!("{e}");
-            }
+            super::forget_attached_sysctls(d, &at);
         }
     }
 }

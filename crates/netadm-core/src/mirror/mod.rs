@@ -71,6 +71,16 @@ fn attached_sysctl_keys() -> Vec<String> {
     ATTACHED_SYSCTLS.iter().map(|(f, k)| sysctl_key(*f, k)).collect()
 }
 
+/// Forgets what the sysctls of the device at `at` (its defaults key)
+/// were: they were put back, or the device is gone.
+fn forget_attached_sysctls(d: &crate::kernel::defaults::Defaults, at: &str) {
+    let keys = attached_sysctl_keys();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    if let Err(e) = d.forget(at, &keys) {
+        tracing::warn!(device = at, "{e}");
+    }
+}
+
 /// A sysctl's key in the defaults: `ipv4/forwarding`.
 fn sysctl_key(f: sysctl::Family, key: &str) -> String {
     let proto = match f {
@@ -364,11 +374,7 @@ impl Mirror {
                 let _ = z.ns.run(write);
             }
         }
-        let keys = attached_sysctl_keys();
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        if let Err(e) = d.forget(&at, &keys) {
-            tracing::warn!(device = %i.dev, "{e}");
-        }
+        forget_attached_sysctls(d, &at);
     }
 }
 
